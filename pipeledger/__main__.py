@@ -1,0 +1,3 @@
+from pipeledger.cli.app import main
+
+main()

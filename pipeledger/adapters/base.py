@@ -1,0 +1,64 @@
+"""The warehouse seam: a ``Warehouse`` opens a ``Session``, which is one transaction.
+
+Adapters are the only modules that import a database driver. They execute SQL text built
+elsewhere (:mod:`pipeledger.load.sql`), stage Arrow batches the fastest way their driver
+allows, and translate driver errors into :class:`~pipeledger.errors.WarehouseError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+import pyarrow as pa
+
+from pipeledger.load.sql import Dialect
+from pipeledger.schema import TableName
+
+
+class Session(Protocol):
+    """One open transaction. Leaving the ``with`` block commits; an exception rolls back."""
+
+    dialect: Dialect
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run a statement; return the driver's row count."""
+        ...
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run a query and return every row (for small results only)."""
+        ...
+
+    def stage(self, batch: pa.RecordBatch) -> None:
+        """Append a conformed batch to the staging table."""
+        ...
+
+    def lock_pipeline(self, pipeline: str) -> None:
+        """Take the pipeline's run lock for this transaction, or raise ConcurrentRunError."""
+        ...
+
+    def table_columns(self, table: TableName) -> list[tuple[str, str]] | None:
+        """(name, declared type) of an existing table's columns, or None if it is absent."""
+        ...
+
+    def mark_rollback(self) -> None:
+        """Roll back instead of committing when the block ends (dry runs)."""
+        ...
+
+
+class Warehouse(Protocol):
+    dialect: Dialect
+    url: str
+
+    def session(self, write: bool = True) -> AbstractContextManager[Session]:
+        """Open a connection and a transaction on it (``write=False``: a reader)."""
+        ...
+
+
+class SourceReader(Protocol):
+    """A database read side, used by SQL sources."""
+
+    def read(
+        self, sql: str, params: Sequence[Any], batch_rows: int
+    ) -> Iterator[pa.RecordBatch]: ...

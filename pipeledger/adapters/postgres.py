@@ -1,0 +1,172 @@
+"""PostgreSQL through psycopg 3: COPY into a temporary staging table, set-based merge."""
+
+from __future__ import annotations
+
+import io
+import zlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import pyarrow as pa
+import pyarrow.csv as pacsv
+from psycopg import errors as pgerrors
+
+from pipeledger.errors import ConcurrentRunError, WarehouseError
+from pipeledger.load import sql
+from pipeledger.redact import redact
+from pipeledger.schema import TableName
+
+_TRANSIENT = (psycopg.OperationalError, pgerrors.LockNotAvailable, pgerrors.SerializationFailure)
+_CSV = pacsv.WriteOptions(include_header=False, batch_size=65_536)
+
+
+def _translate(exc: psycopg.Error, doing: str) -> WarehouseError:
+    message = redact(str(exc).strip())
+    return WarehouseError(f"PostgreSQL {doing}: {message}", transient=isinstance(exc, _TRANSIENT))
+
+
+def _connect(url: str) -> psycopg.Connection[Any]:
+    try:
+        conn = psycopg.connect(url, autocommit=False)
+    except psycopg.Error as exc:
+        raise _translate(exc, f"connect to {redact(url)}") from exc
+    conn.execute("SET TIME ZONE 'UTC'")
+    return conn
+
+
+class PostgresSession:
+    dialect = sql.POSTGRES
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+        self.rollback_only = False
+
+    def execute(self, statement: str, params: Sequence[Any] = ()) -> int:
+        try:
+            cursor = self._conn.execute(statement, params or None)
+        except psycopg.Error as exc:
+            raise _translate(exc, "statement failed") from exc
+        return int(cursor.rowcount)
+
+    def query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        try:
+            cursor = self._conn.execute(statement, params or None)
+            return list(cursor.fetchall())
+        except psycopg.Error as exc:
+            raise _translate(exc, "query failed") from exc
+
+    def stage(self, batch: pa.RecordBatch) -> None:
+        buffer = io.BytesIO()
+        pacsv.write_csv(batch, buffer, _CSV)
+        try:
+            with (
+                self._conn.cursor() as cursor,
+                cursor.copy(sql.copy_stage(batch.schema.names)) as copy,
+            ):
+                copy.write(buffer.getbuffer())
+        except psycopg.Error as exc:
+            raise _translate(exc, "COPY into staging failed") from exc
+
+    def lock_pipeline(self, pipeline: str) -> None:
+        key = zlib.crc32(f"pipeledger:{pipeline}".encode())
+        (acquired,) = self.query("SELECT pg_try_advisory_xact_lock(%s)", [key])[0]
+        if not acquired:
+            raise ConcurrentRunError(
+                f"pipeline {pipeline}: another run holds its lock; this run did nothing"
+            )
+
+    def table_columns(self, table: TableName) -> list[tuple[str, str]] | None:
+        rows = self.query(
+            "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
+            "JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped "
+            "ORDER BY a.attnum",
+            [table.schema or "public", table.table],
+        )
+        return [(str(name), str(kind)) for name, kind in rows] or None
+
+    def mark_rollback(self) -> None:
+        self.rollback_only = True
+
+
+class PostgresWarehouse:
+    dialect = sql.POSTGRES
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    @contextmanager
+    def session(self, write: bool = True) -> Iterator[PostgresSession]:
+        conn = _connect(self.url)
+        try:
+            session = PostgresSession(conn)
+            yield session
+            if session.rollback_only:
+                conn.rollback()
+            else:
+                conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+        finally:
+            conn.close()
+
+
+_OIDS: dict[int, pa.DataType] = {
+    16: pa.bool_(),
+    20: pa.int64(),
+    21: pa.int16(),
+    23: pa.int32(),
+    700: pa.float32(),
+    701: pa.float64(),
+    1082: pa.date32(),
+    1114: pa.timestamp("us"),
+    1184: pa.timestamp("us", tz="UTC"),
+}
+
+
+def _arrow_type(column: psycopg.Column) -> pa.DataType:
+    if column.type_code == 1700 and column.precision is not None:
+        return pa.decimal128(column.precision, column.scale or 0)
+    return _OIDS.get(column.type_code, pa.string())
+
+
+class PostgresReader:
+    """Streams a query's rows through a server-side cursor, one Arrow batch at a time."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def read(
+        self, statement: str, params: Sequence[Any], batch_rows: int
+    ) -> Iterator[pa.RecordBatch]:
+        conn = _connect(self.url)
+        try:
+            with conn.cursor(name="pipeledger_extract") as cursor:
+                cursor.itersize = batch_rows
+                cursor.execute(statement, params or None)
+                yield from _batches(cursor, batch_rows)
+        except psycopg.Error as exc:
+            raise _translate(exc, "source query failed") from exc
+        finally:
+            conn.close()
+
+
+def _batches(cursor: psycopg.ServerCursor[Any], batch_rows: int) -> Iterator[pa.RecordBatch]:
+    description = cursor.description or []
+    schema = pa.schema([pa.field(c.name, _arrow_type(c)) for c in description])
+    while rows := cursor.fetchmany(batch_rows):
+        columns = list(zip(*rows, strict=True))
+        arrays = [
+            pa.array(_plain(values, field.type), type=field.type)
+            for values, field in zip(columns, schema, strict=True)
+        ]
+        yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _plain(values: Sequence[Any], arrow: pa.DataType) -> Sequence[Any]:
+    if pa.types.is_string(arrow):
+        return [None if v is None else str(v) for v in values]
+    return values

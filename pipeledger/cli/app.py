@@ -1,0 +1,200 @@
+"""The ``pipeledger`` command: a thin face over :mod:`pipeledger.runner`.
+
+Exit codes: 0 success, 1 a run failed, 2 usage or configuration error, 3 a failed
+quality gate (reserved).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from pipeledger import runner
+from pipeledger.cli.render import result_notes, results_table, state_table
+from pipeledger.config import Config, load_config
+from pipeledger.errors import PipeledgerError
+from pipeledger.load.result import LoadResult
+from pipeledger.redact import redact
+
+app = typer.Typer(
+    help="Idempotent, incremental loads with watermarks that commit with the rows.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+
+class _Options:
+    config_path: Path | None = None
+    debug: bool = False
+
+
+OPTIONS = _Options()
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", "-c", help="Config file (default ./pipeledger.toml).")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+
+
+@app.callback()
+def main_options(
+    config: ConfigOption = None,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress.")] = False,
+) -> None:
+    OPTIONS.config_path = config
+    OPTIONS.debug = debug
+    if verbose:
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
+
+
+def _fail(exc: BaseException) -> None:
+    code = exc.exit_code if isinstance(exc, PipeledgerError) else 1
+    if OPTIONS.debug:
+        err.print(redact("".join(traceback.format_exception(exc))), markup=False)
+    kind = "error" if isinstance(exc, PipeledgerError) else f"unexpected {type(exc).__name__}"
+    err.print(f"[bold red]{kind}:[/] ", end="")
+    err.print(redact(str(exc)), markup=False)
+    for note in getattr(exc, "__notes__", []):
+        err.print(redact(note), markup=False)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def _guard() -> Iterator[None]:
+    try:
+        yield
+    except typer.Exit:
+        raise
+    except Exception as exc:
+        _fail(exc)
+
+
+def _config() -> Config:
+    return load_config(OPTIONS.config_path)
+
+
+@contextmanager
+def _progress(enabled: bool) -> Iterator[Callable[[str, int], None] | None]:
+    if not enabled or not err.is_terminal:
+        yield None
+        return
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True) as progress:
+        tasks: dict[str, Any] = {}
+
+        def update(pipeline: str, rows: int) -> None:
+            if pipeline not in tasks:
+                tasks[pipeline] = progress.add_task(pipeline)
+            progress.update(tasks[pipeline], description=f"{pipeline}: {rows:,} rows staged")
+
+        yield update
+
+
+def _report(results: list[LoadResult], as_json: bool) -> None:
+    if as_json:
+        out.print_json(json.dumps([r.to_json() for r in results]))
+        return
+    out.print(results_table(results))
+    for note in result_notes(results):
+        out.print(f"[yellow]note:[/] {note}")
+
+
+def _failed_json(name: str, exc: BaseException) -> dict[str, Any]:
+    notes = " ".join(getattr(exc, "__notes__", []))
+    return {"pipeline": name, "status": "failed", "error": redact(f"{exc} {notes}".strip())}
+
+
+@app.command()
+def run(
+    names: Annotated[list[str] | None, typer.Argument(help="Pipelines (default: all).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Incremental run: read rows with cursor >= watermark - lateness, merge, advance."""
+    with _guard():
+        config = _config()
+        selected = names or list(config.pipelines)
+        for name in selected:
+            config.pipeline(name)
+        results: list[LoadResult] = []
+        failure: BaseException | None = None
+        with _progress(not as_json) as on_progress:
+            for name in selected:
+                try:
+                    results.append(runner.run_one(config, name, on_progress=on_progress))
+                except PipeledgerError as exc:
+                    failure = exc
+                    break
+        if as_json and failure is not None:
+            payload = [r.to_json() for r in results] + [_failed_json(name, failure)]
+            out.print_json(json.dumps(payload))
+            raise typer.Exit(failure.exit_code if isinstance(failure, PipeledgerError) else 1)
+        if results:
+            _report(results, as_json)
+        if failure is not None:
+            _fail(failure)
+
+
+@app.command()
+def backfill(
+    name: Annotated[str, typer.Argument(help="Pipeline to backfill.")],
+    start: Annotated[str, typer.Option("--start", help="First cursor value (inclusive).")],
+    end: Annotated[str, typer.Option("--end", help="Last cursor value (inclusive).")],
+    as_json: JsonOption = False,
+) -> None:
+    """Reprocess exactly start <= cursor <= end; the live watermark does not move."""
+    with _guard():
+        config = _config()
+        try:
+            with _progress(not as_json) as on_progress:
+                result = runner.backfill(config, name, start, end, on_progress=on_progress)
+        except PipeledgerError as exc:
+            if as_json:
+                out.print_json(json.dumps([_failed_json(name, exc)]))
+            raise
+        _report([result], as_json)
+
+
+@app.command()
+def state(
+    name: Annotated[str | None, typer.Argument(help="Pipeline (default: all).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Watermarks per pipeline and partition."""
+    with _guard():
+        rows = runner.state(_config(), name)
+        if as_json:
+            out.print_json(json.dumps([r.to_json() for r in rows]))
+        elif rows:
+            out.print(state_table(rows))
+        else:
+            out.print("no watermark yet: nothing has been loaded")
+
+
+@app.command()
+def demo(
+    directory: Annotated[
+        Path | None, typer.Option("--dir", help="Empty folder to run in (default: a new temp one).")
+    ] = None,
+) -> None:
+    """A guided tour on the embedded default: load, re-run, increment, late row, backfill."""
+    from pipeledger.demo import run_demo
+
+    with _guard():
+        run_demo(directory, out)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,234 @@
+"""``pipeledger.toml``: a typed model, validated completely before any I/O.
+
+Unknown keys are errors, every message names the file, the pipeline and the key, and
+``${ENV_VAR}`` is interpolated into strings (the values are registered as secrets so they
+are never printed).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from pipeledger.errors import ConfigError
+from pipeledger.redact import redact, register_secret
+from pipeledger.schema import TableName, canonical_type, check_identifier
+
+DEFAULT_CONFIG = "pipeledger.toml"
+EMBEDDED_DIR = ".pipeledger"
+EMBEDDED_FILE = "warehouse.db"
+
+ConflictPolicy = Literal["update", "newer_wins", "ignore", "error"]
+_DURATION = re.compile(r"(\d+)\s*(w|d|h|m|s)")
+_UNITS = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse ``"2h"``, ``"400d"``, ``"1d12h"``, ``"90m"`` or ``"30s"`` into a timedelta."""
+    cleaned = text.strip().lower()
+    parts = _DURATION.findall(cleaned)
+    if not cleaned or _DURATION.sub("", cleaned).strip():
+        raise ValueError(
+            f"{text!r} is not a duration (use e.g. '30s', '15m', '2h', '400d', '1d12h')"
+        )
+    total = timedelta()
+    for amount, unit in parts:
+        total += timedelta(**{_UNITS[unit]: int(amount)})
+    return total
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CsvSource(_Strict):
+    kind: Literal["csv"]
+    path: str
+    delimiter: str = Field(default=",", min_length=1, max_length=1)
+
+
+class ParquetSource(_Strict):
+    kind: Literal["parquet"]
+    path: str
+
+
+class SqlSource(_Strict):
+    kind: Literal["sql"]
+    url: str
+    table: str | None = None
+    query: str | None = None
+
+    @model_validator(mode="after")
+    def _one_of_table_or_query(self) -> SqlSource:
+        if (self.table is None) == (self.query is None):
+            raise ValueError("give exactly one of 'table' or 'query'")
+        if self.table is not None:
+            TableName.parse(self.table)
+        return self
+
+
+SourceConfig = Annotated[CsvSource | ParquetSource | SqlSource, Field(discriminator="kind")]
+
+
+class PipelineConfig(_Strict):
+    """One pipeline: where rows come from, where they land, and how re-seen keys merge."""
+
+    source: SourceConfig
+    target: str
+    key: list[str] = Field(min_length=1)
+    cursor: str
+    on_conflict: ConflictPolicy
+    lateness: timedelta | int = 0
+    partition_by: str | None = None
+    columns: dict[str, str] = Field(default_factory=dict)
+    max_backfill: timedelta | None = None
+    description: str | None = None
+
+    @field_validator("target")
+    @classmethod
+    def _target(cls, value: str) -> str:
+        TableName.parse(value)
+        return value
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, value: list[str]) -> list[str]:
+        for name in value:
+            check_identifier(name, "key column")
+        if len(set(value)) != len(value):
+            raise ValueError("key columns must be distinct")
+        return value
+
+    @field_validator("cursor", "partition_by")
+    @classmethod
+    def _column(cls, value: str | None) -> str | None:
+        return None if value is None else check_identifier(value, "column")
+
+    @field_validator("lateness", "max_backfill", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return parse_duration(value)
+        if isinstance(value, bool) or (isinstance(value, int) and value < 0):
+            raise ValueError("must be a duration like '2h' or a non-negative integer")
+        return value
+
+    @field_validator("columns")
+    @classmethod
+    def _columns(cls, value: dict[str, str]) -> dict[str, str]:
+        return {check_identifier(k, "column"): canonical_type(v) for k, v in value.items()}
+
+    @model_validator(mode="after")
+    def _cursor_not_key(self) -> PipelineConfig:
+        if self.cursor in self.key:
+            raise ValueError(f"cursor {self.cursor!r} cannot also be a key column")
+        if self.partition_by is not None and self.partition_by == self.cursor:
+            raise ValueError("partition_by cannot be the cursor column")
+        return self
+
+    @property
+    def target_name(self) -> TableName:
+        return TableName.parse(self.target)
+
+
+class WarehouseConfig(_Strict):
+    url: str | None = None
+
+
+class Config(_Strict):
+    """A whole ``pipeledger.toml``. ``base_dir`` anchors relative paths (the file's folder)."""
+
+    warehouse: WarehouseConfig = WarehouseConfig()
+    pipelines: dict[str, PipelineConfig] = Field(default_factory=dict)
+    base_dir: Path = Path(".")
+    source_file: Path = Path(DEFAULT_CONFIG)
+
+    @field_validator("pipelines")
+    @classmethod
+    def _names(cls, value: dict[str, PipelineConfig]) -> dict[str, PipelineConfig]:
+        for name in value:
+            check_identifier(name, "pipeline name")
+        return value
+
+    @property
+    def warehouse_url(self) -> str:
+        """The warehouse URL, or the embedded default file next to the config."""
+        if self.warehouse.url:
+            return self.warehouse.url
+        return f"sqlite:///{self.base_dir / EMBEDDED_DIR / EMBEDDED_FILE}"
+
+    def resolve(self, path: str) -> Path:
+        candidate = Path(path).expanduser()
+        return candidate if candidate.is_absolute() else self.base_dir / candidate
+
+    def pipeline(self, name: str) -> PipelineConfig:
+        if name not in self.pipelines:
+            known = ", ".join(sorted(self.pipelines)) or "none"
+            raise ConfigError(f"{self.source_file}: no pipeline named {name!r} (defined: {known})")
+        return self.pipelines[name]
+
+
+def _interpolate(value: Any, where: str) -> Any:
+    if isinstance(value, dict):
+        return {k: _interpolate(v, f"{where}.{k}" if where else k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interpolate(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, str):
+        return _ENV.sub(lambda m: _env_value(m.group(1), where), value)
+    return value
+
+
+def _env_value(name: str, where: str) -> str:
+    if name not in os.environ:
+        raise ConfigError(f"{where}: environment variable {name} is not set")
+    register_secret(os.environ[name])
+    return os.environ[name]
+
+
+def _describe(error: dict[str, Any]) -> str:
+    loc = [str(p) for p in error["loc"] if p not in ("csv", "parquet", "sql", "timedelta", "int")]
+    where = ".".join(loc) or "(top level)"
+    if error["type"] == "extra_forbidden":
+        return f"{where}: unknown key (check its spelling)"
+    if error["type"] == "missing":
+        return f"{where}: required key is missing"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return f"{where}: {message}"
+
+
+def parse_config(data: dict[str, Any], source_file: Path) -> Config:
+    """Validate a parsed TOML document. Raises ``ConfigError`` listing every problem."""
+    where = source_file.name
+    try:
+        data = _interpolate(data, "")
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    try:
+        return Config.model_validate(
+            {**data, "base_dir": source_file.parent.resolve(), "source_file": source_file}
+        )
+    except ValidationError as exc:
+        problems = sorted({_describe(dict(e)) for e in exc.errors()})
+        lines = "\n".join(f"  - {redact(p)}" for p in problems)
+        raise ConfigError(f"{source_file}: invalid configuration:\n{lines}") from None
+
+
+def load_config(path: Path | None = None) -> Config:
+    """Read and validate ``pipeledger.toml`` (or ``path``). Nothing else is touched."""
+    source_file = path or Path(DEFAULT_CONFIG)
+    try:
+        text = source_file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{source_file}: config file not found") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source_file}: not valid TOML: {exc}") from None
+    return parse_config(data, source_file)

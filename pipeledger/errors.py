@@ -1,0 +1,68 @@
+"""The error tree. Every error pipeledger raises on purpose is a ``PipeledgerError``.
+
+::
+
+    PipeledgerError
+    ├── ConfigError          the config file is wrong (exit 2); nothing was read or written
+    ├── SourceError          a source file/row/column is unusable; nothing was written
+    ├── SchemaError          the source does not fit the target's fixed schema
+    ├── ConflictError        on_conflict = "error" met a re-seen key with other content
+    ├── BackfillRangeError   a backfill range is inverted or wider than max_backfill
+    ├── ConcurrentRunError   another run of the same pipeline holds its lock (Transient)
+    └── WarehouseError       the database refused or lost us (Transient or Terminal)
+
+``Transient`` marks errors that are safe to retry as they are; ``Terminal`` marks errors
+that will fail again until a person changes the input or the config.
+"""
+
+from __future__ import annotations
+
+
+class PipeledgerError(Exception):
+    """Root of every error pipeledger raises on purpose."""
+
+    exit_code = 1
+
+
+class Transient(PipeledgerError):
+    """Retrying the same run unchanged may succeed."""
+
+
+class Terminal(PipeledgerError):
+    """Retrying will fail the same way until the input or config changes."""
+
+
+class ConfigError(Terminal):
+    """The configuration is invalid. Raised before any I/O."""
+
+    exit_code = 2
+
+
+class SourceError(Terminal):
+    """A source cannot be read: missing file, bad row, unparsable value, null key."""
+
+
+class SchemaError(Terminal):
+    """The source columns or types do not fit the target table."""
+
+
+class ConflictError(Terminal):
+    """A re-seen key arrived with different content under ``on_conflict = "error"``."""
+
+
+class BackfillRangeError(Terminal):
+    """A backfill range is inverted or exceeds ``max_backfill``."""
+
+    exit_code = 2
+
+
+class ConcurrentRunError(Transient):
+    """Another run of the same pipeline is active."""
+
+
+class WarehouseError(PipeledgerError):
+    """The warehouse database failed; see ``transient`` to know if a retry may help."""
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient

@@ -1,0 +1,19 @@
+"""Extract: sources that stream Arrow batches of the rows inside a run's window."""
+
+from __future__ import annotations
+
+from pipeledger.config import Config, CsvSource, ParquetSource, PipelineConfig
+from pipeledger.extract import csv, parquet, sql
+from pipeledger.extract.base import ReadSpec, Source, SourceBatch
+
+__all__ = ["ReadSpec", "Source", "SourceBatch", "open_source"]
+
+
+def open_source(pipeline: PipelineConfig, config: Config) -> Source:
+    """The source a pipeline's config describes (paths resolve against the config's folder)."""
+    spec = pipeline.source
+    if isinstance(spec, CsvSource):
+        return csv.CsvSource(config.resolve(spec.path), spec.delimiter)
+    if isinstance(spec, ParquetSource):
+        return parquet.ParquetSource(config.resolve(spec.path))
+    return sql.SqlSource(spec.url, spec.table, spec.query)

@@ -1,0 +1,54 @@
+"""The extract seam: a ``Source`` streams Arrow record batches of the rows inside a window."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import pyarrow as pa
+
+from pipeledger.watermark import Window
+
+BATCH_ROWS = 65_536
+
+
+@dataclass(frozen=True)
+class ReadSpec:
+    """What a source needs to know to read one run's rows."""
+
+    window: Window
+    cursor: str
+    partition_by: str | None = None
+    column_types: Mapping[str, pa.DataType] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SourceBatch:
+    """Rows inside the window, with where they came from (for error messages).
+
+    ``row_numbers`` holds each row's 1-based data row number in ``origin`` when the
+    source knows it (CSV); ``scanned`` counts rows read before the window filter.
+    """
+
+    batch: pa.RecordBatch
+    origin: str
+    row_numbers: pa.Array | None = None
+    scanned: int = 0
+
+    def where(self, index: int) -> str:
+        """Human words for row ``index`` of this batch."""
+        if self.row_numbers is not None:
+            row = self.row_numbers[index].as_py()
+            return f"{self.origin} row {row} (line {row + 1})"
+        return self.origin
+
+
+class Source(Protocol):
+    """Anything that streams the rows of a window as Arrow batches."""
+
+    description: str
+
+    def batches(self, spec: ReadSpec) -> Iterator[SourceBatch]:
+        """Yield the rows with the cursor inside ``spec.window``; memory stays bounded."""
+        ...

@@ -1,0 +1,163 @@
+"""CSV files (a path or a glob), streamed block by block with pyarrow's CSV reader."""
+
+from __future__ import annotations
+
+import csv as pycsv
+import glob
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from pipeledger.errors import SourceError
+from pipeledger.extract.base import ReadSpec, SourceBatch
+from pipeledger.watermark import arrow_filter
+
+BLOCK_BYTES = 8 << 20
+
+
+def expand(pattern: Path) -> list[Path]:
+    """Files matching ``pattern`` (a file, a directory of files, or a glob), sorted."""
+    if pattern.is_dir():
+        return sorted(p for p in pattern.iterdir() if p.is_file() and not p.name.startswith("."))
+    return sorted(Path(p) for p in glob.glob(str(pattern)) if Path(p).is_file())
+
+
+class CsvSource:
+    def __init__(self, pattern: Path, delimiter: str = ",") -> None:
+        self.pattern = pattern
+        self.delimiter = delimiter
+        self.description = f"CSV {pattern}"
+
+    def batches(self, spec: ReadSpec) -> Iterator[SourceBatch]:
+        files = expand(self.pattern)
+        if not files:
+            raise SourceError(f"no file matches {self.pattern}")
+        for path in files:
+            yield from self._read_file(path, spec)
+
+    def _read_file(self, path: Path, spec: ReadSpec) -> Iterator[SourceBatch]:
+        if path.stat().st_size == 0:
+            return
+        reader = self._open(path, spec)
+        if reader is None:
+            return
+        first_row = 1
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                return
+            except pa.ArrowInvalid as exc:
+                raise self._explain(path, spec, exc) from None
+            yield _in_window(batch, path, first_row, spec)
+            first_row += batch.num_rows
+
+    def _open(self, path: Path, spec: ReadSpec) -> pacsv.CSVStreamingReader | None:
+        header = _header(path, self.delimiter)
+        if not header:
+            return None
+        types = {name: spec.column_types[name] for name in header if name in spec.column_types}
+        try:
+            return pacsv.open_csv(
+                path,
+                read_options=pacsv.ReadOptions(block_size=BLOCK_BYTES, use_threads=True),
+                parse_options=pacsv.ParseOptions(delimiter=self.delimiter),
+                convert_options=pacsv.ConvertOptions(
+                    column_types=types, strings_can_be_null=False, quoted_strings_can_be_null=False
+                ),
+            )
+        except pa.ArrowInvalid as exc:
+            raise self._explain(path, spec, exc) from None
+
+    def _explain(self, path: Path, spec: ReadSpec, exc: pa.ArrowInvalid) -> SourceError:
+        text = str(exc)
+        if "Expected" in text and "columns" in text:
+            return SourceError(_field_count_problem(path, self.delimiter) or f"{path}: {text}")
+        return SourceError(_conversion_problem(path, self.delimiter, spec, text))
+
+
+def _in_window(batch: pa.RecordBatch, path: Path, first_row: int, spec: ReadSpec) -> SourceBatch:
+    numbers = pa.array(range(first_row, first_row + batch.num_rows), pa.int64())
+    if spec.cursor in batch.schema.names:
+        _refuse_null_cursor(batch, spec.cursor, str(path), first_row)
+    expression = None
+    if spec.cursor in batch.schema.names:
+        expression = arrow_filter(
+            spec.window, spec.cursor, batch.schema.field(spec.cursor).type, spec.partition_by
+        )
+    if expression is None:
+        return SourceBatch(batch, str(path), numbers, batch.num_rows)
+    table = pa.Table.from_batches([batch.append_column("__row", numbers)]).filter(expression)
+    rows = table.column("__row").combine_chunks()
+    kept = table.drop_columns(["__row"]).combine_chunks()
+    out = kept.to_batches()[0] if kept.num_rows else pa.RecordBatch.from_pylist([], kept.schema)
+    return SourceBatch(out, str(path), rows, batch.num_rows)
+
+
+def _refuse_null_cursor(batch: pa.RecordBatch, cursor: str, origin: str, first_row: int) -> None:
+    column = batch.column(cursor)
+    if column.null_count:
+        index = pc.index(pc.is_null(column), True).as_py()
+        row = first_row + index
+        raise SourceError(
+            f"{origin} row {row} (line {row + 1}), column {cursor!r}: the cursor is empty; "
+            "every row needs a change cursor to be loaded exactly once"
+        )
+
+
+def _header(path: Path, delimiter: str) -> list[str]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        return next(pycsv.reader(handle, delimiter=delimiter), [])
+
+
+def _field_count_problem(path: Path, delimiter: str) -> str | None:
+    with path.open(newline="", encoding="utf-8") as handle:
+        rows = pycsv.reader(handle, delimiter=delimiter)
+        header = next(rows, [])
+        for number, row in enumerate(rows, start=1):
+            if len(row) != len(header):
+                return (
+                    f"{path} row {number} (line {rows.line_num}): expected {len(header)} fields, "
+                    f"found {len(row)}"
+                )
+    return None
+
+
+def _conversion_problem(path: Path, delimiter: str, spec: ReadSpec, text: str) -> str:
+    header = _header(path, delimiter)
+    marker = "In CSV column #"
+    if marker not in text:
+        return f"{path}: {text}"
+    index = int(text.split(marker, 1)[1].split(":", 1)[0])
+    column = header[index] if index < len(header) else f"#{index}"
+    wanted = text.rsplit("conversion error to ", 1)[-1].split(":", 1)[0]
+    with path.open(newline="", encoding="utf-8") as handle:
+        rows = pycsv.reader(handle, delimiter=delimiter)
+        next(rows, None)
+        target = spec.column_types.get(column) or _alias(wanted)
+        for number, row in enumerate(rows, start=1):
+            value = row[index] if index < len(row) else ""
+            if value and target is not None and not _casts(value, target):
+                return (
+                    f"{path} row {number} (line {rows.line_num}), column {column!r}: "
+                    f"cannot read {value!r} as {wanted}"
+                )
+    return f"{path}, column {column!r}: {text}"
+
+
+def _casts(value: str, target: pa.DataType) -> bool:
+    try:
+        pc.cast(pa.array([value]), target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return False
+    return True
+
+
+def _alias(name: str) -> pa.DataType | None:
+    try:
+        return pa.type_for_alias(name)
+    except ValueError:
+        return None

@@ -1,0 +1,295 @@
+"""Load: stage, check, merge and advance the watermark in one transaction.
+
+::
+
+    BEGIN
+      lock the pipeline; read its watermarks; plan the window
+      stream source batches -> conform -> stage        (temporary staging table)
+      run every ``PublishHook`` on the staged rows      <- quality gates, ledger record
+      merge staged rows into the target                 (one set-based statement)
+      advance the watermark to the greatest cursor staged (not for backfills)
+    COMMIT                                              (or ROLLBACK on any error)
+
+A crash anywhere before COMMIT leaves the target and the watermark as they were.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Protocol
+
+import pyarrow as pa
+
+from pipeledger.adapters.base import Session, Warehouse
+from pipeledger.config import Config, PipelineConfig
+from pipeledger.errors import ConflictError, PipeledgerError
+from pipeledger.extract import ReadSpec, open_source
+from pipeledger.load import sql
+from pipeledger.load.migrate import migrate
+from pipeledger.load.result import LoadResult, MergeCounts, Mode
+from pipeledger.schema import arrow_type
+from pipeledger.transform.conform import (
+    Shape,
+    check_lateness,
+    conform,
+    infer_shape,
+    shape_from_table,
+)
+from pipeledger.watermark import (
+    CursorValue,
+    WatermarkTracker,
+    Window,
+    from_text,
+    incremental_window,
+    to_text,
+)
+
+ANALYZE_ABOVE_ROWS = 10_000
+log = logging.getLogger("pipeledger.load")
+
+
+@dataclass(frozen=True)
+class Staged:
+    """What publish hooks see: the open session, the staging table and the run so far."""
+
+    session: Session
+    pipeline: str
+    run_id: str
+    shape: Shape
+    stage_table: str
+    rows: int
+
+
+class PublishHook(Protocol):
+    """Runs between staging and publish, inside the load's transaction. Raise to stop it."""
+
+    def __call__(self, staged: Staged) -> None: ...
+
+
+ProgressCallback = Callable[[str, int], None]
+
+
+def read_watermarks(session: Session, pipeline: str) -> dict[str, CursorValue]:
+    rows = session.query(sql.read_state(session.dialect), [pipeline])
+    return {str(part): from_text(str(mark)) for part, mark, _ in rows}
+
+
+@dataclass
+class _Run:
+    name: str
+    pipeline: PipelineConfig
+    config: Config
+    mode: Mode
+    window: Window | None
+    on_progress: ProgressCallback | None
+    hooks: Sequence[PublishHook]
+    run_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    before: dict[str, CursorValue] = field(default_factory=dict)
+    after: dict[str, CursorValue] = field(default_factory=dict)
+    shape: Shape | None = None
+    rows_read: int = 0
+    counts: MergeCounts = field(default_factory=MergeCounts)
+
+    def execute(self, session: Session) -> None:
+        session.lock_pipeline(self.name)
+        self.before = read_watermarks(session, self.name)
+        self.after = dict(self.before)
+        self.shape = self._existing_shape(session)
+        window = self.window or incremental_window(
+            self.before, self.pipeline.lateness, self.pipeline.partition_by is not None
+        )
+        tracker = WatermarkTracker(self.pipeline.cursor, self.pipeline.partition_by)
+        self._stage(session, window, tracker)
+        if self.rows_read == 0 or self.shape is None:
+            return
+        self._publish(session, self.shape, tracker)
+
+    def _existing_shape(self, session: Session) -> Shape | None:
+        rows = session.table_columns(self.pipeline.target_name)
+        if rows is None:
+            return None
+        p = self.pipeline
+        shape = shape_from_table(rows, p.key, p.cursor, p.partition_by)
+        check_lateness(shape, p.lateness)
+        return shape
+
+    def _read_spec(self, window: Window) -> ReadSpec:
+        if self.shape is not None:
+            types = {c.name: c.arrow for c in self.shape.columns}
+        else:
+            types = {name: arrow_type(kind) for name, kind in self.pipeline.columns.items()}
+        return ReadSpec(window, self.pipeline.cursor, self.pipeline.partition_by, types)
+
+    def _stage(self, session: Session, window: Window, tracker: WatermarkTracker) -> None:
+        source = open_source(self.pipeline, self.config)
+        staging = False
+        for item in source.batches(self._read_spec(window)):
+            if item.batch.num_rows == 0:
+                continue
+            if self.shape is None:
+                self.shape = self._create_target(session, item.batch.schema)
+            if not staging:
+                _start_stage(session, self.shape)
+                staging = True
+            batch = conform(item, self.shape)
+            session.stage(batch)
+            tracker.observe(batch)
+            self.rows_read += batch.num_rows
+            log.info("pipeline %s run %s: staged %d rows", self.name, self.run_id, self.rows_read)
+            if self.on_progress:
+                self.on_progress(self.name, self.rows_read)
+
+    def _create_target(self, session: Session, schema: pa.Schema) -> Shape:
+        p = self.pipeline
+        shape = infer_shape(schema, p.columns, p.key, p.cursor, p.partition_by)
+        check_lateness(shape, p.lateness)
+        spec = self._merge_spec(shape)
+        statement = sql.create_schema(session.dialect, spec.target)
+        if statement:
+            session.execute(statement)
+        session.execute(sql.create_target(session.dialect, spec))
+        return shape
+
+    def _merge_spec(self, shape: Shape) -> sql.MergeSpec:
+        p = self.pipeline
+        return sql.MergeSpec(p.target_name, shape.columns, tuple(p.key), p.cursor, p.on_conflict)
+
+    def _publish(self, session: Session, shape: Shape, tracker: WatermarkTracker) -> None:
+        d = session.dialect
+        if d.name == "postgres" and self.rows_read > ANALYZE_ABOVE_ROWS:
+            session.execute(f"ANALYZE {d.stage()}")
+        staged = Staged(session, self.name, self.run_id, shape, d.stage(), self.rows_read)
+        for hook in self.hooks:
+            hook(staged)
+        self.counts = merge_staged(
+            session, self._merge_spec(shape), self.rows_read, self.run_id, self.started_at
+        )
+        if self.mode == "incremental":
+            self._advance(session, shape, tracker)
+
+    def _advance(self, session: Session, shape: Shape, tracker: WatermarkTracker) -> None:
+        moved = tracker.advanced(self.before)
+        now = datetime.now(UTC)
+        for partition, value in sorted(moved.items()):
+            session.execute(
+                sql.write_state(session.dialect),
+                [
+                    self.name,
+                    partition,
+                    shape.cursor,
+                    shape.cursor_type,
+                    to_text(value),
+                    self.run_id,
+                    now,
+                ],
+            )
+        self.after.update(moved)
+
+    def result(self, duration: float, error: str | None = None) -> LoadResult:
+        failed = error is not None
+        return LoadResult(
+            pipeline=self.name,
+            run_id=self.run_id,
+            mode=self.mode,
+            status="failed" if failed else "success",
+            target=self.pipeline.target,
+            started_at=self.started_at,
+            duration_s=duration,
+            rows_read=0 if failed else self.rows_read,
+            counts=MergeCounts() if failed else self.counts,
+            watermark_before=_texts(self.before),
+            watermark_after=_texts(self.before if failed else self.after),
+            partitioned=self.pipeline.partition_by is not None,
+            error=error,
+        )
+
+
+def _texts(marks: dict[str, CursorValue]) -> dict[str, str]:
+    return {part: to_text(value) for part, value in sorted(marks.items())}
+
+
+def _start_stage(session: Session, shape: Shape) -> None:
+    d = session.dialect
+    if d.name == "sqlite":
+        for statement in sql.drop_stage(d):
+            session.execute(statement)
+    session.execute(sql.create_stage(d, shape.columns))
+
+
+def merge_staged(
+    session: Session, spec: sql.MergeSpec, staged: int, run_id: str, loaded_at: datetime
+) -> MergeCounts:
+    """Merge the staged rows into the target under ``spec.policy`` and count what happened."""
+    d = session.dialect
+    source, unique = d.stage(), staged
+    if session.query(sql.duplicate_keys(d, spec)):
+        session.execute(sql.dedupe_stage(d, spec))
+        source = d.stage_unique()
+        unique = int(session.query(f"SELECT count(*) FROM {source}")[0][0])
+    if spec.policy == "error":
+        _refuse_conflicts(session, spec, source)
+    if d.name == "postgres":
+        inserted, updated = session.query(sql.merge(d, spec, source), [run_id, loaded_at])[0]
+    else:
+        inserted = int(session.query(sql.count_new_keys(d, spec, source))[0][0])
+        updated = session.execute(sql.merge(d, spec, source), [run_id, loaded_at]) - inserted
+    return MergeCounts(
+        inserted=int(inserted),
+        updated=int(updated),
+        unchanged=unique - int(inserted) - int(updated),
+        superseded=staged - unique,
+    )
+
+
+def _refuse_conflicts(session: Session, spec: sql.MergeSpec, source: str) -> None:
+    rows = session.query(sql.conflicting_rows(session.dialect, spec, source))
+    if not rows:
+        return
+    total = int(rows[0][-1])
+    keys = ", ".join(_key_text(spec.key, row[:-1]) for row in rows)
+    raise ConflictError(
+        f"target {spec.target}: {total} re-seen key(s) arrived with different content under "
+        f"on_conflict = 'error' (e.g. {keys})"
+    )
+
+
+def _key_text(names: Sequence[str], values: Sequence[object]) -> str:
+    return "(" + ", ".join(f"{n}={v!r}" for n, v in zip(names, values, strict=True)) + ")"
+
+
+def load_pipeline(
+    name: str,
+    config: Config,
+    warehouse: Warehouse,
+    *,
+    mode: Mode = "incremental",
+    window: Window | None = None,
+    on_progress: ProgressCallback | None = None,
+    hooks: Sequence[PublishHook] = (),
+) -> LoadResult:
+    """Run one pipeline once. On failure nothing is written and the error is re-raised
+    unchanged, with a note saying what happened to the target and the watermark."""
+    run = _Run(name, config.pipeline(name), config, mode, window, on_progress, hooks)
+    clock = time.monotonic()
+    migrate(warehouse)
+    try:
+        with warehouse.session() as session:
+            run.execute(session)
+            if mode == "check":
+                session.mark_rollback()
+    except PipeledgerError as exc:
+        exc.add_note(_consequence(run))
+        raise
+    return run.result(time.monotonic() - clock)
+
+
+def _consequence(run: _Run) -> str:
+    marks = _texts(run.before)
+    where = ", ".join(f"{k or 'watermark'}={v}" for k, v in marks.items()) or "unset"
+    return f"pipeline {run.name}: nothing was written; the watermark stays at {where}"

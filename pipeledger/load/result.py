@@ -1,0 +1,67 @@
+"""Immutable results of a load, as the CLI, the JSON output and the ledger see them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+Mode = Literal["incremental", "backfill", "check"]
+Status = Literal["success", "failed"]
+
+
+@dataclass(frozen=True)
+class MergeCounts:
+    """What the merge did with the staged rows.
+
+    ``unchanged`` counts staged rows that left the target as it was: identical rows, and
+    rows the policy declined (older under ``newer_wins``, re-seen under ``ignore``).
+    ``superseded`` counts rows that lost to a newer row of the same key in the same run.
+    """
+
+    inserted: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    superseded: int = 0
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    pipeline: str
+    run_id: str
+    mode: Mode
+    status: Status
+    target: str
+    started_at: datetime
+    duration_s: float
+    rows_read: int = 0
+    counts: MergeCounts = MergeCounts()
+    watermark_before: dict[str, str] = field(default_factory=dict)
+    watermark_after: dict[str, str] = field(default_factory=dict)
+    partitioned: bool = False
+    error: str | None = None
+
+    def watermark(self, which: dict[str, str]) -> str | dict[str, str] | None:
+        """One text value for an unpartitioned pipeline, a mapping for a partitioned one."""
+        if self.partitioned:
+            return dict(which)
+        return which.get("")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pipeline": self.pipeline,
+            "run_id": self.run_id,
+            "mode": self.mode,
+            "status": self.status,
+            "target": self.target,
+            "rows_read": self.rows_read,
+            "rows_inserted": self.counts.inserted,
+            "rows_updated": self.counts.updated,
+            "rows_unchanged": self.counts.unchanged,
+            "rows_superseded": self.counts.superseded,
+            "watermark_before": self.watermark(self.watermark_before),
+            "watermark_after": self.watermark(self.watermark_after),
+            "started_at": self.started_at.isoformat(),
+            "duration_s": round(self.duration_s, 3),
+            "error": self.error,
+        }

@@ -1,0 +1,274 @@
+"""SQL text for staging, merging and state, built by pure functions.
+
+Nothing here executes anything: adapters run these strings with bound parameters.
+Identifiers have been validated by :mod:`pipeledger.schema` and are quoted again here.
+Two dialects: PostgreSQL (``%s`` parameters) and SQLite (``?`` parameters). In SQLite,
+which has no schemas, ``schema.table`` is one quoted table name ``"schema.table"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pipeledger.schema import LOADED_AT_COLUMN, RUN_ID_COLUMN, Column, TableName
+
+DialectName = Literal["postgres", "sqlite"]
+STAGE = "_pipeledger_stage"
+STAGE_UNIQUE = "_pipeledger_stage_unique"
+STATE_TABLE = TableName("pipeledger", "pipeline_state")
+MIGRATIONS_TABLE = TableName("pipeledger", "schema_migrations")
+
+
+def quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass(frozen=True)
+class Dialect:
+    name: DialectName
+
+    @property
+    def param(self) -> str:
+        return "%s" if self.name == "postgres" else "?"
+
+    def table(self, name: TableName) -> str:
+        if name.schema is None:
+            return quote(name.table)
+        if self.name == "postgres":
+            return f"{quote(name.schema)}.{quote(name.table)}"
+        return quote(f"{name.schema}.{name.table}")
+
+    def column_type(self, sql_type: str) -> str:
+        """The DDL type; SQLite keeps exact decimals as text (its NUMERIC would round them)."""
+        if self.name == "sqlite" and sql_type.startswith("numeric("):
+            return "DECIMAL_TEXT" + sql_type.removeprefix("numeric")
+        return sql_type
+
+    def stage(self) -> str:
+        return quote(STAGE) if self.name == "postgres" else f"temp.{quote(STAGE)}"
+
+    def stage_unique(self) -> str:
+        return quote(STAGE_UNIQUE) if self.name == "postgres" else f"temp.{quote(STAGE_UNIQUE)}"
+
+    def row_text(self, alias: str, columns: Sequence[str]) -> str:
+        """A text rendering of a row's values: a total order used to break cursor ties."""
+        if self.name == "postgres":
+            values = ", ".join(f"{alias}.{quote(c)}" for c in columns)
+            return f'(ROW({values})::text COLLATE "C")'
+        return "(" + " || ',' || ".join(f"quote({alias}.{quote(c)})" for c in columns) + ")"
+
+    def differs(self, left: str, right: str, columns: Sequence[str]) -> str:
+        lhs = ", ".join(f"{left}.{quote(c)}" for c in columns)
+        rhs = ", ".join(f"{right}.{quote(c)}" for c in columns)
+        operator = "IS DISTINCT FROM" if self.name == "postgres" else "IS NOT"
+        if len(columns) == 1:
+            return f"{lhs} {operator} {rhs}"
+        return f"({lhs}) {operator} ({rhs})"
+
+
+POSTGRES = Dialect("postgres")
+SQLITE = Dialect("sqlite")
+
+
+@dataclass(frozen=True)
+class MergeSpec:
+    """Everything the merge needs to know about one target."""
+
+    target: TableName
+    columns: tuple[Column, ...]
+    key: tuple[str, ...]
+    cursor: str
+    policy: str
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
+    def values(self) -> list[str]:
+        """Non-key columns: the content compared to decide 'unchanged'."""
+        return [c.name for c in self.columns if c.name not in self.key]
+
+
+def create_schema(d: Dialect, target: TableName) -> str | None:
+    if d.name != "postgres" or target.schema is None:
+        return None
+    return f"CREATE SCHEMA IF NOT EXISTS {quote(target.schema)}"
+
+
+def create_target(d: Dialect, spec: MergeSpec) -> str:
+    required = {*spec.key, spec.cursor}
+    lines = [
+        f"{quote(c.name)} {d.column_type(c.sql_type)}" + (" NOT NULL" if c.name in required else "")
+        for c in spec.columns
+    ]
+    lines.append(f"{quote(RUN_ID_COLUMN)} text NOT NULL")
+    lines.append(f"{quote(LOADED_AT_COLUMN)} timestamptz NOT NULL")
+    lines.append("PRIMARY KEY (" + ", ".join(quote(k) for k in spec.key) + ")")
+    body = ",\n  ".join(lines)
+    return f"CREATE TABLE {d.table(spec.target)} (\n  {body}\n)"
+
+
+def create_stage(d: Dialect, columns: Sequence[Column]) -> str:
+    body = ", ".join(f"{quote(c.name)} {d.column_type(c.sql_type)}" for c in columns)
+    suffix = " ON COMMIT DROP" if d.name == "postgres" else ""
+    name = quote(STAGE)
+    return f"CREATE TEMP TABLE {name} ({body}){suffix}"
+
+
+def drop_stage(d: Dialect) -> list[str]:
+    return [f"DROP TABLE IF EXISTS {d.stage_unique()}", f"DROP TABLE IF EXISTS {d.stage()}"]
+
+
+def copy_stage(columns: Sequence[str]) -> str:
+    names = ", ".join(quote(c) for c in columns)
+    return f"COPY {quote(STAGE)} ({names}) FROM STDIN (FORMAT csv)"
+
+
+def insert_stage(d: Dialect, columns: Sequence[str]) -> str:
+    names = ", ".join(quote(c) for c in columns)
+    marks = ", ".join([d.param] * len(columns))
+    return f"INSERT INTO {d.stage()} ({names}) VALUES ({marks})"
+
+
+def duplicate_keys(d: Dialect, spec: MergeSpec) -> str:
+    keys = ", ".join(quote(k) for k in spec.key)
+    return f"SELECT 1 FROM {d.stage()} GROUP BY {keys} HAVING count(*) > 1 LIMIT 1"
+
+
+def dedupe_stage(d: Dialect, spec: MergeSpec) -> str:
+    """One row per key: greatest cursor wins, then the greatest row text (deterministic)."""
+    names = ", ".join(quote(c) for c in spec.names)
+    keys = ", ".join(quote(k) for k in spec.key)
+    order = f"{quote(spec.cursor)} DESC, {d.row_text('s', spec.values)} DESC"
+    ranked = (
+        f"SELECT {names}, row_number() OVER (PARTITION BY {keys} ORDER BY {order}) AS rn "
+        f"FROM {d.stage()} AS s"
+    )
+    return (
+        f"CREATE TEMP TABLE {quote(STAGE_UNIQUE)} AS "
+        f"SELECT {names} FROM ({ranked}) AS ranked WHERE rn = 1"
+    )
+
+
+def conflicting_rows(d: Dialect, spec: MergeSpec, source: str) -> str:
+    """Re-seen keys whose content differs: what ``on_conflict = "error"`` refuses."""
+    keys = ", ".join(f"s.{quote(k)}" for k in spec.key)
+    join = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in spec.key)
+    return (
+        f"SELECT {keys}, count(*) OVER () FROM {source} AS s "
+        f"JOIN {d.table(spec.target)} AS t ON {join} "
+        f"WHERE {d.differs('t', 's', spec.values)} LIMIT 5"
+    )
+
+
+def count_new_keys(d: Dialect, spec: MergeSpec, source: str) -> str:
+    join = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in spec.key)
+    return (
+        f"SELECT count(*) FROM {source} AS s WHERE NOT EXISTS "
+        f"(SELECT 1 FROM {d.table(spec.target)} AS t WHERE {join})"
+    )
+
+
+def update_condition(d: Dialect, spec: MergeSpec) -> str | None:
+    """When an incoming row may replace the stored one; ``None`` means never."""
+    incoming = "excluded"
+    if spec.policy == "update":
+        return d.differs("t", incoming, spec.values)
+    if spec.policy == "newer_wins":
+        cursor = quote(spec.cursor)
+        tie = f"{d.row_text(incoming, spec.values)} > {d.row_text('t', spec.values)}"
+        return f"{incoming}.{cursor} > t.{cursor} OR ({incoming}.{cursor} = t.{cursor} AND {tie})"
+    return None
+
+
+def merge(d: Dialect, spec: MergeSpec, source: str) -> str:
+    """One set-based upsert from ``source`` into the target, never rewriting identical rows.
+
+    PostgreSQL returns (inserted, updated) from the statement itself; SQLite's row count
+    is inserted + updated, and the caller counts new keys beforehand.
+    """
+    names = ", ".join(quote(c) for c in spec.names)
+    meta = f"{quote(RUN_ID_COLUMN)}, {quote(LOADED_AT_COLUMN)}"
+    keys = ", ".join(quote(k) for k in spec.key)
+    condition = update_condition(d, spec)
+    if condition is None:
+        action = "DO NOTHING"
+    else:
+        sets = ", ".join(f"{quote(c)} = excluded.{quote(c)}" for c in [*spec.values])
+        sets += f", {quote(RUN_ID_COLUMN)} = excluded.{quote(RUN_ID_COLUMN)}"
+        sets += f", {quote(LOADED_AT_COLUMN)} = excluded.{quote(LOADED_AT_COLUMN)}"
+        action = f"DO UPDATE SET {sets} WHERE {condition}"
+    insert = (
+        f"INSERT INTO {d.table(spec.target)} AS t ({names}, {meta}) "
+        f"SELECT {names}, {d.param}, {d.param} FROM {source} WHERE true "
+        f"ON CONFLICT ({keys}) {action}"
+    )
+    if d.name == "sqlite":
+        return insert
+    return (
+        f"WITH merged AS ({insert} RETURNING (xmax = 0) AS inserted) "
+        "SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM merged"
+    )
+
+
+def read_state(d: Dialect) -> str:
+    p = d.param
+    return (
+        "SELECT partition_key, watermark, cursor_type "
+        f"FROM {d.table(STATE_TABLE)} WHERE pipeline = {p}"
+    )
+
+
+def read_all_state(d: Dialect) -> str:
+    return (
+        "SELECT pipeline, partition_key, cursor_column, cursor_type, watermark, run_id, "
+        f"updated_at FROM {d.table(STATE_TABLE)} ORDER BY pipeline, partition_key"
+    )
+
+
+def write_state(d: Dialect) -> str:
+    p = d.param
+    return (
+        f"INSERT INTO {d.table(STATE_TABLE)} "
+        "(pipeline, partition_key, cursor_column, cursor_type, watermark, run_id, updated_at) "
+        f"VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}) "
+        "ON CONFLICT (pipeline, partition_key) DO UPDATE SET "
+        "cursor_column = excluded.cursor_column, cursor_type = excluded.cursor_type, "
+        "watermark = excluded.watermark, run_id = excluded.run_id, updated_at = excluded.updated_at"
+    )
+
+
+def migrations(d: Dialect) -> list[tuple[int, str, list[str]]]:
+    """Versioned schema changes of pipeledger's own tables, applied in order, each once."""
+    schema = ["CREATE SCHEMA IF NOT EXISTS pipeledger"] if d.name == "postgres" else []
+    state = (
+        f"CREATE TABLE IF NOT EXISTS {d.table(STATE_TABLE)} ("
+        "pipeline text NOT NULL, partition_key text NOT NULL, cursor_column text NOT NULL, "
+        "cursor_type text NOT NULL, watermark text NOT NULL, run_id text NOT NULL, "
+        "updated_at timestamptz NOT NULL, PRIMARY KEY (pipeline, partition_key))"
+    )
+    return [(1, "watermark state per pipeline and partition", [*schema, state])]
+
+
+def create_migrations_table(d: Dialect) -> list[str]:
+    schema = ["CREATE SCHEMA IF NOT EXISTS pipeledger"] if d.name == "postgres" else []
+    table = (
+        f"CREATE TABLE IF NOT EXISTS {d.table(MIGRATIONS_TABLE)} ("
+        "version integer PRIMARY KEY, description text NOT NULL, applied_at timestamptz NOT NULL)"
+    )
+    return [*schema, table]
+
+
+def applied_migrations(d: Dialect) -> str:
+    return f"SELECT version FROM {d.table(MIGRATIONS_TABLE)}"
+
+
+def record_migration(d: Dialect) -> str:
+    p = d.param
+    return (
+        f"INSERT INTO {d.table(MIGRATIONS_TABLE)} (version, description, applied_at) "
+        f"VALUES ({p}, {p}, {p})"
+    )

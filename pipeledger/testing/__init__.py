@@ -1,0 +1,1 @@
+"""Test and benchmark helpers for pipeledger (not imported by the library itself)."""

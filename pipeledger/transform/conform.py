@@ -1,0 +1,171 @@
+"""Transform: fix the target's columns once, then conform every batch to them.
+
+The first load infers column types from the source (declared ``columns`` win); from then
+on the target's types are fixed and every batch is cast to them. Key, cursor and
+partition values must be present: a row without them cannot be loaded exactly once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipeledger.errors import ConfigError, SchemaError, SourceError
+from pipeledger.extract.base import SourceBatch
+from pipeledger.schema import (
+    CURSOR_TYPES,
+    LOADED_AT_COLUMN,
+    RESERVED_PREFIX,
+    RUN_ID_COLUMN,
+    Column,
+    canonical_type,
+    sql_type_for,
+    target_schema,
+)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The fixed columns of a target and which of them play which role."""
+
+    columns: tuple[Column, ...]
+    key: tuple[str, ...]
+    cursor: str
+    partition_by: str | None = None
+
+    @property
+    def schema(self) -> pa.Schema:
+        return target_schema(self.columns)
+
+    @property
+    def cursor_type(self) -> str:
+        return next(c.sql_type for c in self.columns if c.name == self.cursor)
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        extra = (self.partition_by,) if self.partition_by else ()
+        return (*self.key, self.cursor, *extra)
+
+
+def infer_shape(
+    source: pa.Schema,
+    declared: Mapping[str, str],
+    key: Sequence[str],
+    cursor: str,
+    partition_by: str | None,
+) -> Shape:
+    """The columns of a new target: the source's, typed as declared or as inferred."""
+    names = source.names
+    unknown = [name for name in declared if name not in names]
+    if unknown:
+        raise SchemaError(f"columns declares {unknown} but the source has no such column")
+    columns = []
+    for field in source:
+        if field.name.lower().startswith(RESERVED_PREFIX):
+            raise SchemaError(f"source column {field.name!r} uses the reserved prefix")
+        sql_type = declared.get(field.name) or sql_type_for(field.type)
+        columns.append(Column(field.name, sql_type))
+    shape = Shape(tuple(columns), tuple(key), cursor, partition_by)
+    _check_roles(shape)
+    return shape
+
+
+def shape_from_table(
+    rows: Sequence[tuple[str, str]], key: Sequence[str], cursor: str, partition_by: str | None
+) -> Shape:
+    """The shape of an existing target, read from the database catalog."""
+    meta = {RUN_ID_COLUMN, LOADED_AT_COLUMN}
+    columns = tuple(Column(name, canonical_type(kind)) for name, kind in rows if name not in meta)
+    shape = Shape(columns, tuple(key), cursor, partition_by)
+    _check_roles(shape)
+    return shape
+
+
+def _check_roles(shape: Shape) -> None:
+    names = {c.name for c in shape.columns}
+    missing = [name for name in shape.required if name not in names]
+    if missing:
+        raise SchemaError(f"the source has no column {', '.join(map(repr, missing))}")
+    if shape.cursor_type not in CURSOR_TYPES:
+        raise SchemaError(
+            f"cursor column {shape.cursor!r} is {shape.cursor_type}; it must be a date, "
+            "a timestamp or an integer (declare its type under 'columns' if the source "
+            "stores it as text)"
+        )
+
+
+def check_lateness(shape: Shape, lateness: timedelta | int) -> None:
+    """Lateness is a duration for time cursors and a count for integer cursors."""
+    integer_cursor = shape.cursor_type in ("smallint", "integer", "bigint")
+    if integer_cursor and isinstance(lateness, timedelta) and lateness:
+        raise ConfigError(f"cursor {shape.cursor!r} is an integer: lateness must be an integer")
+    if not integer_cursor and isinstance(lateness, int) and lateness:
+        raise ConfigError(
+            f"cursor {shape.cursor!r} is a {shape.cursor_type}: lateness must be a "
+            "duration such as '2h'"
+        )
+
+
+def conform(source: SourceBatch, shape: Shape) -> pa.RecordBatch:
+    """Cast ``source.batch`` to the target's columns; refuse missing key/cursor values."""
+    batch = source.batch
+    names = set(batch.schema.names)
+    expected = [c.name for c in shape.columns]
+    missing = [n for n in expected if n not in names]
+    added = [n for n in batch.schema.names if n not in set(expected)]
+    if missing or added:
+        raise SchemaError(_drift_message(source.origin, missing, added))
+    arrays = [_cast(source, column) for column in shape.columns]
+    out = pa.RecordBatch.from_arrays(arrays, schema=shape.schema)
+    for name in shape.required:
+        _refuse_nulls(source, out.column(name), name)
+    return out
+
+
+def _drift_message(origin: str, missing: list[str], added: list[str]) -> str:
+    parts = []
+    if added:
+        parts.append(f"new column(s) {', '.join(map(repr, added))} not in the target")
+    if missing:
+        parts.append(f"target column(s) {', '.join(map(repr, missing))} missing from the source")
+    return f"{origin}: the source schema changed: " + "; ".join(parts)
+
+
+def _cast(source: SourceBatch, column: Column) -> pa.Array:
+    array = source.batch.column(column.name)
+    if array.type == column.arrow:
+        return array
+    try:
+        return array.cast(column.arrow)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise SourceError(_cast_problem(source, array, column, exc)) from None
+
+
+def _cast_problem(source: SourceBatch, array: pa.Array, column: Column, exc: Exception) -> str:
+    for index in range(len(array)):
+        try:
+            array.slice(index, 1).cast(column.arrow)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            value = array[index].as_py()
+            return (
+                f"{source.where(index)}, column {column.name!r}: cannot store {value!r} "
+                f"as {column.sql_type}"
+            )
+    return f"{source.origin}, column {column.name!r}: cannot convert to {column.sql_type}: {exc}"
+
+
+def _refuse_nulls(source: SourceBatch, array: pa.Array, name: str) -> None:
+    empty = pc.is_null(array)
+    if pa.types.is_string(array.type):
+        empty = pc.or_kleene(empty, pc.equal(pc.utf8_trim_whitespace(array), ""))
+    if not pc.any(empty).as_py():
+        return
+    index = pc.index(empty, True).as_py()
+    raise SourceError(
+        f"{source.where(index)}, column {name!r}: value is empty; key, cursor and partition "
+        "columns must have a value in every row"
+    )
