@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from pipeledger import runner
-from pipeledger.cli.render import result_notes, results_table, state_table
+from pipeledger.cli.render import results_lines, state_lines
 from pipeledger.config import Config, load_config
 from pipeledger.errors import PipeledgerError
 from pipeledger.load.result import LoadResult
@@ -66,9 +66,9 @@ def _fail(exc: BaseException) -> None:
         err.print(redact("".join(traceback.format_exception(exc))), markup=False)
     kind = "error" if isinstance(exc, PipeledgerError) else f"unexpected {type(exc).__name__}"
     err.print(f"[bold red]{kind}:[/] ", end="")
-    err.print(redact(str(exc)), markup=False)
+    err.print(redact(str(exc)), markup=False, soft_wrap=True, highlight=False)
     for note in getattr(exc, "__notes__", []):
-        err.print(redact(note), markup=False)
+        err.print(redact(note), markup=False, soft_wrap=True, highlight=False)
     raise typer.Exit(code)
 
 
@@ -103,13 +103,17 @@ def _progress(enabled: bool) -> Iterator[Callable[[str, int], None] | None]:
         yield update
 
 
+def _print_json(payload: Any) -> None:
+    sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
+    sys.stdout.flush()
+
+
 def _report(results: list[LoadResult], as_json: bool) -> None:
     if as_json:
-        out.print_json(json.dumps([r.to_json() for r in results]))
+        _print_json([r.to_json() for r in results])
         return
-    out.print(results_table(results))
-    for note in result_notes(results):
-        out.print(f"[yellow]note:[/] {note}")
+    for line in results_lines(results):
+        out.print(line, soft_wrap=True, highlight=False)
 
 
 def _failed_json(name: str, exc: BaseException) -> dict[str, Any]:
@@ -139,7 +143,7 @@ def run(
                     break
         if as_json and failure is not None:
             payload = [r.to_json() for r in results] + [_failed_json(name, failure)]
-            out.print_json(json.dumps(payload))
+            _print_json(payload)
             raise typer.Exit(failure.exit_code if isinstance(failure, PipeledgerError) else 1)
         if results:
             _report(results, as_json)
@@ -162,7 +166,7 @@ def backfill(
                 result = runner.backfill(config, name, start, end, on_progress=on_progress)
         except PipeledgerError as exc:
             if as_json:
-                out.print_json(json.dumps([_failed_json(name, exc)]))
+                _print_json([_failed_json(name, exc)])
             raise
         _report([result], as_json)
 
@@ -176,9 +180,10 @@ def state(
     with _guard():
         rows = runner.state(_config(), name)
         if as_json:
-            out.print_json(json.dumps([r.to_json() for r in rows]))
+            _print_json([r.to_json() for r in rows])
         elif rows:
-            out.print(state_table(rows))
+            for line in state_lines(rows):
+                out.print(line, soft_wrap=True, highlight=False)
         else:
             out.print("no watermark yet: nothing has been loaded")
 

@@ -1,10 +1,8 @@
-"""How results look on a terminal. Pure functions from values to rich renderables."""
+"""How results look on a terminal: plain lines that survive narrow terminals and logs."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-from rich.table import Table
 
 from pipeledger.load.result import LoadResult
 from pipeledger.runner import WatermarkRow
@@ -18,57 +16,42 @@ def _mark(value: str | dict[str, str] | None) -> str:
     return value
 
 
-def results_table(results: Sequence[LoadResult]) -> Table:
-    table = Table(title="pipeledger", title_justify="left")
-    for header in ("pipeline", "mode", "status", "read", "inserted", "updated", "unchanged"):
-        table.add_column(
-            header, justify="right" if header not in ("pipeline", "mode", "status") else "left"
+def result_lines(result: LoadResult) -> list[str]:
+    colour = "green" if result.status == "success" else "red"
+    c = result.counts
+    before, after = (
+        result.watermark(result.watermark_before),
+        result.watermark(result.watermark_after),
+    )
+    lines = [
+        f"[bold]{result.pipeline}[/] [{colour}]{result.status}[/] {result.mode} "
+        f"-> {result.target} in {result.duration_s:.2f}s (run {result.run_id})",
+        f"  rows      read {result.rows_read:,} · inserted {c.inserted:,} · updated {c.updated:,}"
+        f" · unchanged {c.unchanged:,}"
+        + (f" · superseded {c.superseded:,}" if c.superseded else ""),
+        f"  watermark {_mark(before)} -> {_mark(after)}"
+        + (" (backfill: the live watermark does not move)" if result.mode == "backfill" else ""),
+    ]
+    if result.status == "success" and result.rows_read == 0:
+        lines.append("  [yellow]note:[/] the source had no rows in the window; nothing to load")
+    if c.superseded:
+        lines.append(
+            f"  [yellow]note:[/] {c.superseded:,} row(s) lost to a newer row of the same key "
+            "in this run"
         )
-    table.add_column("watermark before -> after")
-    table.add_column("duration", justify="right")
-    for r in results:
-        status = "[green]success[/]" if r.status == "success" else "[red]failed[/]"
-        table.add_row(
-            r.pipeline,
-            r.mode,
-            status,
-            f"{r.rows_read:,}",
-            f"{r.counts.inserted:,}",
-            f"{r.counts.updated:,}",
-            f"{r.counts.unchanged + r.counts.superseded:,}",
-            f"{_mark(r.watermark(r.watermark_before))} -> {_mark(r.watermark(r.watermark_after))}",
-            f"{r.duration_s:.2f}s",
-        )
-    return table
+    return lines
 
 
-def result_notes(results: Sequence[LoadResult]) -> list[str]:
-    notes = []
-    for r in results:
-        if r.status == "success" and r.rows_read == 0:
-            notes.append(
-                f"{r.pipeline}: the source had no rows in the window; nothing to load "
-                "(a successful 0-row run)"
-            )
-        if r.counts.superseded:
-            notes.append(
-                f"{r.pipeline}: {r.counts.superseded:,} row(s) lost to a newer row of the "
-                "same key in this run"
-            )
-    return notes
+def results_lines(results: Sequence[LoadResult]) -> list[str]:
+    return [line for result in results for line in result_lines(result)]
 
 
-def state_table(rows: Sequence[WatermarkRow]) -> Table:
-    table = Table(title="watermarks", title_justify="left")
-    for header in ("pipeline", "partition", "cursor", "watermark", "updated at", "by run"):
-        table.add_column(header)
+def state_lines(rows: Sequence[WatermarkRow]) -> list[str]:
+    lines = []
     for row in rows:
-        table.add_row(
-            row.pipeline,
-            row.partition or "-",
-            f"{row.cursor_column} ({row.cursor_type})",
-            row.watermark,
-            row.updated_at,
-            row.run_id,
+        partition = f" [{row.partition}]" if row.partition else ""
+        lines.append(
+            f"[bold]{row.pipeline}[/]{partition}  {row.cursor_column} ({row.cursor_type})  "
+            f"{row.watermark}  (set by run {row.run_id} at {row.updated_at})"
         )
-    return table
+    return lines

@@ -229,6 +229,8 @@ def merge_staged(
     d = session.dialect
     source, unique = d.stage(), staged
     if session.query(sql.duplicate_keys(d, spec)):
+        if spec.policy == "error":
+            _refuse(spec, session.query(sql.conflicting_duplicates(d, spec)), "in this run")
         session.execute(sql.dedupe_stage(d, spec))
         source = d.stage_unique()
         unique = int(session.query(f"SELECT count(*) FROM {source}")[0][0])
@@ -249,13 +251,17 @@ def merge_staged(
 
 def _refuse_conflicts(session: Session, spec: sql.MergeSpec, source: str) -> None:
     rows = session.query(sql.conflicting_rows(session.dialect, spec, source))
+    _refuse(spec, rows, "than the target holds")
+
+
+def _refuse(spec: sql.MergeSpec, rows: list[tuple[object, ...]], versus: str) -> None:
     if not rows:
         return
-    total = int(rows[0][-1])
+    total = int(str(rows[0][-1]))
     keys = ", ".join(_key_text(spec.key, row[:-1]) for row in rows)
     raise ConflictError(
-        f"target {spec.target}: {total} re-seen key(s) arrived with different content under "
-        f"on_conflict = 'error' (e.g. {keys})"
+        f"target {spec.target}: {total} key(s) arrived with different content {versus} "
+        f"under on_conflict = 'error' (e.g. {keys})"
     )
 
 
@@ -291,5 +297,10 @@ def load_pipeline(
 
 def _consequence(run: _Run) -> str:
     marks = _texts(run.before)
-    where = ", ".join(f"{k or 'watermark'}={v}" for k, v in marks.items()) or "unset"
-    return f"pipeline {run.name}: nothing was written; the watermark stays at {where}"
+    if not marks:
+        where = "unset (no run has committed yet)"
+    elif run.pipeline.partition_by is None:
+        where = marks[""]
+    else:
+        where = ", ".join(f"{k}={v}" for k, v in marks.items())
+    return f"pipeline {run.name} (run {run.run_id}): nothing was written; the watermark stays at {where}"

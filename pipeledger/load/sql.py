@@ -164,6 +164,15 @@ def conflicting_rows(d: Dialect, spec: MergeSpec, source: str) -> str:
     )
 
 
+def conflicting_duplicates(d: Dialect, spec: MergeSpec) -> str:
+    """Keys staged more than once with different content (refused under "error")."""
+    keys = ", ".join(quote(k) for k in spec.key)
+    return (
+        f"SELECT {keys}, count(*) OVER () FROM {d.stage()} AS s GROUP BY {keys} "
+        f"HAVING count(DISTINCT {d.row_text('s', spec.values)}) > 1 LIMIT 5"
+    )
+
+
 def count_new_keys(d: Dialect, spec: MergeSpec, source: str) -> str:
     join = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in spec.key)
     return (

@@ -19,10 +19,10 @@ from pipeledger.extract.base import SourceBatch
 from pipeledger.schema import (
     CURSOR_TYPES,
     LOADED_AT_COLUMN,
-    RESERVED_PREFIX,
     RUN_ID_COLUMN,
     Column,
     canonical_type,
+    check_identifier,
     sql_type_for,
     target_schema,
 )
@@ -65,8 +65,10 @@ def infer_shape(
         raise SchemaError(f"columns declares {unknown} but the source has no such column")
     columns = []
     for field in source:
-        if field.name.lower().startswith(RESERVED_PREFIX):
-            raise SchemaError(f"source column {field.name!r} uses the reserved prefix")
+        try:
+            check_identifier(field.name, "source column")
+        except ValueError as exc:
+            raise SchemaError(f"{exc}; rename it in the source or select it under another name")
         sql_type = declared.get(field.name) or sql_type_for(field.type)
         columns.append(Column(field.name, sql_type))
     shape = Shape(tuple(columns), tuple(key), cursor, partition_by)

@@ -1,0 +1,62 @@
+"""Fixtures: a real PostgreSQL (started here unless PIPELEDGER_TEST_POSTGRES_URL is set) and
+the embedded SQLite default, with a fresh database for every test. Nothing is mocked."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pipeledger.testing.postgres import ThrowawayPostgres
+from tests.helpers import Project
+
+BACKENDS = ["sqlite", "postgres"]
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """URL of a PostgreSQL server for the whole session."""
+    given = os.environ.get("PIPELEDGER_TEST_POSTGRES_URL")
+    if given:
+        yield given
+        return
+    with ThrowawayPostgres() as server:
+        yield server.url
+
+
+def _with_database(url: str, name: str) -> str:
+    base, _, _ = url.rpartition("/")
+    return f"{base}/{name}"
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """A fresh, empty database on the session's server, dropped afterwards."""
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(postgres_server, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield _with_database(postgres_server, name)
+    with psycopg.connect(postgres_server, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def warehouse_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    if backend == "postgres":
+        return str(request.getfixturevalue("postgres_url"))
+    return f"sqlite:///{tmp_path / '.pipeledger' / 'warehouse.db'}"
+
+
+@pytest.fixture
+def project(tmp_path: Path, warehouse_url: str, backend: str) -> Project:
+    """A working directory with a config pointing at the test's warehouse."""
+    return Project(tmp_path, warehouse_url if backend == "postgres" else None)

@@ -1,0 +1,161 @@
+"""A test project: a folder with pipeledger.toml, source files, and ways to look at the result."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from typer.testing import CliRunner
+
+from pipeledger.cli.app import app
+
+ORDERS_HEADER = ["order_id", "qty", "order_date", "amount", "status", "customer_id", "updated_at"]
+
+
+def toml_key(key: str) -> str:
+    return key if key.replace("_", "").replace("-", "").isalnum() else json.dumps(key)
+
+
+def toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
+    raise TypeError(value)
+
+
+def orders_pipeline(**overrides: Any) -> dict[str, Any]:
+    pipeline: dict[str, Any] = {
+        "source": {"kind": "csv", "path": "data/orders*.csv"},
+        "target": "analytics.orders",
+        "key": ["order_id"],
+        "cursor": "updated_at",
+        "on_conflict": "update",
+        "columns": {"amount": "numeric(12,2)"},
+    }
+    pipeline.update(overrides)
+    return pipeline
+
+
+def order(order_id: int, updated_at: str, **values: Any) -> list[Any]:
+    row = {
+        "order_id": order_id,
+        "qty": 1,
+        "order_date": "2024-01-01",
+        "amount": "10.00",
+        "status": "completed",
+        "customer_id": 100 + order_id,
+        "updated_at": updated_at,
+    }
+    row.update(values)
+    return [row[c] for c in ORDERS_HEADER]
+
+
+class Project:
+    def __init__(self, root: Path, warehouse_url: str | None) -> None:
+        self.root = root
+        self.warehouse_url = warehouse_url
+        self.backend = "postgres" if warehouse_url else "sqlite"
+        (root / "data").mkdir(exist_ok=True)
+
+    # -- set-up -----------------------------------------------------------------------
+    def configure(self, raw: str = "", **pipelines: dict[str, Any]) -> Path:
+        lines = []
+        if self.warehouse_url:
+            lines += ["[warehouse]", f"url = {toml_value(self.warehouse_url)}", ""]
+        for name, body in pipelines.items():
+            lines.append(f"[pipelines.{name}]")
+            lines += [f"{k} = {toml_value(v)}" for k, v in body.items()]
+            lines.append("")
+        path = self.root / "pipeledger.toml"
+        path.write_text("\n".join(lines) + raw)
+        return path
+
+    def write_csv(self, name: str, rows: Sequence[Sequence[Any]], header: Sequence[str] = ORDERS_HEADER) -> Path:
+        path = self.root / "data" / name
+        with path.open("w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(header)
+            writer.writerows(rows)
+        return path
+
+    # -- running ----------------------------------------------------------------------
+    def cli(self, *args: str) -> tuple[int, str, str]:
+        cwd = Path.cwd()
+        os.chdir(self.root)
+        try:
+            result = CliRunner().invoke(app, list(args), catch_exceptions=False)
+        finally:
+            os.chdir(cwd)
+        return result.exit_code, result.stdout, result.stderr
+
+    def run_json(self, *args: str) -> list[dict[str, Any]]:
+        code, out, err = self.cli(*args, "--json")
+        assert code == 0, f"exit {code}\nstdout: {out}\nstderr: {err}"
+        payload: list[dict[str, Any]] = json.loads(out)
+        return payload
+
+    def run(self, *names: str) -> dict[str, Any]:
+        return self.run_json("run", *names)[0]
+
+    def spawn(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "pipeledger", *args],
+            cwd=self.root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    # -- looking ----------------------------------------------------------------------
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        if self.warehouse_url:
+            with psycopg.connect(self.warehouse_url) as conn:
+                return list(conn.execute(sql, params or None).fetchall())  # type: ignore[call-overload]
+        path = self.root / ".pipeledger" / "warehouse.db"
+        conn = sqlite3.connect(path)
+        try:
+            return list(conn.execute(sql.replace("%s", "?"), params).fetchall())
+        finally:
+            conn.close()
+
+    def table(self, name: str = "analytics.orders") -> str:
+        if self.backend == "sqlite":
+            return f'"{name}"'
+        return ".".join(f'"{p}"' for p in name.split("."))
+
+    def count(self, name: str = "analytics.orders") -> int:
+        return int(self.query(f"SELECT count(*) FROM {self.table(name)}")[0][0])
+
+    def exists(self, name: str = "analytics.orders") -> bool:
+        if self.backend == "sqlite":
+            if not (self.root / ".pipeledger" / "warehouse.db").exists():
+                return False
+            rows = self.query("SELECT 1 FROM sqlite_master WHERE name = ?", [name])
+        else:
+            rows = self.query("SELECT to_regclass(%s)", [name])
+            rows = [r for r in rows if r[0] is not None]
+        return bool(rows)
+
+    def rows(self, columns: str = "order_id, status, amount", name: str = "analytics.orders") -> list[tuple[Any, ...]]:
+        result = self.query(f"SELECT {columns} FROM {self.table(name)} ORDER BY 1")
+        return [tuple(str(v) for v in row) for row in result]
+
+    def watermarks(self, pipeline: str = "orders") -> dict[str, str]:
+        code, out, err = self.cli("state", pipeline, "--json")
+        assert code == 0, err
+        return {(r["partition"] or ""): r["watermark"] for r in json.loads(out)}
