@@ -159,3 +159,27 @@ class Project:
         code, out, err = self.cli("state", pipeline, "--json")
         assert code == 0, err
         return {(r["partition"] or ""): r["watermark"] for r in json.loads(out)}
+
+
+def write_big_orders_csv(path: Path, rows: int, first_id: int, start: str) -> None:
+    """A large orders CSV, written by pyarrow (fast), cursors one second apart from ``start``."""
+    import datetime as dt
+
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    base = dt.datetime.fromisoformat(start)
+    ids = pa.array(range(first_id, first_id + rows), pa.int64())
+    seconds = pa.array(range(rows), pa.int64())
+    cursor = pa.compute.add(pa.scalar(base, pa.timestamp("us", tz="UTC")),
+                            pa.compute.cast(pa.compute.multiply(seconds, 1_000_000), pa.duration("us")))
+    table = pa.table({
+        "order_id": ids,
+        "qty": pa.compute.add(pa.compute.bit_wise_and(seconds, 7), 1),
+        "order_date": pa.array([base.date()] * rows, pa.date32()),
+        "amount": pa.array(["19.99"] * rows),
+        "status": pa.array(["completed"] * rows),
+        "customer_id": pa.compute.bit_wise_and(ids, 1023),
+        "updated_at": cursor,
+    })
+    pacsv.write_csv(table, path)
