@@ -1,0 +1,47 @@
+"""pipeledger: idempotent, incremental batch loads whose watermark commits with the rows.
+
+The public API is what ``__all__`` lists; everything else may change without notice.
+"""
+
+from pipeledger.config import Config, PipelineConfig, load_config, parse_config
+from pipeledger.errors import (
+    BackfillRangeError,
+    ConcurrentRunError,
+    ConfigError,
+    ConflictError,
+    PipeledgerError,
+    SchemaError,
+    SourceError,
+    Terminal,
+    Transient,
+    WarehouseError,
+)
+from pipeledger.load.result import LoadResult, MergeCounts
+from pipeledger.runner import WatermarkRow, backfill, run, run_one, state
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BackfillRangeError",
+    "ConcurrentRunError",
+    "Config",
+    "ConfigError",
+    "ConflictError",
+    "LoadResult",
+    "MergeCounts",
+    "PipeledgerError",
+    "PipelineConfig",
+    "SchemaError",
+    "SourceError",
+    "Terminal",
+    "Transient",
+    "WarehouseError",
+    "WatermarkRow",
+    "__version__",
+    "backfill",
+    "load_config",
+    "parse_config",
+    "run",
+    "run_one",
+    "state",
+]

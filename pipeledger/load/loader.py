@@ -303,4 +303,7 @@ def _consequence(run: _Run) -> str:
         where = marks[""]
     else:
         where = ", ".join(f"{k}={v}" for k, v in marks.items())
-    return f"pipeline {run.name} (run {run.run_id}): nothing was written; the watermark stays at {where}"
+    return (
+        f"pipeline {run.name} (run {run.run_id}): nothing was written; "
+        f"the watermark stays at {where}"
+    )

@@ -68,7 +68,9 @@ def infer_shape(
         try:
             check_identifier(field.name, "source column")
         except ValueError as exc:
-            raise SchemaError(f"{exc}; rename it in the source or select it under another name")
+            raise SchemaError(
+                f"{exc}; rename it in the source or select it under another name"
+            ) from None
         sql_type = declared.get(field.name) or sql_type_for(field.type)
         columns.append(Column(field.name, sql_type))
     shape = Shape(tuple(columns), tuple(key), cursor, partition_by)

@@ -1,0 +1,23 @@
+"""The public API is deliberate: everything exported is listed, and everything listed exists."""
+
+from __future__ import annotations
+
+import types
+
+import pipeledger
+
+
+def test_all_lists_exactly_the_public_names() -> None:
+    public = {
+        name
+        for name, value in vars(pipeledger).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+    }
+    assert set(pipeledger.__all__) - {"__version__"} == public
+
+
+def test_every_error_is_a_pipeledger_error() -> None:
+    for name in pipeledger.__all__:
+        value = getattr(pipeledger, name)
+        if isinstance(value, type) and issubclass(value, Exception):
+            assert issubclass(value, pipeledger.PipeledgerError)
