@@ -406,13 +406,27 @@ def step_pipeledger(
     }
 
 
+def own_peak_rss_mb() -> float:
+    """VmHWM of this process's own address space (unlike ``ru_maxrss`` as seen by ``wait4``,
+    it does not inherit the parent's resident size at fork/exec time)."""
+    for line in _read("/proc/self/status").splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
 def run_child(args: argparse.Namespace) -> None:
+    if args.step == "generate":
+        info = generate(Path(args.work), args.rows, args.seed, args.incremental, str(args.rows))
+        print(json.dumps({k: str(v) for k, v in asdict(info).items()}))
+        return
     if args.step == "raw-copy":
         out = step_raw_copy(args.url, Path(args.csv))
     else:
         out = step_pipeledger(
             args.step, args.url, Path(args.work), args.source, args.start, args.end
         )
+    out["vmhwm_mb"] = own_peak_rss_mb()
     print(json.dumps(out))
 
 
@@ -474,6 +488,25 @@ def settle(url: str, timeout_s: float = 120.0) -> None:
             time.sleep(0.5)
 
 
+def generate_in_child(work: Path, rows: int, seed: int, incremental: bool) -> Dataset:
+    """Generate in a subprocess: keeps this process small, because a child's ``ru_maxrss``
+    starts from the parent's resident size at fork/exec time."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--step", "generate"]
+    command += ["--work", str(work), "--rows", str(rows), "--seed", str(seed)]
+    command += ["--incremental"] if incremental else []
+    out = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True).stdout
+    raw = json.loads(out.strip().splitlines()[-1])
+    return Dataset(
+        base=Path(raw["base"]),
+        incremental=None if raw["incremental"] == "None" else Path(raw["incremental"]),
+        rows=int(raw["rows"]),
+        incremental_rows=int(raw["incremental_rows"]),
+        cursor_min=raw["cursor_min"],
+        cursor_max=raw["cursor_max"],
+        seconds=float(raw["seconds"]),
+    )
+
+
 def run_step(
     name: str, family: str, rows_in_file: int, url: str, child_args: list[str]
 ) -> Measurement:
@@ -491,6 +524,7 @@ def run_step(
     if proc.returncode != 0:
         raise SystemExit(f"step {name} failed with exit code {proc.returncode}")
     data = json.loads(output.strip().splitlines()[-1])
+    data["wait4_maxrss_mb"] = round(usage.ru_maxrss / 1024.0, 1)
     m = Measurement(
         name=name,
         family=family,
@@ -499,7 +533,7 @@ def run_step(
         rows_read=int(data.pop("rows_read")),
         rows_inserted=int(data.pop("rows_inserted")),
         rows_updated=int(data.pop("rows_updated")),
-        peak_rss_mb=usage.ru_maxrss / 1024.0,
+        peak_rss_mb=float(data.pop("vmhwm_mb")),
         process_seconds=wall,
         extra=data,
     )
@@ -668,8 +702,11 @@ def report(
         + (f" Data generated in {generated_s:.1f} s." if generated_s else ""),
         "",
         "Seconds are the operation inside its own subprocess (imports and interpreter start "
-        "excluded); peak RSS is that subprocess's `ru_maxrss` from `os.wait4` (the client "
-        "only, not the PostgreSQL server). rows/s and us/row use rows read by the step.",
+        "excluded); peak RSS is that subprocess's own high-water mark (`VmHWM` from "
+        "`/proc/self/status`, read at its end; the client only, not the PostgreSQL server), "
+        "cross-checked with `ru_maxrss` from `os.wait4` (which also counts the launcher's "
+        "resident size at fork time, so it is a ceiling). "
+        "rows/s and us/row use rows read by the step.",
         "",
         "## Figures",
         "",
@@ -688,6 +725,7 @@ def report(
                 f"{m.rows_per_s / raw.rows_per_s:.2f}" if m.rows_read > 10 else "-",
                 f"{m.us_per_row:.2f}" if m.rows_read > 10 else "-",
                 f"{m.peak_rss_mb:.1f}",
+                f"{m.extra.get('wait4_maxrss_mb', float('nan')):.1f}",
             ]
         )
     lines += _fmt_table(
@@ -702,6 +740,7 @@ def report(
             "x raw COPY",
             "us/row",
             "peak RSS MB",
+            "wait4 maxrss MB",
         ],
         rows,
     )
@@ -731,7 +770,7 @@ def main_parent(args: argparse.Namespace) -> None:
     work = Path(args.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
     print(f"generating {args.rows:,} rows under {work} ...", file=sys.stderr)
-    data = generate(work, args.rows, args.seed, incremental=True, tag=str(args.rows))
+    data = generate_in_child(work, args.rows, args.seed, incremental=True)
     print(f"  done in {data.seconds:.1f} s (0 = reused)", file=sys.stderr)
 
     url = args.postgres_url or os.environ.get(URL_ENV)
@@ -763,7 +802,7 @@ def main_parent(args: argparse.Namespace) -> None:
         if args.scale_check:
             rows = args.rows * args.scale_factor
             print(f"generating {rows:,} rows for the scale check ...", file=sys.stderr)
-            big = generate(work, rows, args.seed, incremental=False, tag=str(rows))
+            big = generate_in_child(work, rows, args.seed, incremental=False)
             print(f"  done in {big.seconds:.1f} s (0 = reused)", file=sys.stderr)
             big_source = work / f"source-{rows}"
             big_source.mkdir(exist_ok=True)
@@ -822,10 +861,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # internal: one step in this (fresh) process
     p.add_argument(
         "--step",
-        choices=["raw-copy", "first-load", "rerun", "backfill", "incremental", "first-load-scale"],
+        choices=[
+            "generate",
+            "raw-copy",
+            "first-load",
+            "rerun",
+            "backfill",
+            "incremental",
+            "first-load-scale",
+        ],
         help=argparse.SUPPRESS,
     )
     p.add_argument("--url", help=argparse.SUPPRESS)
+    p.add_argument("--incremental", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--csv", help=argparse.SUPPRESS)
     p.add_argument("--source", help=argparse.SUPPRESS)
     p.add_argument("--start", help=argparse.SUPPRESS)

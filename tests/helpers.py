@@ -85,7 +85,9 @@ class Project:
         path.write_text("\n".join(lines) + raw)
         return path
 
-    def write_csv(self, name: str, rows: Sequence[Sequence[Any]], header: Sequence[str] = ORDERS_HEADER) -> Path:
+    def write_csv(
+        self, name: str, rows: Sequence[Sequence[Any]], header: Sequence[str] = ORDERS_HEADER
+    ) -> Path:
         path = self.root / "data" / name
         with path.open("w", newline="") as handle:
             writer = csv.writer(handle)
@@ -151,7 +153,9 @@ class Project:
             rows = [r for r in rows if r[0] is not None]
         return bool(rows)
 
-    def rows(self, columns: str = "order_id, status, amount", name: str = "analytics.orders") -> list[tuple[Any, ...]]:
+    def rows(
+        self, columns: str = "order_id, status, amount", name: str = "analytics.orders"
+    ) -> list[tuple[Any, ...]]:
         result = self.query(f"SELECT {columns} FROM {self.table(name)} ORDER BY 1")
         return [tuple(str(v) for v in row) for row in result]
 
@@ -171,15 +175,19 @@ def write_big_orders_csv(path: Path, rows: int, first_id: int, start: str) -> No
     base = dt.datetime.fromisoformat(start)
     ids = pa.array(range(first_id, first_id + rows), pa.int64())
     seconds = pa.array(range(rows), pa.int64())
-    cursor = pa.compute.add(pa.scalar(base, pa.timestamp("us", tz="UTC")),
-                            pa.compute.cast(pa.compute.multiply(seconds, 1_000_000), pa.duration("us")))
-    table = pa.table({
-        "order_id": ids,
-        "qty": pa.compute.add(pa.compute.bit_wise_and(seconds, 7), 1),
-        "order_date": pa.array([base.date()] * rows, pa.date32()),
-        "amount": pa.array(["19.99"] * rows),
-        "status": pa.array(["completed"] * rows),
-        "customer_id": pa.compute.bit_wise_and(ids, 1023),
-        "updated_at": cursor,
-    })
+    cursor = pa.compute.add(
+        pa.scalar(base, pa.timestamp("us", tz="UTC")),
+        pa.compute.cast(pa.compute.multiply(seconds, 1_000_000), pa.duration("us")),
+    )
+    table = pa.table(
+        {
+            "order_id": ids,
+            "qty": pa.compute.add(pa.compute.bit_wise_and(seconds, 7), 1),
+            "order_date": pa.array([base.date()] * rows, pa.date32()),
+            "amount": pa.array(["19.99"] * rows),
+            "status": pa.array(["completed"] * rows),
+            "customer_id": pa.compute.bit_wise_and(ids, 1023),
+            "updated_at": cursor,
+        }
+    )
     pacsv.write_csv(table, path)

@@ -19,7 +19,9 @@ def _fails_cleanly(project: Project, code: int, *words: str) -> str:
 
 
 def _loaded_one_good_file(project: Project) -> dict[str, str]:
-    project.write_csv("orders_1.csv", [order(1, "2024-01-01T10:00:00Z"), order(2, "2024-01-01T11:00:00Z")])
+    project.write_csv(
+        "orders_1.csv", [order(1, "2024-01-01T10:00:00Z"), order(2, "2024-01-01T11:00:00Z")]
+    )
     project.run()
     return project.watermarks()
 
@@ -46,7 +48,9 @@ def test_missing_config_key(project: Project) -> None:
         {"columns": {"amount": "numeric(12,2)); DROP TABLE x; --"}},
     ],
 )
-def test_identifiers_carrying_sql_are_refused(project: Project, override: dict[str, object]) -> None:
+def test_identifiers_carrying_sql_are_refused(
+    project: Project, override: dict[str, object]
+) -> None:
     project.configure(orders=orders_pipeline(**override))
     _fails_cleanly(project, 2, "pipelines.orders")
     assert not project.exists()
@@ -63,24 +67,38 @@ def test_source_column_name_carrying_sql(project: Project) -> None:
 def test_csv_row_with_too_few_fields(project: Project) -> None:
     project.configure(orders=orders_pipeline())
     marks = _loaded_one_good_file(project)
-    path = project.write_csv("orders_2.csv", [order(3, "2024-01-02T10:00:00Z"), order(4, "2024-01-02T11:00:00Z")])
+    path = project.write_csv(
+        "orders_2.csv", [order(3, "2024-01-02T10:00:00Z"), order(4, "2024-01-02T11:00:00Z")]
+    )
     path.write_text(path.read_text() + "5,1,2024-01-01\n")
-    _fails_cleanly(project, 1, "orders_2.csv row 3", "expected 7 fields, found 3", "nothing was written",
-                   "2024-01-01T11:00:00")
+    _fails_cleanly(
+        project,
+        1,
+        "orders_2.csv row 3",
+        "expected 7 fields, found 3",
+        "nothing was written",
+        "2024-01-01T11:00:00",
+    )
     assert project.count() == 2 and project.watermarks() == marks
 
 
 def test_unparsable_value_names_file_row_and_column(project: Project) -> None:
     project.configure(orders=orders_pipeline())
     marks = _loaded_one_good_file(project)
-    project.write_csv("orders_2.csv", [order(3, "2024-01-02T10:00:00Z"), order(4, "2024-01-02T11:00:00Z", qty="many")])
+    project.write_csv(
+        "orders_2.csv",
+        [order(3, "2024-01-02T10:00:00Z"), order(4, "2024-01-02T11:00:00Z", qty="many")],
+    )
     _fails_cleanly(project, 1, "orders_2.csv row 2", "'qty'", "'many'", "nothing was written")
     assert project.count() == 2 and project.watermarks() == marks
 
 
 def test_unparsable_declared_value_on_first_load(project: Project) -> None:
     project.configure(orders=orders_pipeline())
-    project.write_csv("orders_1.csv", [order(1, "2024-01-01T10:00:00Z"), order(2, "2024-01-01T11:00:00Z", amount="12.x")])
+    project.write_csv(
+        "orders_1.csv",
+        [order(1, "2024-01-01T10:00:00Z"), order(2, "2024-01-01T11:00:00Z", amount="12.x")],
+    )
     _fails_cleanly(project, 1, "orders_1.csv row 2", "'amount'", "'12.x'")
     assert not project.exists()
 
@@ -88,7 +106,13 @@ def test_unparsable_declared_value_on_first_load(project: Project) -> None:
 def test_null_key(project: Project) -> None:
     project.configure(orders=orders_pipeline())
     marks = _loaded_one_good_file(project)
-    project.write_csv("orders_2.csv", [order(3, "2024-01-02T10:00:00Z"), ["", 1, "2024-01-01", "1.00", "x", 1, "2024-01-02T11:00:00Z"]])
+    project.write_csv(
+        "orders_2.csv",
+        [
+            order(3, "2024-01-02T10:00:00Z"),
+            ["", 1, "2024-01-01", "1.00", "x", 1, "2024-01-02T11:00:00Z"],
+        ],
+    )
     _fails_cleanly(project, 1, "orders_2.csv row 2", "'order_id'", "empty")
     assert project.count() == 2 and project.watermarks() == marks
 
@@ -135,12 +159,15 @@ def test_passwords_never_appear(tmp_path: Path) -> None:
         assert "loader:***@" in out + err
 
 
-def test_env_interpolated_secret_is_redacted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_env_interpolated_secret_is_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("DW_URL", "postgresql://loader:an0therpw@127.0.0.1:1/dw?password=an0therpw")
     project = Project(tmp_path, None)
     project.configure(orders=orders_pipeline())
     (tmp_path / "pipeledger.toml").write_text(
-        '[warehouse]\nurl = "${DW_URL}"\n' + (tmp_path / "pipeledger.toml").read_text())
+        '[warehouse]\nurl = "${DW_URL}"\n' + (tmp_path / "pipeledger.toml").read_text()
+    )
     project.write_csv("orders_1.csv", [order(1, "2024-01-01T10:00:00Z")])
     code, out, err = project.cli("--debug", "run")
     assert code == 1 and "an0therpw" not in out + err

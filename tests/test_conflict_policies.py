@@ -10,12 +10,15 @@ import pytest
 from tests.helpers import Project, order, orders_pipeline
 
 BATCHES = {
-    "a.csv": [order(1, "2024-01-01T10:00:00Z", status="processing"),
-              order(2, "2024-01-01T10:00:00Z", status="processing")],
-    "b.csv": [order(1, "2024-01-02T10:00:00Z", status="shipped"),
-              order(3, "2024-01-02T10:00:00Z")],
-    "c.csv": [order(1, "2024-01-03T10:00:00Z", status="completed"),
-              order(2, "2024-01-01T10:00:00Z", status="cancelled")],  # same cursor, other content
+    "a.csv": [
+        order(1, "2024-01-01T10:00:00Z", status="processing"),
+        order(2, "2024-01-01T10:00:00Z", status="processing"),
+    ],
+    "b.csv": [order(1, "2024-01-02T10:00:00Z", status="shipped"), order(3, "2024-01-02T10:00:00Z")],
+    "c.csv": [
+        order(1, "2024-01-03T10:00:00Z", status="completed"),
+        order(2, "2024-01-01T10:00:00Z", status="cancelled"),
+    ],  # same cursor, other content
 }
 
 
@@ -23,9 +26,16 @@ def _load_in_order(project: Project, run: int, names: tuple[str, ...]) -> list[t
     pipeline, target = f"p{run}", f"analytics.orders_{run}"
     for name in names:
         project.write_csv(f"{run}_{name}", BATCHES[name])
-        project.configure(**{pipeline: orders_pipeline(
-            on_conflict="newer_wins", target=target, lateness="7d",
-            source={"kind": "csv", "path": f"data/{run}_{name}"})})
+        project.configure(
+            **{
+                pipeline: orders_pipeline(
+                    on_conflict="newer_wins",
+                    target=target,
+                    lateness="7d",
+                    source={"kind": "csv", "path": f"data/{run}_{name}"},
+                )
+            }
+        )
         project.run(pipeline)
     return project.rows("order_id, status, updated_at", name=target)
 
@@ -45,9 +55,16 @@ def test_newer_wins_ignores_an_older_row_and_reports_it_unchanged(project: Proje
     project.configure(orders=orders_pipeline(on_conflict="newer_wins"))
     project.write_csv("orders_1.csv", [order(1, "2024-01-05T10:00:00Z", status="shipped")])
     project.run()
-    project.write_csv("orders_1.csv", [order(1, "2024-01-05T10:00:00Z", status="shipped"),
-                                       order(1, "2024-01-04T10:00:00Z", status="processing")])
-    result = project.run_json("backfill", "orders", "--start", "2024-01-01", "--end", "2024-01-31")[0]
+    project.write_csv(
+        "orders_1.csv",
+        [
+            order(1, "2024-01-05T10:00:00Z", status="shipped"),
+            order(1, "2024-01-04T10:00:00Z", status="processing"),
+        ],
+    )
+    result = project.run_json("backfill", "orders", "--start", "2024-01-01", "--end", "2024-01-31")[
+        0
+    ]
     assert (result["rows_inserted"], result["rows_updated"]) == (0, 0)
     assert project.rows() == [("1", "shipped", "10.00")]
 
@@ -58,10 +75,14 @@ def test_update_policy_last_writer_wins(project: Project) -> None:
     project.run()
     # the source is the truth: an older cursor still overwrites (e.g. a corrected extract)
     project.write_csv("orders_1.csv", [order(1, "2024-01-04T10:00:00Z", status="cancelled")])
-    result = project.run_json("backfill", "orders", "--start", "2024-01-01", "--end", "2024-01-31")[0]
+    result = project.run_json("backfill", "orders", "--start", "2024-01-01", "--end", "2024-01-31")[
+        0
+    ]
     assert result["rows_updated"] == 1
     assert project.rows() == [("1", "cancelled", "10.00")]
-    again = project.run_json("backfill", "orders", "--start", "2024-01-01", "--end", "2024-01-31")[0]
+    again = project.run_json("backfill", "orders", "--start", "2024-01-01", "--end", "2024-01-31")[
+        0
+    ]
     assert (again["rows_updated"], again["rows_unchanged"]) == (0, 1)
 
 
@@ -69,8 +90,10 @@ def test_ignore_policy_first_write_wins(project: Project) -> None:
     project.configure(orders=orders_pipeline(on_conflict="ignore"))
     project.write_csv("orders_1.csv", [order(1, "2024-01-01T10:00:00Z", status="processing")])
     project.run()
-    project.write_csv("orders_2.csv", [order(1, "2024-01-02T10:00:00Z", status="shipped"),
-                                       order(2, "2024-01-02T10:00:00Z")])
+    project.write_csv(
+        "orders_2.csv",
+        [order(1, "2024-01-02T10:00:00Z", status="shipped"), order(2, "2024-01-02T10:00:00Z")],
+    )
     result = project.run()
     assert (result["rows_inserted"], result["rows_updated"]) == (1, 0)
     assert project.rows()[0] == ("1", "processing", "10.00")
@@ -78,13 +101,17 @@ def test_ignore_policy_first_write_wins(project: Project) -> None:
 
 def test_error_policy_refuses_changed_rows_and_writes_nothing(project: Project) -> None:
     project.configure(orders=orders_pipeline(on_conflict="error"))
-    project.write_csv("orders_1.csv", [order(1, "2024-01-01T10:00:00Z"), order(2, "2024-01-01T11:00:00Z")])
+    project.write_csv(
+        "orders_1.csv", [order(1, "2024-01-01T10:00:00Z"), order(2, "2024-01-01T11:00:00Z")]
+    )
     project.run()
     again = project.run()  # identical re-seen rows are a no-op: re-runs stay idempotent
     assert (again["status"], again["rows_updated"]) == ("success", 0)
-    project.write_csv("orders_2.csv", [order(2, "2024-01-01T11:00:00Z", status="cancelled"),
-                                       order(3, "2024-01-02T10:00:00Z")])
-    code, out, err = project.cli("run")
+    project.write_csv(
+        "orders_2.csv",
+        [order(2, "2024-01-01T11:00:00Z", status="cancelled"), order(3, "2024-01-02T10:00:00Z")],
+    )
+    code, _, err = project.cli("run")
     assert code == 1
     assert "order_id=2" in err and "different content" in err
     assert "nothing was written" in err and "2024-01-01T11:00:00" in err
@@ -94,10 +121,15 @@ def test_error_policy_refuses_changed_rows_and_writes_nothing(project: Project) 
 
 def test_error_policy_refuses_two_versions_of_a_key_in_one_run(project: Project) -> None:
     project.configure(orders=orders_pipeline(on_conflict="error"))
-    project.write_csv("orders_1.csv", [order(1, "2024-01-01T10:00:00Z", status="processing"),
-                                       order(1, "2024-01-02T10:00:00Z", status="shipped"),
-                                       order(2, "2024-01-01T10:00:00Z"),
-                                       order(2, "2024-01-01T10:00:00Z")])  # identical: fine
+    project.write_csv(
+        "orders_1.csv",
+        [
+            order(1, "2024-01-01T10:00:00Z", status="processing"),
+            order(1, "2024-01-02T10:00:00Z", status="shipped"),
+            order(2, "2024-01-01T10:00:00Z"),
+            order(2, "2024-01-01T10:00:00Z"),
+        ],
+    )  # identical: fine
     code, _, err = project.cli("run")
     assert code == 1
     assert "1 key(s) arrived with different content in this run" in err and "order_id=1" in err
@@ -105,14 +137,19 @@ def test_error_policy_refuses_two_versions_of_a_key_in_one_run(project: Project)
 
 
 @pytest.mark.parametrize("policy", ["update", "newer_wins", "ignore"])
-def test_duplicate_keys_in_one_batch_resolve_to_the_greatest_cursor(project: Project, policy: str) -> None:
+def test_duplicate_keys_in_one_batch_resolve_to_the_greatest_cursor(
+    project: Project, policy: str
+) -> None:
     project.configure(orders=orders_pipeline(on_conflict=policy))
-    project.write_csv("orders_1.csv", [
-        order(1, "2024-01-01T10:00:00Z", status="processing"),
-        order(1, "2024-01-03T10:00:00Z", status="completed"),
-        order(1, "2024-01-02T10:00:00Z", status="shipped"),
-        order(2, "2024-01-01T10:00:00Z"),
-    ])
+    project.write_csv(
+        "orders_1.csv",
+        [
+            order(1, "2024-01-01T10:00:00Z", status="processing"),
+            order(1, "2024-01-03T10:00:00Z", status="completed"),
+            order(1, "2024-01-02T10:00:00Z", status="shipped"),
+            order(2, "2024-01-01T10:00:00Z"),
+        ],
+    )
     code, out, err = project.cli("run", "--json")
     assert code == 0, err
     result = json.loads(out)[0]

@@ -34,7 +34,9 @@ def _base(project: Project) -> dict[str, str]:
     project.configure(orders=orders_pipeline())
     project.write_csv("orders_0.csv", [order(i, "2023-12-31T10:00:00Z") for i in range(1, 11)])
     project.run()
-    write_big_orders_csv(project.root / "data" / "orders_1.csv", BIG, 1_000, "2024-01-01T00:00:00+00:00")
+    write_big_orders_csv(
+        project.root / "data" / "orders_1.csv", BIG, 1_000, "2024-01-01T00:00:00+00:00"
+    )
     return project.watermarks()
 
 

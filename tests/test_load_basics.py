@@ -7,7 +7,9 @@ from tests.helpers import Project, order, orders_pipeline
 
 def test_full_load_lands_every_row_and_rerun_changes_nothing(project: Project) -> None:
     project.configure(orders=orders_pipeline())
-    project.write_csv("orders_1.csv", [order(i, f"2024-01-01T{i % 24:02d}:00:00Z") for i in range(1, 501)])
+    project.write_csv(
+        "orders_1.csv", [order(i, f"2024-01-01T{i % 24:02d}:00:00Z") for i in range(1, 501)]
+    )
 
     first = project.run()
     assert (first["rows_read"], first["rows_inserted"], first["rows_updated"]) == (500, 500, 0)
@@ -23,12 +25,15 @@ def test_full_load_lands_every_row_and_rerun_changes_nothing(project: Project) -
 
 def test_rows_carry_the_run_that_last_wrote_them(project: Project) -> None:
     project.configure(orders=orders_pipeline())
-    project.write_csv("orders_1.csv", [order(1, "2024-01-01T10:00:00Z"), order(2, "2024-01-01T11:00:00Z")])
+    project.write_csv(
+        "orders_1.csv", [order(1, "2024-01-01T10:00:00Z"), order(2, "2024-01-01T11:00:00Z")]
+    )
     first = project.run()
     project.write_csv("orders_2.csv", [order(2, "2024-01-01T12:00:00Z", status="shipped")])
     second = project.run()
     rows = project.query(
-        f"SELECT order_id, _pipeledger_run_id, _pipeledger_loaded_at FROM {project.table()} ORDER BY 1"
+        "SELECT order_id, _pipeledger_run_id, _pipeledger_loaded_at "
+        f"FROM {project.table()} ORDER BY 1"
     )
     assert [(r[0], str(r[1])) for r in rows] == [(1, first["run_id"]), (2, second["run_id"])]
     assert all(r[2] is not None for r in rows)
@@ -36,7 +41,9 @@ def test_rows_carry_the_run_that_last_wrote_them(project: Project) -> None:
 
 def test_incremental_run_reads_only_new_rows_and_applies_changes(project: Project) -> None:
     project.configure(orders=orders_pipeline(lateness="1h"))
-    project.write_csv("orders_1.csv", [order(i, f"2024-01-01T{i:02d}:00:00Z") for i in range(1, 11)])
+    project.write_csv(
+        "orders_1.csv", [order(i, f"2024-01-01T{i:02d}:00:00Z") for i in range(1, 11)]
+    )
     project.run()
     # the watermark is 10:00; lateness 1h: the next run reads cursor >= 09:00
     project.write_csv(
@@ -58,7 +65,9 @@ def test_incremental_run_reads_only_new_rows_and_applies_changes(project: Projec
 
 def test_boundary_row_and_late_row_each_land_exactly_once(project: Project) -> None:
     project.configure(orders=orders_pipeline(lateness="2h"))
-    project.write_csv("orders_1.csv", [order(1, "2024-01-01T10:00:00Z"), order(2, "2024-01-01T12:00:00Z")])
+    project.write_csv(
+        "orders_1.csv", [order(1, "2024-01-01T10:00:00Z"), order(2, "2024-01-01T12:00:00Z")]
+    )
     assert project.run()["watermark_after"] == "2024-01-01T12:00:00.000000+00:00"
     project.write_csv(
         "orders_2.csv",
@@ -75,8 +84,9 @@ def test_boundary_row_and_late_row_each_land_exactly_once(project: Project) -> N
     ids = [r[0] for r in project.rows()]
     assert ids == ["1", "2", "3", "4"]
     assert project.count() == len(set(ids))
-    backfilled = project.run_json("backfill", "orders", "--start", "2024-01-01T00:00:00Z",
-                                  "--end", "2024-01-01T09:59:59Z")[0]
+    backfilled = project.run_json(
+        "backfill", "orders", "--start", "2024-01-01T00:00:00Z", "--end", "2024-01-01T09:59:59Z"
+    )[0]
     assert backfilled["rows_inserted"] == 1
     assert project.count() == 5
 
@@ -88,7 +98,11 @@ def test_empty_source_is_a_successful_zero_row_run(project: Project) -> None:
     assert code == 0, err
     assert "no rows" in out
     result = project.run()
-    assert (result["status"], result["rows_read"], result["watermark_after"]) == ("success", 0, None)
+    assert (result["status"], result["rows_read"], result["watermark_after"]) == (
+        "success",
+        0,
+        None,
+    )
 
 
 def test_state_lists_watermarks(project: Project) -> None:
@@ -105,10 +119,22 @@ def test_state_lists_watermarks(project: Project) -> None:
 def test_integer_cursor_and_date_cursor(project: Project) -> None:
     header = ["id", "version", "day", "note"]
     project.configure(
-        by_version={"source": {"kind": "csv", "path": "data/v*.csv"}, "target": "versions",
-                    "key": ["id"], "cursor": "version", "on_conflict": "newer_wins", "lateness": 1},
-        by_day={"source": {"kind": "csv", "path": "data/v*.csv"}, "target": "days",
-                "key": ["id"], "cursor": "day", "on_conflict": "update", "lateness": "1d"},
+        by_version={
+            "source": {"kind": "csv", "path": "data/v*.csv"},
+            "target": "versions",
+            "key": ["id"],
+            "cursor": "version",
+            "on_conflict": "newer_wins",
+            "lateness": 1,
+        },
+        by_day={
+            "source": {"kind": "csv", "path": "data/v*.csv"},
+            "target": "days",
+            "key": ["id"],
+            "cursor": "day",
+            "on_conflict": "update",
+            "lateness": "1d",
+        },
     )
     project.write_csv("v1.csv", [[1, 1, "2024-01-01", "a"], [2, 5, "2024-01-03", "b"]], header)
     assert project.run("by_version")["watermark_after"] == "5"
