@@ -14,7 +14,15 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from pipeledger.errors import ConfigError
 from pipeledger.redact import redact, register_secret
@@ -138,6 +146,9 @@ class PipelineConfig(_Strict):
         return TableName.parse(self.target)
 
 
+PipelineName = Annotated[str, AfterValidator(lambda name: check_identifier(name, "pipeline name"))]
+
+
 class WarehouseConfig(_Strict):
     url: str | None = None
 
@@ -146,16 +157,9 @@ class Config(_Strict):
     """A whole ``pipeledger.toml``. ``base_dir`` anchors relative paths (the file's folder)."""
 
     warehouse: WarehouseConfig = WarehouseConfig()
-    pipelines: dict[str, PipelineConfig] = Field(default_factory=dict)
+    pipelines: dict[PipelineName, PipelineConfig] = Field(default_factory=dict)
     base_dir: Path = Path(".")
     source_file: Path = Path(DEFAULT_CONFIG)
-
-    @field_validator("pipelines")
-    @classmethod
-    def _names(cls, value: dict[str, PipelineConfig]) -> dict[str, PipelineConfig]:
-        for name in value:
-            check_identifier(name, "pipeline name")
-        return value
 
     @property
     def warehouse_url(self) -> str:
