@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -171,3 +172,36 @@ def test_env_interpolated_secret_is_redacted(
     project.write_csv("orders_1.csv", [order(1, "2024-01-01T10:00:00Z")])
     code, out, err = project.cli("--debug", "run")
     assert code == 1 and "an0therpw" not in out + err
+
+
+def test_a_new_source_column_is_reported_and_nothing_written(project: Project) -> None:
+    project.configure(orders=orders_pipeline())
+    marks = _loaded_one_good_file(project)
+    header = [
+        "order_id",
+        "qty",
+        "order_date",
+        "amount",
+        "status",
+        "customer_id",
+        "updated_at",
+        "coupon",
+    ]
+    project.write_csv("orders_2.csv", [[*order(3, "2024-01-02T10:00:00Z"), "SPRING"]], header)
+    _fails_cleanly(project, 1, "orders_2.csv", "new column(s) 'coupon'", "nothing was written")
+    assert project.count() == 2 and project.watermarks() == marks
+
+
+def test_one_failed_pipeline_does_not_stop_the_others(project: Project) -> None:
+    project.configure(
+        broken=orders_pipeline(source={"kind": "csv", "path": "data/missing*.csv"}),
+        orders=orders_pipeline(),
+    )
+    project.write_csv("orders_1.csv", [order(1, "2024-01-01T10:00:00Z")])
+    code, out, _ = project.cli("run", "--json")
+    assert code == 1
+    by_name = {r["pipeline"]: r for r in json.loads(out)}
+    assert (
+        by_name["broken"]["status"] == "failed" and "no file matches" in by_name["broken"]["error"]
+    )
+    assert by_name["orders"]["status"] == "success" and project.count() == 1

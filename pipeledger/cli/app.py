@@ -61,7 +61,11 @@ def main_options(
 
 
 def _fail(exc: BaseException) -> None:
-    code = exc.exit_code if isinstance(exc, PipeledgerError) else 1
+    _print_error(exc)
+    raise typer.Exit(exc.exit_code if isinstance(exc, PipeledgerError) else 1)
+
+
+def _print_error(exc: BaseException) -> None:
     if OPTIONS.debug:
         err.print(redact("".join(traceback.format_exception(exc))), markup=False)
     kind = "error" if isinstance(exc, PipeledgerError) else f"unexpected {type(exc).__name__}"
@@ -69,7 +73,6 @@ def _fail(exc: BaseException) -> None:
     err.print(redact(str(exc)), markup=False, soft_wrap=True, highlight=False)
     for note in getattr(exc, "__notes__", []):
         err.print(redact(note), markup=False, soft_wrap=True, highlight=False)
-    raise typer.Exit(code)
 
 
 @contextmanager
@@ -126,29 +129,32 @@ def run(
     names: Annotated[list[str] | None, typer.Argument(help="Pipelines (default: all).")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Incremental run: read rows with cursor >= watermark - lateness, merge, advance."""
+    """Incremental run: read rows with cursor >= watermark - lateness, merge, advance.
+
+    Pipelines run one after the other; a failed one does not stop the others."""
     with _guard():
         config = _config()
         selected = names or list(config.pipelines)
         for name in selected:
             config.pipeline(name)
         results: list[LoadResult] = []
-        failure: BaseException | None = None
+        failures: dict[str, PipeledgerError] = {}
         with _progress(not as_json) as on_progress:
             for name in selected:
                 try:
                     results.append(runner.run_one(config, name, on_progress=on_progress))
                 except PipeledgerError as exc:
-                    failure = exc
-                    break
-        if as_json and failure is not None:
-            payload = [r.to_json() for r in results] + [_failed_json(name, failure)]
-            _print_json(payload)
-            raise typer.Exit(failure.exit_code if isinstance(failure, PipeledgerError) else 1)
-        if results:
+                    failures[name] = exc
+                    if not as_json:
+                        _print_error(exc)
+        if as_json:
+            _print_json(
+                [r.to_json() for r in results] + [_failed_json(n, e) for n, e in failures.items()]
+            )
+        else:
             _report(results, as_json)
-        if failure is not None:
-            _fail(failure)
+        if failures:
+            raise typer.Exit(max(e.exit_code for e in failures.values()))
 
 
 @app.command()

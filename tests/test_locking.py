@@ -1,0 +1,39 @@
+"""One active run per pipeline: a second run fails at once and writes nothing."""
+
+from __future__ import annotations
+
+import sqlite3
+import zlib
+from pathlib import Path
+
+import psycopg
+
+from tests.helpers import Project, order, orders_pipeline
+
+
+def test_postgres_second_run_of_a_pipeline_is_refused(tmp_path: Path, postgres_url: str) -> None:
+    project = Project(tmp_path, postgres_url)
+    project.configure(orders=orders_pipeline())
+    project.write_csv("orders_1.csv", [order(1, "2024-01-01T10:00:00Z")])
+    with psycopg.connect(postgres_url) as holder:  # what an active run holds
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", [zlib.crc32(b"pipeledger:orders")])
+        code, _, err = project.cli("run")
+    assert code == 1
+    assert "another run holds its lock" in err and "nothing was written" in err
+    assert not project.exists()
+    assert project.run()["rows_inserted"] == 1
+
+
+def test_sqlite_second_writer_waits_then_fails_cleanly(tmp_path: Path) -> None:
+    project = Project(tmp_path, None)
+    project.configure(orders=orders_pipeline())
+    project.write_csv("orders_1.csv", [order(1, "2024-01-01T10:00:00Z")])
+    project.run()
+    holder = sqlite3.connect(tmp_path / ".pipeledger" / "warehouse.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        code, _, err = project.cli("run")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert code == 1 and "another load is writing" in err
