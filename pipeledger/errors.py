@@ -63,6 +63,10 @@ class ConcurrentRunError(Transient):
 class WarehouseError(PipeledgerError):
     """The warehouse database failed; see ``transient`` to know if a retry may help."""
 
-    def __init__(self, message: str, *, transient: bool = False) -> None:
+    UNIQUE_VIOLATION = "23505"
+    CARDINALITY_VIOLATION = "21000"
+
+    def __init__(self, message: str, *, transient: bool = False, sqlstate: str | None = None):
         super().__init__(message)
         self.transient = transient
+        self.sqlstate = sqlstate

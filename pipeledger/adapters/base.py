@@ -7,7 +7,7 @@ allows, and translate driver errors into :class:`~pipeledger.errors.WarehouseErr
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -30,8 +30,12 @@ class Session(Protocol):
         """Run a query and return every row (for small results only)."""
         ...
 
-    def stage(self, batch: pa.RecordBatch) -> None:
-        """Append a conformed batch to the staging table."""
+    def stage(self, batches: Iterable[pa.RecordBatch]) -> None:
+        """Stream conformed batches into the staging table (one COPY where the driver can)."""
+        ...
+
+    def savepoint(self) -> AbstractContextManager[None]:
+        """A nested transaction: an exception inside rolls back to it and propagates."""
         ...
 
     def lock_pipeline(self, pipeline: str) -> None:

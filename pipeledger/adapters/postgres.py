@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import io
+import itertools
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -20,11 +21,16 @@ from pipeledger.schema import TableName
 
 _TRANSIENT = (psycopg.OperationalError, pgerrors.LockNotAvailable, pgerrors.SerializationFailure)
 _CSV = pacsv.WriteOptions(include_header=False, batch_size=65_536)
+TEMP_BUFFERS = "256MB"
 
 
 def _translate(exc: psycopg.Error, doing: str) -> WarehouseError:
     message = redact(str(exc).strip())
-    return WarehouseError(f"PostgreSQL {doing}: {message}", transient=isinstance(exc, _TRANSIENT))
+    return WarehouseError(
+        f"PostgreSQL {doing}: {message}",
+        transient=isinstance(exc, _TRANSIENT),
+        sqlstate=exc.sqlstate,
+    )
 
 
 def _connect(url: str) -> psycopg.Connection[Any]:
@@ -33,6 +39,8 @@ def _connect(url: str) -> psycopg.Connection[Any]:
     except psycopg.Error as exc:
         raise _translate(exc, f"connect to {redact(url)}") from exc
     conn.execute("SET TIME ZONE 'UTC'")
+    # staging lives in temporary tables: let them stay in memory instead of spilling early
+    conn.execute(f"SET temp_buffers = '{TEMP_BUFFERS}'")
     return conn
 
 
@@ -57,17 +65,28 @@ class PostgresSession:
         except psycopg.Error as exc:
             raise _translate(exc, "query failed") from exc
 
-    def stage(self, batch: pa.RecordBatch) -> None:
-        buffer = io.BytesIO()
-        pacsv.write_csv(batch, buffer, _CSV)
+    def stage(self, batches: Iterable[pa.RecordBatch]) -> None:
+        stream = iter(batches)
+        first = next(stream, None)
+        if first is None:
+            return
         try:
             with (
                 self._conn.cursor() as cursor,
-                cursor.copy(sql.copy_stage(batch.schema.names)) as copy,
+                cursor.copy(sql.copy_stage(first.schema.names)) as copy,
             ):
-                copy.write(buffer.getbuffer())
+                for batch in itertools.chain([first], stream):
+                    copy.write(_csv_bytes(batch))
         except psycopg.Error as exc:
             raise _translate(exc, "COPY into staging failed") from exc
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        try:
+            with self._conn.transaction():
+                yield
+        except psycopg.Error as exc:
+            raise _translate(exc, "statement failed") from exc
 
     def lock_pipeline(self, pipeline: str) -> None:
         key = zlib.crc32(f"pipeledger:{pipeline}".encode())
@@ -89,6 +108,20 @@ class PostgresSession:
 
     def mark_rollback(self) -> None:
         self.rollback_only = True
+
+
+def _csv_bytes(batch: pa.RecordBatch) -> memoryview:
+    """CSV for COPY. Aware timestamps go out as UTC wall time (the session is in UTC):
+    pyarrow formats zoned timestamps an order of magnitude slower than naive ones."""
+    columns = [
+        column.cast(pa.timestamp(column.type.unit))
+        if pa.types.is_timestamp(column.type) and column.type.tz is not None
+        else column
+        for column in batch.columns
+    ]
+    buffer = io.BytesIO()
+    pacsv.write_csv(pa.RecordBatch.from_arrays(columns, names=batch.schema.names), buffer, _CSV)
+    return buffer.getbuffer()
 
 
 class PostgresWarehouse:

@@ -10,8 +10,9 @@ ordering in SQL agree with the values' own order.
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -63,7 +64,9 @@ def _column(array: pa.Array) -> list[Any]:
 
 def _translate(exc: sqlite3.Error, doing: str) -> WarehouseError:
     transient = isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
-    return WarehouseError(f"SQLite {doing}: {exc}", transient=transient)
+    unique = isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in str(exc)
+    sqlstate = WarehouseError.UNIQUE_VIOLATION if unique else None
+    return WarehouseError(f"SQLite {doing}: {exc}", transient=transient, sqlstate=sqlstate)
 
 
 class SqliteSession:
@@ -72,6 +75,7 @@ class SqliteSession:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
         self.rollback_only = False
+        self._savepoints = itertools.count()
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> int:
         try:
@@ -85,14 +89,27 @@ class SqliteSession:
         except sqlite3.Error as exc:
             raise _translate(exc, "query failed") from exc
 
-    def stage(self, batch: pa.RecordBatch) -> None:
-        columns = [_column(batch.column(i)) for i in range(batch.num_columns)]
+    def stage(self, batches: Iterable[pa.RecordBatch]) -> None:
+        for batch in batches:
+            columns = [_column(batch.column(i)) for i in range(batch.num_columns)]
+            try:
+                self._conn.executemany(
+                    sql.insert_stage(self.dialect, batch.schema.names), zip(*columns, strict=True)
+                )
+            except sqlite3.Error as exc:
+                raise _translate(exc, "staging failed") from exc
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        name = f"pipeledger_{next(self._savepoints)}"
+        self.execute(f"SAVEPOINT {name}")
         try:
-            self._conn.executemany(
-                sql.insert_stage(self.dialect, batch.schema.names), zip(*columns, strict=True)
-            )
-        except sqlite3.Error as exc:
-            raise _translate(exc, "staging failed") from exc
+            yield
+        except BaseException:
+            self.execute(f"ROLLBACK TO SAVEPOINT {name}")
+            self.execute(f"RELEASE SAVEPOINT {name}")
+            raise
+        self.execute(f"RELEASE SAVEPOINT {name}")
 
     def lock_pipeline(self, pipeline: str) -> None:
         """The session already holds the database's write lock (BEGIN IMMEDIATE)."""

@@ -15,10 +15,11 @@ A crash anywhere before COMMIT leaves the target and the watermark as they were.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
@@ -27,7 +28,7 @@ import pyarrow as pa
 
 from pipeledger.adapters.base import Session, Warehouse
 from pipeledger.config import Config, PipelineConfig
-from pipeledger.errors import ConflictError, PipeledgerError
+from pipeledger.errors import ConflictError, WarehouseError
 from pipeledger.extract import ReadSpec, open_source
 from pipeledger.load import sql
 from pipeledger.load.migrate import migrate
@@ -49,7 +50,6 @@ from pipeledger.watermark import (
     to_text,
 )
 
-ANALYZE_ABOVE_ROWS = 10_000
 log = logging.getLogger("pipeledger.load")
 
 
@@ -93,6 +93,7 @@ class _Run:
     before: dict[str, CursorValue] = field(default_factory=dict)
     after: dict[str, CursorValue] = field(default_factory=dict)
     shape: Shape | None = None
+    new_target: bool = False
     rows_read: int = 0
     counts: MergeCounts = field(default_factory=MergeCounts)
 
@@ -127,33 +128,34 @@ class _Run:
         return ReadSpec(window, self.pipeline.cursor, self.pipeline.partition_by, types)
 
     def _stage(self, session: Session, window: Window, tracker: WatermarkTracker) -> None:
+        batches = self._conformed(window, tracker)
+        first = next(batches, None)
+        if first is None or self.shape is None:
+            return
+        _start_stage(session, self.shape)
+        session.stage(itertools.chain([first], batches))
+
+    def _conformed(self, window: Window, tracker: WatermarkTracker) -> Iterator[pa.RecordBatch]:
+        """Source batches in the window, conformed to the target's columns, counted."""
         source = open_source(self.pipeline, self.config)
-        staging = False
         for item in source.batches(self._read_spec(window)):
             if item.batch.num_rows == 0:
                 continue
             if self.shape is None:
-                self.shape = self._create_target(session, item.batch.schema)
-            if not staging:
-                _start_stage(session, self.shape)
-                staging = True
+                self.shape = self._infer_shape(item.batch.schema)
             batch = conform(item, self.shape)
-            session.stage(batch)
             tracker.observe(batch)
             self.rows_read += batch.num_rows
             log.info("pipeline %s run %s: staged %d rows", self.name, self.run_id, self.rows_read)
             if self.on_progress:
                 self.on_progress(self.name, self.rows_read)
+            yield batch
 
-    def _create_target(self, session: Session, schema: pa.Schema) -> Shape:
+    def _infer_shape(self, schema: pa.Schema) -> Shape:
         p = self.pipeline
         shape = infer_shape(schema, p.columns, p.key, p.cursor, p.partition_by)
         check_lateness(shape, p.lateness)
-        spec = self._merge_spec(shape)
-        statement = sql.create_schema(session.dialect, spec.target)
-        if statement:
-            session.execute(statement)
-        session.execute(sql.create_target(session.dialect, spec))
+        self.new_target = True
         return shape
 
     def _merge_spec(self, shape: Shape) -> sql.MergeSpec:
@@ -161,15 +163,16 @@ class _Run:
         return sql.MergeSpec(p.target_name, shape.columns, tuple(p.key), p.cursor, p.on_conflict)
 
     def _publish(self, session: Session, shape: Shape, tracker: WatermarkTracker) -> None:
-        d = session.dialect
-        if d.name == "postgres" and self.rows_read > ANALYZE_ABOVE_ROWS:
-            session.execute(f"ANALYZE {d.stage()}")
-        staged = Staged(session, self.name, self.run_id, shape, d.stage(), self.rows_read)
+        staged = Staged(
+            session, self.name, self.run_id, shape, session.dialect.stage(), self.rows_read
+        )
         for hook in self.hooks:
             hook(staged)
-        self.counts = merge_staged(
-            session, self._merge_spec(shape), self.rows_read, self.run_id, self.started_at
-        )
+        spec = self._merge_spec(shape)
+        if self.new_target:
+            self.counts = first_load(session, spec, self.rows_read, self.run_id, self.started_at)
+        else:
+            self.counts = merge_staged(session, spec, self.rows_read, self.run_id, self.started_at)
         if self.mode == "incremental":
             self._advance(session, shape, tracker)
 
@@ -222,22 +225,82 @@ def _start_stage(session: Session, shape: Shape) -> None:
     session.execute(sql.create_stage(d, shape.columns))
 
 
+def first_load(
+    session: Session, spec: sql.MergeSpec, staged: int, run_id: str, loaded_at: datetime
+) -> MergeCounts:
+    """Create the target and fill it with a plain insert; fall back to the full merge if the
+    staged rows repeat a key. PostgreSQL builds the primary key after the insert."""
+    d = session.dialect
+    deferred_key = d.name == "postgres"
+    schema = sql.create_schema(d, spec.target)
+    if schema:
+        session.execute(schema)
+    session.execute(sql.create_target(d, spec, primary_key=not deferred_key))
+    try:
+        with session.savepoint():
+            inserted = session.execute(sql.insert_new(d, spec, d.stage()), [run_id, loaded_at])
+            if deferred_key:
+                session.execute(sql.add_primary_key(d, spec))
+        return MergeCounts(inserted=inserted)
+    except WarehouseError as exc:
+        if exc.sqlstate != WarehouseError.UNIQUE_VIOLATION:
+            raise
+    if deferred_key:
+        session.execute(sql.add_primary_key(d, spec))
+    return merge_staged(session, spec, staged, run_id, loaded_at)
+
+
 def merge_staged(
     session: Session, spec: sql.MergeSpec, staged: int, run_id: str, loaded_at: datetime
 ) -> MergeCounts:
     """Merge the staged rows into the target under ``spec.policy`` and count what happened."""
-    d = session.dialect
-    source, unique = d.stage(), staged
-    if session.query(sql.duplicate_keys(d, spec)):
-        if spec.policy == "error":
-            _refuse(spec, session.query(sql.conflicting_duplicates(d, spec)), "in this run")
-        session.execute(sql.dedupe_stage(d, spec))
-        source = d.stage_unique()
-        unique = int(session.query(f"SELECT count(*) FROM {source}")[0][0])
+    source, unique = _unique_source(session, spec, staged)
     if spec.policy == "error":
         _refuse_conflicts(session, spec, source)
+    return _upsert(session, spec, source, staged, unique, run_id, loaded_at)
+
+
+def _unique_source(session: Session, spec: sql.MergeSpec, staged: int) -> tuple[str, int]:
+    """The staged rows with one row per key: the staging table itself when its keys are
+    already unique (the usual case), else a deduplicated copy (greatest cursor wins)."""
+    d = session.dialect
     if d.name == "postgres":
+        try:
+            with session.savepoint():
+                session.execute(sql.unique_key_index(d, spec, d.stage()))
+            session.execute(f"ANALYZE {d.stage()}")
+            return d.stage(), staged
+        except WarehouseError as exc:
+            if exc.sqlstate != WarehouseError.UNIQUE_VIOLATION:
+                raise
+    elif not session.query(sql.duplicate_keys(d, spec)):
+        return d.stage(), staged
+    if spec.policy == "error":
+        _refuse(spec, session.query(sql.conflicting_duplicates(d, spec)), "in this run")
+    session.execute(sql.dedupe_stage(d, spec))
+    source = d.stage_unique()
+    if d.name == "postgres":
+        session.execute(sql.unique_key_index(d, spec, source))
+        session.execute(f"ANALYZE {source}")
+    return source, int(session.query(f"SELECT count(*) FROM {source}")[0][0])
+
+
+def _upsert(
+    session: Session,
+    spec: sql.MergeSpec,
+    source: str,
+    staged: int,
+    unique: int,
+    run_id: str,
+    loaded_at: datetime,
+) -> MergeCounts:
+    d = session.dialect
+    if d.name == "postgres":
+        for setting in sql.MERGE_PLANNER_SETTINGS:
+            session.execute(setting)
         inserted, updated = session.query(sql.merge(d, spec, source), [run_id, loaded_at])[0]
+        for setting in sql.MERGE_PLANNER_RESET:
+            session.execute(setting)
     else:
         inserted = int(session.query(sql.count_new_keys(d, spec, source))[0][0])
         updated = session.execute(sql.merge(d, spec, source), [run_id, loaded_at]) - inserted
@@ -289,7 +352,7 @@ def load_pipeline(
             run.execute(session)
             if mode == "check":
                 session.mark_rollback()
-    except PipeledgerError as exc:
+    except Exception as exc:
         exc.add_note(_consequence(run))
         raise
     return run.result(time.monotonic() - clock)

@@ -98,7 +98,9 @@ def create_schema(d: Dialect, target: TableName) -> str | None:
     return f"CREATE SCHEMA IF NOT EXISTS {quote(target.schema)}"
 
 
-def create_target(d: Dialect, spec: MergeSpec) -> str:
+def create_target(d: Dialect, spec: MergeSpec, primary_key: bool = True) -> str:
+    """The target table. ``primary_key=False`` defers the key to :func:`add_primary_key`:
+    on PostgreSQL building it once after a bulk insert is cheaper than maintaining it."""
     required = {*spec.key, spec.cursor}
     lines = [
         f"{quote(c.name)} {d.column_type(c.sql_type)}" + (" NOT NULL" if c.name in required else "")
@@ -106,9 +108,25 @@ def create_target(d: Dialect, spec: MergeSpec) -> str:
     ]
     lines.append(f"{quote(RUN_ID_COLUMN)} text NOT NULL")
     lines.append(f"{quote(LOADED_AT_COLUMN)} timestamptz NOT NULL")
-    lines.append("PRIMARY KEY (" + ", ".join(quote(k) for k in spec.key) + ")")
+    if primary_key:
+        lines.append("PRIMARY KEY (" + ", ".join(quote(k) for k in spec.key) + ")")
     body = ",\n  ".join(lines)
     return f"CREATE TABLE {d.table(spec.target)} (\n  {body}\n)"
+
+
+def add_primary_key(d: Dialect, spec: MergeSpec) -> str:
+    keys = ", ".join(quote(k) for k in spec.key)
+    return f"ALTER TABLE {d.table(spec.target)} ADD PRIMARY KEY ({keys})"
+
+
+def insert_new(d: Dialect, spec: MergeSpec, source: str) -> str:
+    """A plain insert, for a target created by this very run (nothing to conflict with)."""
+    names = ", ".join(quote(c) for c in spec.names)
+    meta = f"{quote(RUN_ID_COLUMN)}, {quote(LOADED_AT_COLUMN)}"
+    return (
+        f"INSERT INTO {d.table(spec.target)} ({names}, {meta}) "
+        f"SELECT {names}, {d.param}, {d.param} FROM {source}"
+    )
 
 
 def create_stage(d: Dialect, columns: Sequence[Column]) -> str:
@@ -147,8 +165,9 @@ def dedupe_stage(d: Dialect, spec: MergeSpec) -> str:
         f"SELECT {names}, row_number() OVER (PARTITION BY {keys} ORDER BY {order}) AS rn "
         f"FROM {d.stage()} AS s"
     )
+    on_commit = " ON COMMIT DROP" if d.name == "postgres" else ""
     return (
-        f"CREATE TEMP TABLE {quote(STAGE_UNIQUE)} AS "
+        f"CREATE TEMP TABLE {quote(STAGE_UNIQUE)}{on_commit} AS "
         f"SELECT {names} FROM ({ranked}) AS ranked WHERE rn = 1"
     )
 
@@ -181,23 +200,48 @@ def count_new_keys(d: Dialect, spec: MergeSpec, source: str) -> str:
     )
 
 
-def update_condition(d: Dialect, spec: MergeSpec) -> str | None:
+def update_condition(
+    d: Dialect, spec: MergeSpec, incoming: str = "excluded", stored: str = "t"
+) -> str | None:
     """When an incoming row may replace the stored one; ``None`` means never."""
-    incoming = "excluded"
     if spec.policy == "update":
-        return d.differs("t", incoming, spec.values)
+        return d.differs(stored, incoming, spec.values)
     if spec.policy == "newer_wins":
+        # the cheap "differs" test comes before the row-text tie-break, so that re-seen
+        # identical rows (re-runs, backfills) never pay for rendering rows as text
         cursor = quote(spec.cursor)
-        tie = f"{d.row_text(incoming, spec.values)} > {d.row_text('t', spec.values)}"
-        return f"{incoming}.{cursor} > t.{cursor} OR ({incoming}.{cursor} = t.{cursor} AND {tie})"
+        differs = d.differs(stored, incoming, spec.values)
+        tie = f"{d.row_text(incoming, spec.values)} > {d.row_text(stored, spec.values)}"
+        return (
+            f"{incoming}.{cursor} > {stored}.{cursor} OR "
+            f"({incoming}.{cursor} = {stored}.{cursor} AND {differs} AND {tie})"
+        )
     return None
+
+
+def unique_key_index(d: Dialect, spec: MergeSpec, source: str) -> str:
+    """A unique index on the staged keys: proves there are no duplicates (cheaper than a
+    GROUP BY) and lets the merge join the target by merge join or index probes."""
+    keys = ", ".join(quote(k) for k in spec.key)
+    return f"CREATE UNIQUE INDEX ON {source} ({keys})"
+
+
+def _changed_rows(d: Dialect, spec: MergeSpec, source: str) -> str:
+    """Staged rows that will change the target: new keys, or rows the policy accepts."""
+    join = " AND ".join(f"cur.{quote(k)} = s.{quote(k)}" for k in spec.key)
+    new_key = f"cur.{quote(spec.key[0])} IS NULL"
+    condition = update_condition(d, spec, incoming="s", stored="cur")
+    where = new_key if condition is None else f"{new_key} OR {condition}"
+    return f"{source} AS s LEFT JOIN {d.table(spec.target)} AS cur ON {join} WHERE {where}"
 
 
 def merge(d: Dialect, spec: MergeSpec, source: str) -> str:
     """One set-based upsert from ``source`` into the target, never rewriting identical rows.
 
-    PostgreSQL returns (inserted, updated) from the statement itself; SQLite's row count
-    is inserted + updated, and the caller counts new keys beforehand.
+    PostgreSQL first joins the (unique) staged keys to the target and sends on only the rows
+    that change something, so re-seen rows are neither rewritten nor even locked; it
+    returns (inserted, updated) from the statement itself. SQLite's row count is inserted +
+    updated, and the caller counts new keys beforehand.
     """
     names = ", ".join(quote(c) for c in spec.names)
     meta = f"{quote(RUN_ID_COLUMN)}, {quote(LOADED_AT_COLUMN)}"
@@ -210,17 +254,27 @@ def merge(d: Dialect, spec: MergeSpec, source: str) -> str:
         sets += f", {quote(RUN_ID_COLUMN)} = excluded.{quote(RUN_ID_COLUMN)}"
         sets += f", {quote(LOADED_AT_COLUMN)} = excluded.{quote(LOADED_AT_COLUMN)}"
         action = f"DO UPDATE SET {sets} WHERE {condition}"
+    if d.name == "sqlite":
+        return (
+            f"INSERT INTO {d.table(spec.target)} AS t ({names}, {meta}) "
+            f"SELECT {names}, ?, ? FROM {source} WHERE true ON CONFLICT ({keys}) {action}"
+        )
+    selected = ", ".join(f"s.{quote(c)}" for c in spec.names)
     insert = (
         f"INSERT INTO {d.table(spec.target)} AS t ({names}, {meta}) "
-        f"SELECT {names}, {d.param}, {d.param} FROM {source} WHERE true "
+        f"SELECT {selected}, %s, %s FROM {_changed_rows(d, spec, source)} "
         f"ON CONFLICT ({keys}) {action}"
     )
-    if d.name == "sqlite":
-        return insert
     return (
         f"WITH merged AS ({insert} RETURNING (xmax = 0) AS inserted) "
         "SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM merged"
     )
+
+
+# With unique keys on both sides a merge join (large batches) or index probes (small ones)
+# beat hashing the whole batch; the planner picks between those two by cost.
+MERGE_PLANNER_SETTINGS = ("SET LOCAL enable_hashjoin = off",)
+MERGE_PLANNER_RESET = ("RESET enable_hashjoin",)
 
 
 def read_state(d: Dialect) -> str:
