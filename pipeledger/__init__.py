@@ -3,6 +3,7 @@
 The public API is what ``__all__`` lists; everything else may change without notice.
 """
 
+from pipeledger.__about__ import __version__
 from pipeledger.config import Config, PipelineConfig, load_config, parse_config
 from pipeledger.errors import (
     BackfillRangeError,
@@ -18,8 +19,6 @@ from pipeledger.errors import (
 )
 from pipeledger.load.result import LoadResult, MergeCounts
 from pipeledger.runner import WatermarkRow, backfill, run, run_one, state
-
-__version__ = "0.1.0"
 
 __all__ = [
     "BackfillRangeError",

@@ -98,6 +98,9 @@ class PipelineConfig(_Strict):
     columns: dict[str, str] = Field(default_factory=dict)
     max_backfill: timedelta | None = None
     description: str | None = None
+    owner: str | None = None
+    depends_on: list[str] = Field(default_factory=list)
+    freshness_sla: timedelta | None = None
 
     @field_validator("target")
     @classmethod
@@ -119,7 +122,12 @@ class PipelineConfig(_Strict):
     def _column(cls, value: str | None) -> str | None:
         return None if value is None else check_identifier(value, "column")
 
-    @field_validator("lateness", "max_backfill", mode="before")
+    @field_validator("depends_on")
+    @classmethod
+    def _upstreams(cls, value: list[str]) -> list[str]:
+        return [check_identifier(name, "upstream pipeline") for name in value]
+
+    @field_validator("lateness", "max_backfill", "freshness_sla", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -153,13 +161,56 @@ class WarehouseConfig(_Strict):
     url: str | None = None
 
 
+class LedgerConfig(_Strict):
+    """Where runs are recorded. By default in the warehouse, committed with the rows."""
+
+    url: str | None = None
+    enabled: bool = True
+    on_unavailable: Literal["spool", "fail"] = "spool"
+    lease: timedelta = timedelta(minutes=5)
+    heartbeat: timedelta = timedelta(seconds=30)
+    environment: str | None = None
+    spool: str = f"{EMBEDDED_DIR}/ledger-spool.jsonl"
+
+    @field_validator("lease", "heartbeat", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        return parse_duration(value) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _heartbeat_within_lease(self) -> LedgerConfig:
+        if self.heartbeat >= self.lease:
+            raise ValueError("heartbeat must be shorter than lease")
+        return self
+
+
 class Config(_Strict):
     """A whole ``pipeledger.toml``. ``base_dir`` anchors relative paths (the file's folder)."""
 
     warehouse: WarehouseConfig = WarehouseConfig()
+    ledger: LedgerConfig = LedgerConfig()
     pipelines: dict[PipelineName, PipelineConfig] = Field(default_factory=dict)
     base_dir: Path = Path(".")
     source_file: Path = Path(DEFAULT_CONFIG)
+
+    @model_validator(mode="after")
+    def _known_upstreams(self) -> Config:
+        for name, pipeline in self.pipelines.items():
+            unknown = [u for u in pipeline.depends_on if u not in self.pipelines]
+            if unknown:
+                raise ValueError(f"pipelines.{name}.depends_on: no pipeline named {unknown}")
+            if name in pipeline.depends_on:
+                raise ValueError(f"pipelines.{name}.depends_on: a pipeline cannot depend on itself")
+        return self
+
+    @property
+    def ledger_url(self) -> str:
+        """The ledger's database: its own ``[ledger] url``, or the warehouse."""
+        return self.ledger.url or self.warehouse_url
+
+    @property
+    def separate_ledger(self) -> bool:
+        return self.ledger.url is not None and self.ledger.url != self.warehouse_url
 
     @property
     def warehouse_url(self) -> str:

@@ -9,6 +9,7 @@
     ├── ConflictError        on_conflict = "error" met a re-seen key with other content
     ├── BackfillRangeError   a backfill range is inverted or wider than max_backfill
     ├── ConcurrentRunError   another run of the same pipeline holds its lock (Transient)
+    ├── RunAbandonedError    the watchdog declared the run abandoned while it worked
     └── WarehouseError       the database refused or lost us (Transient or Terminal)
 
 ``Transient`` marks errors that are safe to retry as they are; ``Terminal`` marks errors
@@ -58,6 +59,10 @@ class BackfillRangeError(Terminal):
 
 class ConcurrentRunError(Transient):
     """Another run of the same pipeline is active."""
+
+
+class RunAbandonedError(Transient):
+    """The watchdog marked this run abandoned (its lease expired); its work rolls back."""
 
 
 class WarehouseError(PipeledgerError):

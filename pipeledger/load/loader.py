@@ -30,8 +30,8 @@ from pipeledger.adapters.base import Session, Warehouse
 from pipeledger.config import Config, PipelineConfig
 from pipeledger.errors import ConflictError, WarehouseError
 from pipeledger.extract import ReadSpec, open_source
+from pipeledger.ledger.schema import migrate_database
 from pipeledger.load import sql
-from pipeledger.load.migrate import migrate
 from pipeledger.load.result import LoadResult, MergeCounts, Mode
 from pipeledger.schema import arrow_type
 from pipeledger.transform.conform import (
@@ -346,7 +346,7 @@ def load_pipeline(
     unchanged, with a note saying what happened to the target and the watermark."""
     run = _Run(name, config.pipeline(name), config, mode, window, on_progress, hooks)
     clock = time.monotonic()
-    migrate(warehouse)
+    migrate_database(warehouse, "state")
     try:
         with warehouse.session() as session:
             run.execute(session)

@@ -18,7 +18,6 @@ DialectName = Literal["postgres", "sqlite"]
 STAGE = "_pipeledger_stage"
 STAGE_UNIQUE = "_pipeledger_stage_unique"
 STATE_TABLE = TableName("pipeledger", "pipeline_state")
-MIGRATIONS_TABLE = TableName("pipeledger", "schema_migrations")
 
 
 def quote(name: str) -> str:
@@ -301,37 +300,4 @@ def write_state(d: Dialect) -> str:
         "ON CONFLICT (pipeline, partition_key) DO UPDATE SET "
         "cursor_column = excluded.cursor_column, cursor_type = excluded.cursor_type, "
         "watermark = excluded.watermark, run_id = excluded.run_id, updated_at = excluded.updated_at"
-    )
-
-
-def migrations(d: Dialect) -> list[tuple[int, str, list[str]]]:
-    """Versioned schema changes of pipeledger's own tables, applied in order, each once."""
-    schema = ["CREATE SCHEMA IF NOT EXISTS pipeledger"] if d.name == "postgres" else []
-    state = (
-        f"CREATE TABLE IF NOT EXISTS {d.table(STATE_TABLE)} ("
-        "pipeline text NOT NULL, partition_key text NOT NULL, cursor_column text NOT NULL, "
-        "cursor_type text NOT NULL, watermark text NOT NULL, run_id text NOT NULL, "
-        "updated_at timestamptz NOT NULL, PRIMARY KEY (pipeline, partition_key))"
-    )
-    return [(1, "watermark state per pipeline and partition", [*schema, state])]
-
-
-def create_migrations_table(d: Dialect) -> list[str]:
-    schema = ["CREATE SCHEMA IF NOT EXISTS pipeledger"] if d.name == "postgres" else []
-    table = (
-        f"CREATE TABLE IF NOT EXISTS {d.table(MIGRATIONS_TABLE)} ("
-        "version integer PRIMARY KEY, description text NOT NULL, applied_at timestamptz NOT NULL)"
-    )
-    return [*schema, table]
-
-
-def applied_migrations(d: Dialect) -> str:
-    return f"SELECT version FROM {d.table(MIGRATIONS_TABLE)}"
-
-
-def record_migration(d: Dialect) -> str:
-    p = d.param
-    return (
-        f"INSERT INTO {d.table(MIGRATIONS_TABLE)} (version, description, applied_at) "
-        f"VALUES ({p}, {p}, {p})"
     )

@@ -1,0 +1,86 @@
+"""What every command shares: the app, consoles, global options, error and JSON output."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from pipeledger.config import Config, load_config
+from pipeledger.errors import PipeledgerError
+from pipeledger.redact import redact
+
+app = typer.Typer(
+    help="Idempotent, incremental loads with watermarks that commit with the rows.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+
+class _Options:
+    config_path: Path | None = None
+    debug: bool = False
+
+
+OPTIONS = _Options()
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", "-c", help="Config file (default ./pipeledger.toml).")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+
+
+@app.callback()
+def main_options(
+    config: ConfigOption = None,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress.")] = False,
+) -> None:
+    OPTIONS.config_path = config
+    OPTIONS.debug = debug
+    if verbose:
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
+
+
+def fail(exc: BaseException) -> None:
+    print_error(exc)
+    raise typer.Exit(exc.exit_code if isinstance(exc, PipeledgerError) else 1)
+
+
+def print_error(exc: BaseException) -> None:
+    if OPTIONS.debug:
+        err.print(redact("".join(traceback.format_exception(exc))), markup=False)
+    kind = "error" if isinstance(exc, PipeledgerError) else f"unexpected {type(exc).__name__}"
+    err.print(f"[bold red]{kind}:[/] ", end="")
+    err.print(redact(str(exc)), markup=False, soft_wrap=True, highlight=False)
+    for note in getattr(exc, "__notes__", []):
+        err.print(redact(note), markup=False, soft_wrap=True, highlight=False)
+
+
+@contextmanager
+def guard() -> Iterator[None]:
+    try:
+        yield
+    except typer.Exit:
+        raise
+    except Exception as exc:
+        fail(exc)
+
+
+def load() -> Config:
+    return load_config(OPTIONS.config_path)
+
+
+def print_json(payload: Any) -> None:
+    sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
+    sys.stdout.flush()

@@ -1,0 +1,381 @@
+"""The Python API of the ledger, for pipeledger's own loader and for any Python pipeline.
+
+::
+
+    ledger = Ledger("postgresql://...")             # or Ledger(): the embedded default
+    with ledger.run("orders_daily", trigger_type="scheduled",
+                    data_interval=(start, end)) as run:    # run.run_id exists before any write
+        with run.task("extract") as t:
+            rows = extract(); t.rows_out = len(rows)
+        run.audit("VALIDATION_FAILURE", target_table="fact_orders", record_count=3)
+    ledger.last_successful_run("orders_daily")       # its data_interval_end
+
+``running`` is committed before the block runs; a heartbeat renews the run's lease while
+it works; leaving the block records ``success`` (or the status set with ``run.mark``); an
+exception records ``failed`` (``cancelled`` for an interrupt) and is re-raised unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from pipeledger import __about__
+from pipeledger.adapters import open_warehouse
+from pipeledger.adapters.base import Session
+from pipeledger.config import EMBEDDED_DIR, EMBEDDED_FILE
+from pipeledger.errors import PipeledgerError, RunAbandonedError, WarehouseError
+from pipeledger.ledger import sql as lsql
+from pipeledger.ledger import store as st
+from pipeledger.ledger.model import (
+    AuditEvent,
+    DatasetSnapshot,
+    RunRecord,
+    RunStatus,
+    TaskRecord,
+    TaskStatus,
+    TriggerType,
+    check_transition,
+)
+from pipeledger.ledger.watchdog import abandon_expired
+from pipeledger.redact import redact
+
+MAX_MESSAGE = 2000
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _ms(start: datetime, end: datetime) -> int:
+    return int((end - start).total_seconds() * 1000)
+
+
+def error_code(exc: BaseException) -> str:
+    """A stable, secret-free code for an exception: its class, and a SQLSTATE if any."""
+    sqlstate = getattr(exc, "sqlstate", None)
+    return f"{type(exc).__name__}:{sqlstate}" if sqlstate else type(exc).__name__
+
+
+def error_message(exc: BaseException) -> str:
+    text = " ".join([str(exc), *getattr(exc, "__notes__", [])]).strip() or type(exc).__name__
+    return redact(text)[:MAX_MESSAGE]
+
+
+class Task:
+    """A step being measured: set ``rows_in``, ``rows_out``, ``rows_rejected``, ``bytes``."""
+
+    def __init__(self, record: TaskRecord) -> None:
+        self.record = record
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name != "record" and hasattr(self.record, name):
+            setattr(self.record, name, value)
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.record, name)
+
+
+class Run:
+    """One attempt, while it runs. Counters are plain attributes on ``run.record``."""
+
+    def __init__(self, ledger: Ledger, record: RunRecord) -> None:
+        self.ledger = ledger
+        self.record = record
+        self.tasks: list[TaskRecord] = []
+        self.events: list[AuditEvent] = []
+        self.snapshots: list[DatasetSnapshot] = []
+        self.final_status: RunStatus = RunStatus.SUCCESS
+        self.committed_with_data = False
+
+    @property
+    def run_id(self) -> str:
+        return self.record.run_id
+
+    @property
+    def logical_run_id(self) -> str:
+        return self.record.logical_run_id
+
+    @property
+    def attempt(self) -> int:
+        return self.record.attempt
+
+    def set_counts(self, **counts: int | None) -> None:
+        """Set run counters, e.g. ``rows_read=10, rows_inserted=7``."""
+        for name, value in counts.items():
+            if not name.startswith(("rows_", "bytes_")):
+                raise TypeError(f"{name} is not a run counter")
+            setattr(self.record, name, value)
+
+    def mark(self, status: RunStatus | str, message: str | None = None) -> None:
+        """Finish with another status than success (``partial``, ``skipped``, ...)."""
+        wanted = RunStatus(status)
+        check_transition(RunStatus.RUNNING, wanted)
+        self.final_status = wanted
+        if message:
+            self.record.error_message = redact(message)[:MAX_MESSAGE]
+
+    @contextmanager
+    def task(self, name: str) -> Iterator[Task]:
+        record = TaskRecord(str(uuid.uuid4()), self.run_id, name, len(self.tasks) + 1, _now())
+        self.tasks.append(record)
+        try:
+            yield Task(record)
+        except BaseException as exc:
+            self._end_task(record, TaskStatus.FAILED, error_message(exc))
+            raise
+        self._end_task(record, TaskStatus.SUCCESS, None)
+
+    def add_task(self, record: TaskRecord) -> None:
+        """Record a step that was measured elsewhere (the loader's steps)."""
+        record.seq = len(self.tasks) + 1
+        self.tasks.append(record)
+
+    @staticmethod
+    def _end_task(record: TaskRecord, status: TaskStatus, message: str | None) -> None:
+        record.ended_at = _now()
+        record.duration_ms = _ms(record.started_at, record.ended_at)
+        record.status = status
+        record.error_message = message
+
+    def audit(
+        self,
+        event_type: str,
+        *,
+        target_table: str | None = None,
+        record_count: int | None = None,
+        old_values: dict[str, Any] | None = None,
+        new_values: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        """Record a discrete fact about this run (keep values surgical: keys and changes)."""
+        self.events.append(
+            AuditEvent(
+                str(uuid.uuid4()), self.run_id, self.record.pipeline, event_type.upper(), _now(),
+                target_table, record_count, old_values, new_values, metadata,
+            )
+        )  # fmt: skip
+
+    def _final_ops(self) -> list[st.Op]:
+        ops = [st.task_op(t) for t in self.tasks]
+        ops += [st.event_op(e) for e in self.events]
+        ops += [st.snapshot_op(s) for s in self.snapshots]
+        return ops
+
+    def _close(self, status: RunStatus, exc: BaseException | None) -> None:
+        end = _now()
+        record = self.record
+        record.status, record.ended_at = status, end
+        record.duration_ms = _ms(record.started_at, end)
+        if exc is not None:
+            record.error_code = error_code(exc)
+            record.error_message = error_message(exc)
+        for task in self.tasks:
+            if task.status is TaskStatus.RUNNING:
+                self._end_task(task, TaskStatus.FAILED, record.error_message)
+
+    def commit_with(self, session: Session) -> None:
+        """Write the final record into the caller's open transaction (the load's), so the
+        run's success, counts and snapshot commit together with the rows and watermark."""
+        self._close(self.final_status, None)
+        if self.ledger.store.separate:
+            return
+        if not st.finish(session, self.record):
+            raise RunAbandonedError(
+                f"run {self.run_id} of {self.record.pipeline} was declared abandoned by the "
+                "watchdog while it worked (its lease expired); its work is rolled back"
+            )
+        for op in self._final_ops():
+            st.apply(session, op)
+        self.committed_with_data = True
+
+
+class _Heartbeat(threading.Thread):
+    def __init__(self, ledger: Ledger, run: Run) -> None:
+        super().__init__(name=f"pipeledger-heartbeat-{run.run_id}", daemon=True)
+        self.ledger = ledger
+        self.run_ = run
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.ledger.heartbeat.total_seconds()):
+            self.ledger.beat(self.run_.record)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        if self.is_alive():
+            self.join(timeout=10)
+
+
+class Ledger:
+    """The book of record of pipeline runs, in SQL."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        separate: bool = True,
+        spool: Path | str | None = None,
+        on_unavailable: Literal["spool", "fail"] = "spool",
+        lease: timedelta = timedelta(minutes=5),
+        heartbeat: timedelta = timedelta(seconds=30),
+        environment: str | None = None,
+    ) -> None:
+        self.url = url or f"sqlite:///{Path(EMBEDDED_DIR) / EMBEDDED_FILE}"
+        self.lease = lease
+        self.heartbeat = heartbeat
+        self.environment = environment
+        spool_path = Path(spool) if spool else Path(EMBEDDED_DIR) / "ledger-spool.jsonl"
+        self.store = st.LedgerStore(
+            open_warehouse(self.url), st.Spool(spool_path),
+            separate=separate, on_unavailable=on_unavailable,
+        )  # fmt: skip
+        self._prepared = False
+
+    # -- running ----------------------------------------------------------------------
+    @contextmanager
+    def run(
+        self,
+        pipeline: str,
+        *,
+        trigger_type: TriggerType | str = TriggerType.MANUAL,
+        data_interval: tuple[datetime, datetime] | None = None,
+        logical_run_id: str | None = None,
+        attempt: int = 1,
+        parent_run_id: str | None = None,
+        correlation_id: str | None = None,
+        triggered_by: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> Iterator[Run]:
+        """Record one attempt of ``pipeline`` around the block. See the module docstring."""
+        run = Run(self, self._new_record(pipeline, TriggerType(trigger_type), data_interval,
+                                         logical_run_id, attempt, parent_run_id, correlation_id,
+                                         triggered_by, extra))  # fmt: skip
+        self.prepare()
+        self.store.write([st.run_op(run.record)])
+        beat = _Heartbeat(self, run)
+        beat.start()
+        try:
+            yield run
+        except BaseException as exc:
+            beat.stop()
+            self._finish(run, _status_for(exc), exc)
+            raise
+        beat.stop()
+        if not run.committed_with_data:
+            self._finish(run, run.final_status, None)
+
+    def _new_record(
+        self,
+        pipeline: str,
+        trigger_type: TriggerType,
+        data_interval: tuple[datetime, datetime] | None,
+        logical_run_id: str | None,
+        attempt: int,
+        parent_run_id: str | None,
+        correlation_id: str | None,
+        triggered_by: str | None,
+        extra: dict[str, Any] | None,
+    ) -> RunRecord:
+        run_id = str(uuid.uuid4())
+        now = _now()
+        start, end = data_interval or (None, None)
+        return RunRecord(
+            run_id=run_id, logical_run_id=logical_run_id or run_id, attempt=attempt,
+            pipeline=pipeline, trigger_type=trigger_type, status=RunStatus.RUNNING,
+            started_at=now, triggered_by=triggered_by, parent_run_id=parent_run_id,
+            correlation_id=correlation_id, environment=self.environment,
+            data_interval_start=start, data_interval_end=end,
+            code_version=__about__.__version__, host=socket.gethostname(),
+            pid=os.getpid(), heartbeat_at=now, lease_expires_at=now + self.lease,
+            extra=dict(extra or {}),
+        )  # fmt: skip
+
+    def _finish(self, run: Run, status: RunStatus, exc: BaseException | None) -> None:
+        run._close(status, exc)
+        self.store.write([st.run_op(run.record), *run._final_ops()])
+
+    def beat(self, record: RunRecord) -> None:
+        """Renew a running run's lease (best effort: a missed beat is not an error)."""
+        now = _now()
+        try:
+            with self.store.database.session() as session:
+                session.execute(
+                    lsql.heartbeat(session.dialect), [now, now + self.lease, record.run_id]
+                )
+        except (PipeledgerError, OSError):
+            return
+        record.heartbeat_at, record.lease_expires_at = now, now + self.lease
+
+    # -- upkeep -----------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Once per process: create or migrate the tables, replay the spool, run the
+        watchdog. A separate ledger that cannot be reached is left for later."""
+        if self._prepared:
+            return
+        try:
+            self.store.migrate()
+            self.store.replay()
+            self.watchdog()
+        except WarehouseError:
+            if not self.store.separate:
+                raise
+            return
+        self._prepared = True
+
+    def watchdog(self) -> list[str]:
+        """Mark runs whose lease expired as abandoned; return their run ids."""
+        with self.store.database.session() as session:
+            return abandon_expired(session)
+
+    def register(
+        self,
+        name: str,
+        *,
+        config_fingerprint: str,
+        description: str | None = None,
+        owner: str | None = None,
+        source_system: str | None = None,
+        target_system: str | None = None,
+        freshness_sla: timedelta | None = None,
+        depends_on: Sequence[str] = (),
+    ) -> None:
+        """Add or update a pipeline in the registry, with its upstream dependencies."""
+        now = _now()
+        version = hashlib.sha256(config_fingerprint.encode()).hexdigest()[:12]
+        pipeline = st.Op("pipeline", {
+            "name": name, "version": version, "description": description, "owner": owner,
+            "source_system": source_system and redact(source_system),
+            "target_system": target_system and redact(target_system),
+            "freshness_sla_s": int(freshness_sla.total_seconds()) if freshness_sla else None,
+            "created_at": now, "updated_at": now,
+        })  # fmt: skip
+        deps = st.Op("dependencies", {"downstream": name, "upstreams": list(depends_on), "at": now})
+        self.store.write([pipeline, deps])
+
+    def last_successful_run(self, pipeline: str) -> datetime | None:
+        """The ``data_interval_end`` of the pipeline's latest successful run."""
+        from pipeledger.ledger.queries import last_success
+
+        with self.store.database.session(write=False) as session:
+            return last_success(session, pipeline)
+
+
+def _status_for(exc: BaseException) -> RunStatus:
+    if isinstance(exc, KeyboardInterrupt | RunCancelled):
+        return RunStatus.CANCELLED
+    return RunStatus.FAILED
+
+
+class RunCancelled(BaseException):
+    """Raised in the main thread on SIGTERM, so the run rolls back and says ``cancelled``."""

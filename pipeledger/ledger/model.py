@@ -1,0 +1,137 @@
+"""The ledger's vocabulary: run states and their allowed transitions, trigger types, and
+the immutable records a run leaves behind."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILED = "failed"
+    PARTIAL = "partial"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+    SKIPPED = "skipped"
+    ABANDONED = "abandoned"
+
+    @property
+    def final(self) -> bool:
+        return self is not RunStatus.RUNNING
+
+
+# The only transitions there are. A final state never changes; the SQL that moves a run
+# repeats the rule (``WHERE status = 'running'``) so a racing watchdog cannot break it.
+TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
+    RunStatus.RUNNING: frozenset(s for s in RunStatus if s is not RunStatus.RUNNING),
+    **{s: frozenset() for s in RunStatus if s is not RunStatus.RUNNING},
+}
+
+
+class IllegalTransition(ValueError):
+    pass
+
+
+def check_transition(old: RunStatus, new: RunStatus) -> None:
+    if new not in TRANSITIONS[old]:
+        raise IllegalTransition(f"a run cannot go from {old} to {new}")
+
+
+class TriggerType(StrEnum):
+    SCHEDULED = "scheduled"
+    MANUAL = "manual"
+    BACKFILL = "backfill"
+    RETRY = "retry"
+    EVENT = "event"
+
+
+class TaskStatus(StrEnum):
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+@dataclass
+class TaskRecord:
+    """One step of a run. Mutable while the step runs (``t.rows_out = n``)."""
+
+    task_run_id: str
+    run_id: str
+    name: str
+    seq: int
+    started_at: datetime
+    ended_at: datetime | None = None
+    duration_ms: int | None = None
+    status: TaskStatus = TaskStatus.RUNNING
+    rows_in: int | None = None
+    rows_out: int | None = None
+    rows_rejected: int | None = None
+    bytes: int | None = None
+    error_message: str | None = None
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    event_id: str
+    run_id: str | None
+    pipeline: str | None
+    event_type: str
+    created_at: datetime
+    target_table: str | None = None
+    record_count: int | None = None
+    old_values: dict[str, Any] | None = None
+    new_values: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class DatasetSnapshot:
+    run_id: str
+    target_table: str
+    row_count: int
+    max_cursor: str | None
+    schema_fingerprint: str
+    columns: list[dict[str, str]]
+    created_at: datetime
+
+
+@dataclass
+class RunRecord:
+    """One attempt of a logical run, as ``pipeline_runs`` stores it."""
+
+    run_id: str
+    logical_run_id: str
+    attempt: int
+    pipeline: str
+    trigger_type: TriggerType
+    status: RunStatus
+    started_at: datetime
+    triggered_by: str | None = None
+    parent_run_id: str | None = None
+    correlation_id: str | None = None
+    environment: str | None = None
+    ended_at: datetime | None = None
+    duration_ms: int | None = None
+    rows_read: int | None = None
+    rows_inserted: int | None = None
+    rows_updated: int | None = None
+    rows_unchanged: int | None = None
+    rows_rejected: int | None = None
+    bytes_read: int | None = None
+    watermark_before: str | None = None
+    watermark_after: str | None = None
+    data_interval_start: datetime | None = None
+    data_interval_end: datetime | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+    code_version: str | None = None
+    host: str | None = None
+    pid: int | None = None
+    heartbeat_at: datetime | None = None
+    lease_expires_at: datetime | None = None
+    extra: dict[str, Any] = field(default_factory=dict)

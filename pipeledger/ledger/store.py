@@ -1,0 +1,212 @@
+"""Writing the ledger: idempotent operations, applied in a transaction or spooled.
+
+Every write is an :class:`Op` whose key makes it idempotent (run_id, task_run_id,
+event_id, ...), so an op can be applied any number of times with one effect. That is what
+lets a separate ledger be written best-effort: when it cannot be reached the ops go to a
+local spool file, and the next run replays the spool into the ledger, exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from enum import Enum
+from pathlib import Path
+from typing import Any, Literal
+
+from pipeledger.adapters.base import Session, Warehouse
+from pipeledger.errors import WarehouseError
+from pipeledger.ledger import sql as lsql
+from pipeledger.ledger.model import AuditEvent, DatasetSnapshot, RunRecord, TaskRecord
+from pipeledger.ledger.schema import migrate
+
+log = logging.getLogger("pipeledger.ledger")
+
+OpKind = Literal["pipeline", "dependencies", "run", "task", "event", "snapshot"]
+_DATETIME_FIELDS = frozenset({"data_interval_start", "data_interval_end"})
+
+
+@dataclass(frozen=True)
+class Op:
+    kind: OpKind
+    data: dict[str, Any]
+
+    def to_json(self) -> str:
+        return json.dumps({"kind": self.kind, "data": self.data}, default=_jsonable)
+
+    @classmethod
+    def from_json(cls, line: str) -> Op:
+        raw = json.loads(line)
+        return cls(raw["kind"], {k: _revive(k, v) for k, v in raw["data"].items()})
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Enum):
+        return value.value
+    raise TypeError(f"cannot spool {type(value).__name__}")
+
+
+def _revive(key: str, value: Any) -> Any:
+    if isinstance(value, str) and (key.endswith("_at") or key in _DATETIME_FIELDS):
+        return datetime.fromisoformat(value)
+    return value
+
+
+def _plain(record: Any) -> dict[str, Any]:
+    return {k: (v.value if isinstance(v, Enum) else v) for k, v in asdict(record).items()}
+
+
+def run_op(record: RunRecord) -> Op:
+    return Op("run", _plain(record))
+
+
+def task_op(task: TaskRecord) -> Op:
+    return Op("task", _plain(task))
+
+
+def event_op(event: AuditEvent) -> Op:
+    return Op("event", _plain(event))
+
+
+def snapshot_op(snapshot: DatasetSnapshot) -> Op:
+    return Op("snapshot", _plain(snapshot))
+
+
+def _params(data: dict[str, Any], columns: Sequence[str]) -> list[Any]:
+    values = []
+    for column in columns:
+        value = data.get(column)
+        if column in lsql.JSON_COLUMNS and value is not None:
+            value = json.dumps(value, default=_jsonable)
+        values.append(value)
+    return values
+
+
+def apply(session: Session, op: Op) -> None:
+    """Execute one op in ``session``; applying it again changes nothing."""
+    d = session.dialect
+    if op.kind == "run":
+        session.execute(lsql.upsert_run(d), _params(op.data, lsql.RUN_COLUMNS))
+    elif op.kind == "task":
+        session.execute(lsql.insert_task(d), _params(op.data, lsql.TASK_COLUMNS))
+    elif op.kind == "event":
+        session.execute(lsql.insert_event(d), _params(op.data, lsql.EVENT_COLUMNS))
+    elif op.kind == "snapshot":
+        session.execute(lsql.insert_snapshot(d), _params(op.data, lsql.SNAPSHOT_COLUMNS))
+    elif op.kind == "pipeline":
+        session.execute(lsql.upsert_pipeline(d), _params(op.data, lsql.PIPELINE_COLUMNS))
+    else:
+        session.execute(lsql.delete_dependencies(d), [op.data["downstream"]])
+        for upstream in op.data["upstreams"]:
+            session.execute(
+                lsql.insert_dependency(d), [upstream, op.data["downstream"], op.data["at"]]
+            )
+
+
+def finish(session: Session, record: RunRecord) -> bool:
+    """Move a running run to its final state in ``session``. False: it was not running
+    any more (the watchdog declared it abandoned), and nothing was changed."""
+    data = run_op(record).data
+    columns = [c for c in lsql.RUN_COLUMNS if c != "run_id"]
+    changed = session.execute(
+        lsql.finish_run(session.dialect), [*_params(data, columns), data["run_id"]]
+    )
+    return changed == 1
+
+
+class Spool:
+    """An append-only JSON-lines file of ops that could not reach the ledger."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def append(self, ops: Iterable[Op]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as handle:
+            for op in ops:
+                handle.write(op.to_json() + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def pending(self) -> list[Op]:
+        if not self.path.exists():
+            return []
+        lines = self.path.read_text(encoding="utf-8").splitlines()
+        return [Op.from_json(line) for line in lines if line.strip()]
+
+    def clear(self, count: int) -> None:
+        """Drop the first ``count`` ops (those replayed); keep any appended since."""
+        remaining = self.pending()[count:]
+        if not remaining:
+            self.path.unlink(missing_ok=True)
+            return
+        scratch = self.path.with_suffix(".tmp")
+        scratch.write_text("".join(op.to_json() + "\n" for op in remaining), encoding="utf-8")
+        scratch.replace(self.path)
+
+
+class LedgerStore:
+    """Where ledger ops go: the ledger database, or the spool when it is unreachable."""
+
+    def __init__(
+        self,
+        database: Warehouse,
+        spool: Spool,
+        *,
+        separate: bool,
+        on_unavailable: Literal["spool", "fail"] = "spool",
+    ) -> None:
+        self.database = database
+        self.spool = spool
+        self.separate = separate
+        self.on_unavailable = on_unavailable
+        self._migrated = False
+
+    def migrate(self) -> list[int]:
+        with self.database.session() as session:
+            applied = migrate(session, "ledger")
+        self._migrated = True
+        return applied
+
+    def write(self, ops: Sequence[Op]) -> bool:
+        """Apply ops in one transaction of their own. False: they were spooled instead."""
+        if not ops:
+            return True
+        try:
+            if not self._migrated:
+                self.migrate()
+            with self.database.session() as session:
+                for op in ops:
+                    apply(session, op)
+            return True
+        except WarehouseError as exc:
+            if not (self.separate and self.on_unavailable == "spool"):
+                raise
+            log.warning(
+                "ledger unavailable (%s); %d record(s) spooled to %s",
+                exc,
+                len(ops),
+                self.spool.path,
+            )
+            self.spool.append(ops)
+            return False
+
+    def replay(self) -> int:
+        """Apply every spooled op to the ledger in one transaction; return how many."""
+        ops = self.spool.pending()
+        if not ops:
+            return 0
+        if not self._migrated:
+            self.migrate()
+        with self.database.session() as session:
+            for op in ops:
+                apply(session, op)
+        self.spool.clear(len(ops))
+        log.info("replayed %d spooled ledger record(s)", len(ops))
+        return len(ops)
