@@ -33,8 +33,15 @@ EMBEDDED_DIR = ".pipeledger"
 EMBEDDED_FILE = "warehouse.db"
 
 ConflictPolicy = Literal["update", "newer_wins", "ignore", "error"]
-_DURATION = re.compile(r"(\d+)\s*(w|d|h|m|s)")
-_UNITS = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
+_DURATION = re.compile(r"(\d+)\s*(ms|w|d|h|m|s)")
+_UNITS = {
+    "w": "weeks",
+    "d": "days",
+    "h": "hours",
+    "m": "minutes",
+    "s": "seconds",
+    "ms": "milliseconds",
+}
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 

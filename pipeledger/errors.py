@@ -10,6 +10,7 @@
     ├── BackfillRangeError   a backfill range is inverted or wider than max_backfill
     ├── ConcurrentRunError   another run of the same pipeline holds its lock (Transient)
     ├── RunAbandonedError    the watchdog declared the run abandoned while it worked
+    ├── NothingToRetry       --retry asked for, but the latest run did not fail (exit 2)
     └── WarehouseError       the database refused or lost us (Transient or Terminal)
 
 ``Transient`` marks errors that are safe to retry as they are; ``Terminal`` marks errors
@@ -63,6 +64,12 @@ class ConcurrentRunError(Transient):
 
 class RunAbandonedError(Transient):
     """The watchdog marked this run abandoned (its lease expired); its work rolls back."""
+
+
+class NothingToRetry(Terminal):
+    """``--retry`` was asked but the latest run did not fail."""
+
+    exit_code = 2
 
 
 class WarehouseError(PipeledgerError):

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import getpass
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from pipeledger.adapters import open_warehouse
-from pipeledger.config import Config
+from pipeledger.config import Config, SqlSource
 from pipeledger.errors import BackfillRangeError
+from pipeledger.ledger.api import Ledger
+from pipeledger.ledger.recorder import LoadRecorder
 from pipeledger.load import sql
 from pipeledger.load.loader import ProgressCallback, load_pipeline
-from pipeledger.load.result import LoadResult
+from pipeledger.load.result import LoadResult, Mode
+from pipeledger.redact import redact
 from pipeledger.watermark import CursorValue, Window, from_text
 
 
@@ -28,11 +33,112 @@ def run(
 
 
 def run_one(
-    config: Config, name: str, *, on_progress: ProgressCallback | None = None
+    config: Config,
+    name: str,
+    *,
+    on_progress: ProgressCallback | None = None,
+    trigger_type: str = "manual",
+    retry: bool = False,
+    correlation_id: str | None = None,
+    triggered_by: str | None = None,
 ) -> LoadResult:
+    """One incremental run of ``name``, recorded in the ledger. ``retry=True`` makes it
+    the next attempt of the pipeline's latest logical run, which must have failed."""
     config.pipeline(name)
+    return _recorded(
+        config, name, mode="incremental", window=None, on_progress=on_progress,
+        trigger=RunTrigger(trigger_type, retry, correlation_id, triggered_by),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RunTrigger:
+    """Why a run happens, as the ledger records it."""
+
+    trigger_type: str = "manual"
+    retry: bool = False
+    correlation_id: str | None = None
+    triggered_by: str | None = None
+
+
+def ledger_for(config: Config) -> Ledger | None:
+    """The ledger a config describes, or None when ``[ledger] enabled = false``."""
+    settings = config.ledger
+    if not settings.enabled:
+        return None
+    return Ledger(
+        config.ledger_url, separate=config.separate_ledger,
+        spool=config.resolve(settings.spool), on_unavailable=settings.on_unavailable,
+        lease=settings.lease, heartbeat=settings.heartbeat, environment=settings.environment,
+    )  # fmt: skip
+
+
+def _describe_source(config: Config, name: str) -> str:
+    source = config.pipeline(name).source
+    if isinstance(source, SqlSource):
+        return f"{redact(source.url)} {source.table or 'query'}"
+    return f"{source.kind} {source.path}"
+
+
+def register(ledger: Ledger, config: Config, name: str) -> None:
+    """Put the pipeline, its config version and its dependencies in the registry."""
+    pipeline = config.pipeline(name)
+    fingerprint = redact(pipeline.model_dump_json())
+    ledger.register(
+        name, config_fingerprint=fingerprint, description=pipeline.description,
+        owner=pipeline.owner, source_system=_describe_source(config, name),
+        target_system=f"{redact(config.warehouse_url)} {pipeline.target}",
+        freshness_sla=pipeline.freshness_sla, depends_on=pipeline.depends_on,
+    )  # fmt: skip
+
+
+def _recorded(
+    config: Config,
+    name: str,
+    *,
+    mode: Mode,
+    window: Window | None,
+    on_progress: ProgressCallback | None,
+    trigger: RunTrigger,
+) -> LoadResult:
     warehouse = open_warehouse(config.warehouse_url)
-    return load_pipeline(name, config, warehouse, on_progress=on_progress)
+    ledger = ledger_for(config)
+    if ledger is None:
+        return load_pipeline(
+            name, config, warehouse, mode=mode, window=window, on_progress=on_progress
+        )
+    ledger.prepare()
+    register(ledger, config, name)
+    logical_run_id, attempt = ledger.next_attempt(name) if trigger.retry else (None, 1)
+    kind = (
+        "retry" if trigger.retry else ("backfill" if mode == "backfill" else trigger.trigger_type)
+    )
+    interval = _interval(window)
+    with ledger.run(
+        name, trigger_type=kind, logical_run_id=logical_run_id, attempt=attempt,
+        correlation_id=trigger.correlation_id,
+        triggered_by=trigger.triggered_by or _who(), data_interval=interval,
+    ) as run:  # fmt: skip
+        return load_pipeline(
+            name, config, warehouse, mode=mode, window=window, on_progress=on_progress,
+            observer=LoadRecorder(run), run_id=run.run_id,
+        )  # fmt: skip
+
+
+def _interval(window: Window | None) -> tuple[datetime, datetime] | None:
+    if window is None or window.lower is None or window.upper is None:
+        return None
+    lower, upper = window.lower, window.upper
+    if isinstance(lower, int) or isinstance(upper, int):
+        return None
+    return (_naive(lower).replace(tzinfo=UTC), _naive(upper).replace(tzinfo=UTC))
+
+
+def _who() -> str:
+    try:
+        return f"{getpass.getuser()}@{socket.gethostname()}"
+    except (KeyError, OSError):
+        return socket.gethostname()
 
 
 def backfill_window(start: str, end: str, max_backfill: timedelta | None, pipeline: str) -> Window:
@@ -75,8 +181,6 @@ def _both_times(a: CursorValue, b: CursorValue) -> bool:
 def _naive(value: CursorValue) -> datetime:
     moment = _as_datetime(value)
     if moment.tzinfo is not None:
-        from datetime import UTC
-
         moment = moment.astimezone(UTC).replace(tzinfo=None)
     return moment
 
@@ -105,10 +209,10 @@ def backfill(
     watermark does not move."""
     pipeline = config.pipeline(name)
     window = backfill_window(start, end, pipeline.max_backfill, name)
-    warehouse = open_warehouse(config.warehouse_url)
-    return load_pipeline(
-        name, config, warehouse, mode="backfill", window=window, on_progress=on_progress
-    )
+    return _recorded(
+        config, name, mode="backfill", window=window, on_progress=on_progress,
+        trigger=RunTrigger("backfill"),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,10 @@ quality gate (reserved).
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,6 +29,7 @@ from pipeledger.cli.common import (
 )
 from pipeledger.cli.render import results_lines, state_lines
 from pipeledger.errors import PipeledgerError
+from pipeledger.ledger.api import RunCancelled
 from pipeledger.load.result import LoadResult
 from pipeledger.redact import redact
 
@@ -61,15 +64,31 @@ def _failed_json(name: str, exc: BaseException) -> dict[str, Any]:
     return {"pipeline": name, "status": "failed", "error": redact(f"{exc} {notes}".strip())}
 
 
+class Trigger(StrEnum):
+    MANUAL = "manual"
+    SCHEDULED = "scheduled"
+    EVENT = "event"
+
+
+TriggerOption = Annotated[Trigger, typer.Option("--trigger", help="Why this run happens.")]
+
+
 @app.command()
 def run(
     names: Annotated[list[str] | None, typer.Argument(help="Pipelines (default: all).")] = None,
     as_json: JsonOption = False,
+    retry: Annotated[
+        bool, typer.Option("--retry", help="Run as the next attempt of the latest failed run.")
+    ] = False,
+    trigger: TriggerOption = Trigger.MANUAL,
+    correlation_id: Annotated[
+        str | None, typer.Option("--correlation-id", help="The triggering request or event.")
+    ] = None,
 ) -> None:
     """Incremental run: read rows with cursor >= watermark - lateness, merge, advance.
 
     Pipelines run one after the other; a failed one does not stop the others."""
-    with guard():
+    with guard(), _cancellable():
         config = load()
         selected = names or list(config.pipelines)
         for name in selected:
@@ -79,7 +98,16 @@ def run(
         with _progress(not as_json) as on_progress:
             for name in selected:
                 try:
-                    results.append(runner.run_one(config, name, on_progress=on_progress))
+                    results.append(
+                        runner.run_one(
+                            config,
+                            name,
+                            on_progress=on_progress,
+                            trigger_type=trigger.value,
+                            retry=retry,
+                            correlation_id=correlation_id,
+                        )
+                    )
                 except PipeledgerError as exc:
                     failures[name] = exc
                     if not as_json:
@@ -94,6 +122,25 @@ def run(
             raise typer.Exit(max(e.exit_code for e in failures.values()))
 
 
+@contextmanager
+def _cancellable() -> Iterator[None]:
+    """SIGTERM and Ctrl-C cancel the run: its transaction rolls back, the ledger says
+    ``cancelled``, and the exit code is 130 (SIGINT) or 143 (SIGTERM)."""
+
+    def on_sigterm(signum: int, frame: object) -> None:
+        raise RunCancelled("terminated by SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield
+    except (KeyboardInterrupt, RunCancelled) as exc:
+        code = 143 if isinstance(exc, RunCancelled) else 130
+        err.print("[bold red]cancelled:[/] the run was rolled back; nothing was written")
+        raise typer.Exit(code) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 @app.command()
 def backfill(
     name: Annotated[str, typer.Argument(help="Pipeline to backfill.")],
@@ -102,7 +149,7 @@ def backfill(
     as_json: JsonOption = False,
 ) -> None:
     """Reprocess exactly start <= cursor <= end; the live watermark does not move."""
-    with guard():
+    with guard(), _cancellable():
         config = load()
         try:
             with _progress(not as_json) as on_progress:
@@ -129,6 +176,21 @@ def state(
                 out.print(line, soft_wrap=True, highlight=False)
         else:
             out.print("no watermark yet: nothing has been loaded")
+
+
+@app.command()
+def watchdog(as_json: JsonOption = False) -> None:
+    """Mark runs whose lease expired (no heartbeat) as abandoned. Every run does this too."""
+    with guard():
+        ledger = runner.ledger_for(load())
+        abandoned = ledger.watchdog() if ledger is not None else []
+        if as_json:
+            print_json({"abandoned": abandoned})
+        elif abandoned:
+            for run_id in abandoned:
+                out.print(f"abandoned run {run_id} (its lease expired without a heartbeat)")
+        else:
+            out.print("no run has an expired lease")
 
 
 @app.command()

@@ -1,9 +1,347 @@
-"""Ledger commands: runs, show, status, anomalies, tasks, audit, blocked, watchdog, ledger."""
+"""Ledger commands: runs, show, status, anomalies, tasks, audit, blocked, ledger prune/migrate.
+
+Each command is a few lines over :mod:`pipeledger.ledger.queries`. Until the ledger's tables
+exist, the read commands say so (``[]`` with ``--json``) instead of failing.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
 import typer
+from rich.markup import escape
+
+from pipeledger.adapters import open_warehouse
+from pipeledger.adapters.base import Session
+from pipeledger.cli.common import JsonOption, guard, load, out, print_json
+from pipeledger.config import parse_duration
+from pipeledger.errors import ConfigError, PipeledgerError
+from pipeledger.ledger import queries as q
+from pipeledger.ledger.model import RunStatus
+from pipeledger.ledger.schema import Component, is_migrated, migrate
+
+NO_RUNS = "no runs recorded yet"
+COLOURS = {
+    "success": "green", "failed": "red", "timed_out": "red", "abandoned": "red",
+    "partial": "yellow", "cancelled": "yellow", "running": "cyan", "skipped": "dim",
+    "HEALTHY": "green", "OK": "green", "UNKNOWN": "dim", "INSUFFICIENT_HISTORY": "dim",
+    "DEGRADED": "yellow", "WARNING": "yellow", "CRITICAL": "bold red",
+}  # fmt: skip
+
+NameArgument = Annotated[str | None, typer.Argument(help="Pipeline (default: all).")]
+SinceOption = Annotated[
+    str | None, typer.Option("--since", help="A duration back from now (7d, 12h) or an ISO time.")
+]
+
+
+# -- plumbing ---------------------------------------------------------------------------
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def parse_since(text: str, now: datetime) -> datetime:
+    """``7d`` (back from ``now``) or an ISO-8601 time (UTC when it has no offset)."""
+    try:
+        return now - parse_duration(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ConfigError(
+            f"--since {text!r}: use a duration back from now (7d, 12h) or an ISO time"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+@contextmanager
+def _ledger(write: bool = False) -> Iterator[Session | None]:
+    """A session on the ledger database, or None when it has no ledger tables yet."""
+    warehouse = open_warehouse(load().ledger_url)
+    with warehouse.session(write=write) as session:
+        yield session if is_migrated(session, "ledger") else None
+
+
+def _report(
+    rows: Sequence[Any],
+    as_json: bool,
+    lines: Callable[[Any], list[str]],
+    empty: str,
+) -> None:
+    """JSON, or each row's lines, or a sentence when there is nothing to show."""
+    if as_json:
+        print_json([row.to_json() for row in rows])
+        return
+    if not rows:
+        out.print(empty, highlight=False)
+    for row in rows:
+        for line in lines(row):
+            out.print(line, soft_wrap=True, highlight=False)
+
+
+def _c(value: object) -> str:
+    """A status, health or level word in its colour."""
+    text = str(value)
+    colour = COLOURS.get(text)
+    return f"[{colour}]{escape(text)}[/]" if colour else escape(text)
+
+
+def _ts(value: datetime | None) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ") if value else "-"
+
+
+def _secs(ms: float | None) -> str:
+    return "-" if ms is None else f"{ms / 1000:.1f}s"
+
+
+def _n(value: float | None, digits: int = 0) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _short(text: str | None, width: int = 72) -> str:
+    text = " ".join((text or "").split())
+    return escape(text if len(text) <= width else text[: width - 1] + "…")
+
+
+# -- what a row looks like --------------------------------------------------------------
+
+
+def run_lines(r: q.RunRow) -> list[str]:
+    lines = [
+        f"{r.run_id[:8]} [bold]{escape(r.pipeline)}[/] {_c(r.status)} {_ts(r.started_at)} "
+        f"{_secs(r.duration_ms)} read {_n(r.rows_read)} ins {_n(r.rows_inserted)} "
+        f"upd {_n(r.rows_updated)}"
+    ]
+    if r.error_message:
+        lines.append(f"  [red]{_short(r.error_message)}[/]")
+    return lines
+
+
+def detail_lines(d: q.RunDetail) -> list[str]:
+    r = d.run
+    lines = [
+        f"run {r.run_id}  [bold]{escape(r.pipeline)}[/] {_c(r.status)}",
+        f"  {r.trigger_type}, attempt {r.attempt} of {r.logical_run_id}"
+        + (f", retry of {r.parent_run_id}" if r.parent_run_id else ""),
+        f"  {_ts(r.started_at)} -> {_ts(r.ended_at)} ({_secs(r.duration_ms)})",
+        f"  rows read {_n(r.rows_read)} · inserted {_n(r.rows_inserted)} · updated "
+        f"{_n(r.rows_updated)} · unchanged {_n(r.rows_unchanged)} · rejected {_n(r.rows_rejected)}",
+        f"  watermark {escape(r.watermark_before or '-')} -> {escape(r.watermark_after or '-')}",
+    ]
+    if r.data_interval_start or r.data_interval_end:
+        lines.append(f"  interval {_ts(r.data_interval_start)} -> {_ts(r.data_interval_end)}")
+    if r.error_message:
+        lines.append(f"  [red]error {escape(r.error_code or '')}: {escape(r.error_message)}[/]")
+    lines += [
+        f"  task {t.seq} {escape(t.name)} {_c(t.status)} {_secs(t.duration_ms)} "
+        f"in {_n(t.rows_in)} out {_n(t.rows_out)}"
+        + (f" [red]{_short(t.error_message, 40)}[/]" if t.error_message else "")
+        for t in d.tasks
+    ]
+    lines += [
+        f"  event {_ts(e.created_at)} {escape(e.event_type)} {escape(e.target_table or '')} "
+        f"{'' if e.record_count is None else f'({e.record_count:,})'}".rstrip()
+        for e in d.events
+    ]
+    lines += [
+        f"  snapshot {escape(s.target_table)} {s.row_count:,} rows, max cursor "
+        f"{escape(s.max_cursor or '-')}"
+        for s in d.snapshots
+    ]
+    return lines
+
+
+def status_lines(s: q.PipelineStatus) -> list[str]:
+    rate = "-" if s.success_rate_7d is None else f"{s.success_rate_7d:.0%}"
+    fresh = "never succeeded" if s.freshness_s is None else f"{q.span(s.freshness_s)} ago"
+    sla = f" (SLA {q.span(s.freshness_sla_s)})" if s.freshness_sla_s is not None else ""
+    stale = " [red]stale[/]" if s.stale else ""
+    volume = f"volume {_c(s.anomaly)}" if s.anomaly else "volume -"
+    z = f" z {s.z_score:+.2f}" if s.z_score is not None else ""
+    return [
+        f"[bold]{escape(s.pipeline)}[/] {_c(s.health)}  last run {_ts(s.last_run_at)} "
+        f"{_c(s.last_status or '-')}",
+        f"  7d {rate} of {s.runs_7d} · avg {_n(s.avg_rows_7d)} rows · {volume}{z}",
+        f"  last success {fresh}{sla}{stale}",
+    ]
+
+
+def anomaly_lines(a: q.VolumeAnomaly) -> list[str]:
+    return [
+        f"[bold]{escape(a.pipeline)}[/] {_c(a.level)} run {a.run_id[:8]} {_ts(a.started_at)}",
+        f"  {escape(a.reason)} (history of {a.n})",
+    ]
+
+
+def trend_lines(t: q.TaskTrend) -> list[str]:
+    return [
+        f"{t.day} {escape(t.pipeline)}/{escape(t.task)} runs {t.runs} avg "
+        f"{_secs(t.avg_duration_ms)} max {_secs(t.max_duration_ms)} rows {_n(t.avg_rows_out)}"
+    ]
+
+
+def audit_lines(e: q.AuditRow) -> list[str]:
+    lines = [
+        f"{_ts(e.created_at)} [bold]{escape(e.event_type)}[/] {escape(e.pipeline or '-')} "
+        f"run {(e.run_id or '-')[:8]}"
+        + (f" ({e.record_count:,} records)" if e.record_count is not None else "")
+    ]
+    for label, value in (("old", e.old_values), ("new", e.new_values), ("meta", e.metadata)):
+        if value is not None:
+            lines.append(f"  {label} {_short(str(value))}")
+    return lines
+
+
+def blocked_lines(b: q.Blocked) -> list[str]:
+    return [f"[bold red]BLOCKED[/] [bold]{escape(b.downstream)}[/]: {escape(b.reason)}"]
+
+
+# -- commands ---------------------------------------------------------------------------
 
 
 def register(app: typer.Typer) -> None:
     """Add the ledger commands to the main app."""
+
+    @app.command()
+    def runs(
+        name: NameArgument = None,
+        since: SinceOption = None,
+        status: Annotated[
+            RunStatus | None, typer.Option("--status", help="Only runs in this state.")
+        ] = None,
+        limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 50,
+        as_json: JsonOption = False,
+    ) -> None:
+        """Recent runs, newest first."""
+        with guard(), _ledger() as session:
+            start = parse_since(since, _now()) if since else None
+            wanted = status.value if status else None
+            rows = q.list_runs(session, name, start, wanted, limit) if session else []
+            _report(rows, as_json, run_lines, "no runs" if session else NO_RUNS)
+
+    @app.command()
+    def show(
+        run_id: Annotated[str, typer.Argument(help="A run id, or its first 8+ characters.")],
+        as_json: JsonOption = False,
+    ) -> None:
+        """One run with its tasks, audit events and snapshots."""
+        with guard(), _ledger() as session:
+            detail = q.show_run(session, run_id) if session else None
+            if detail is None:
+                raise PipeledgerError(f"no run with id {run_id!r} in the ledger")
+            if as_json:
+                print_json(detail.to_json())
+            else:
+                for line in detail_lines(detail):
+                    out.print(line, soft_wrap=True, highlight=False)
+
+    @app.command()
+    def status(as_json: JsonOption = False) -> None:
+        """Health per pipeline: 7-day success rate, freshness, volume anomaly."""
+        with guard(), _ledger() as session:
+            rows = q.pipeline_status(session, _now()) if session else []
+            _report(rows, as_json, status_lines, NO_RUNS)
+
+    @app.command()
+    def anomalies(name: NameArgument = None, as_json: JsonOption = False) -> None:
+        """Rows written by each pipeline's latest run against its last 30 days."""
+        with guard(), _ledger() as session:
+            rows = q.volume_anomalies(session, _now(), name) if session else []
+            _report(rows, as_json, anomaly_lines, "no successful runs" if session else NO_RUNS)
+
+    @app.command()
+    def tasks(name: NameArgument = None, as_json: JsonOption = False) -> None:
+        """Per task and day (14 days): runs, mean and longest duration, mean rows out."""
+        with guard(), _ledger() as session:
+            rows = q.task_trends(session, _now(), name) if session else []
+            _report(rows, as_json, trend_lines, "no tasks in 14 days" if session else NO_RUNS)
+
+    @app.command()
+    def audit(
+        table: Annotated[str, typer.Option("--table", help="Target table, e.g. analytics.orders.")],
+        since: SinceOption = None,
+        as_json: JsonOption = False,
+    ) -> None:
+        """Audit events about one target table, newest first."""
+        with guard(), _ledger() as session:
+            start = parse_since(since, _now()) if since else None
+            rows = q.audit_trail(session, table, start) if session else []
+            _report(rows, as_json, audit_lines, f"no audit events for {table}")
+
+    @app.command()
+    def blocked(as_json: JsonOption = False) -> None:
+        """Pipelines waiting on an upstream that is not fresh (exit 0 either way)."""
+        with guard(), _ledger() as session:
+            rows = q.blocked_pipelines(session, _now()) if session else []
+            _report(rows, as_json, blocked_lines, "no pipeline is blocked")
+
+    app.add_typer(_ledger_app(), name="ledger")
+
+
+def _ledger_app() -> typer.Typer:
+    ledger = typer.Typer(help="Look after the ledger database.", no_args_is_help=True)
+
+    @ledger.command()
+    def prune(
+        older_than: Annotated[
+            str, typer.Option("--older-than", help="Delete runs that ended this long ago (90d).")
+        ],
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Count, then roll back.")] = False,
+        as_json: JsonOption = False,
+    ) -> None:
+        """Delete old runs with their tasks, events and snapshots (keeps running runs and
+        each pipeline's last success)."""
+        with guard():
+            age = parse_duration(older_than)
+            with _ledger(write=True) as session:
+                if session is None:
+                    result = None
+                else:
+                    result = q.prune(session, age, _now())
+                    if dry_run:
+                        session.mark_rollback()
+            _prune_report(result, dry_run, as_json)
+
+    @ledger.command(name="migrate")
+    def migrate_command(as_json: JsonOption = False) -> None:
+        """Create or upgrade the ledger tables (ledger database) and the watermark table
+        (warehouse)."""
+        with guard():
+            config = load()
+            targets: tuple[tuple[Component, str], ...] = (
+                ("ledger", config.ledger_url),
+                ("state", config.warehouse_url),
+            )
+            applied: dict[str, list[int]] = {}
+            for component, url in targets:
+                with open_warehouse(url).session() as session:
+                    applied[component] = migrate(session, component)
+            if as_json:
+                print_json(applied)
+                return
+            for part, versions in applied.items():
+                done = ", ".join(map(str, versions)) if versions else "none (up to date)"
+                out.print(f"{part}: applied version(s) {done}", highlight=False)
+
+    return ledger
+
+
+def _prune_report(result: q.PruneResult | None, dry_run: bool, as_json: bool) -> None:
+    if as_json:
+        print_json(result.to_json() if result else None)
+        return
+    if result is None:
+        out.print(NO_RUNS, highlight=False)
+        return
+    verb = "would delete" if dry_run else "deleted"
+    out.print(
+        f"{verb} {result.pipeline_runs:,} run(s) that ended before {_ts(result.cutoff)}, "
+        f"{result.task_runs:,} task(s), {result.audit_events:,} audit event(s), "
+        f"{result.dataset_snapshots:,} snapshot(s)",
+        highlight=False,
+    )

@@ -48,6 +48,7 @@ class Source(Protocol):
     """Anything that streams the rows of a window as Arrow batches."""
 
     description: str
+    bytes_read: int
 
     def batches(self, spec: ReadSpec) -> Iterator[SourceBatch]:
         """Yield the rows with the cursor inside ``spec.window``; memory stays bounded."""

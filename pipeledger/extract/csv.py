@@ -31,6 +31,7 @@ class CsvSource:
         self.pattern = pattern
         self.delimiter = delimiter
         self.description = f"CSV {pattern}"
+        self.bytes_read = 0
 
     def batches(self, spec: ReadSpec) -> Iterator[SourceBatch]:
         files = expand(self.pattern)
@@ -40,7 +41,9 @@ class CsvSource:
             yield from self._read_file(path, spec)
 
     def _read_file(self, path: Path, spec: ReadSpec) -> Iterator[SourceBatch]:
-        if path.stat().st_size == 0:
+        size = path.stat().st_size
+        self.bytes_read += size
+        if size == 0:
             return
         reader = self._open(path, spec)
         if reader is None:

@@ -19,6 +19,7 @@ class ParquetSource:
     def __init__(self, pattern: Path) -> None:
         self.pattern = pattern
         self.description = f"Parquet {pattern}"
+        self.bytes_read = 0
 
     def batches(self, spec: ReadSpec) -> Iterator[SourceBatch]:
         files = expand(self.pattern)
@@ -28,6 +29,7 @@ class ParquetSource:
             yield from self._read_file(path, spec)
 
     def _read_file(self, path: Path, spec: ReadSpec) -> Iterator[SourceBatch]:
+        self.bytes_read += path.stat().st_size
         try:
             dataset = ds.dataset(path, format="parquet")
         except (pa.ArrowInvalid, OSError) as exc:

@@ -64,9 +64,11 @@ class SqlSource:
         what = f"table {table}" if table else "query"
         self.description = f"SQL {what} at {redact(url)}"
         self.dialect = SQLITE if url.startswith("sqlite") else POSTGRES
+        self.bytes_read = 0
 
     def batches(self, spec: ReadSpec) -> Iterator[SourceBatch]:
         where, params = window_predicate(self.dialect, spec.window, spec.cursor, spec.partition_by)
         statement = select_statement(self.dialect, self.table, self.query, where)
         for batch in open_reader(self.url).read(statement, params, BATCH_ROWS):
+            self.bytes_read += batch.nbytes
             yield SourceBatch(batch, self.description, None, batch.num_rows)

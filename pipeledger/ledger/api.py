@@ -32,7 +32,13 @@ from pipeledger import __about__
 from pipeledger.adapters import open_warehouse
 from pipeledger.adapters.base import Session
 from pipeledger.config import EMBEDDED_DIR, EMBEDDED_FILE
-from pipeledger.errors import PipeledgerError, RunAbandonedError, WarehouseError
+from pipeledger.errors import (
+    ConcurrentRunError,
+    NothingToRetry,
+    PipeledgerError,
+    RunAbandonedError,
+    WarehouseError,
+)
 from pipeledger.ledger import sql as lsql
 from pipeledger.ledger import store as st
 from pipeledger.ledger.model import (
@@ -45,6 +51,7 @@ from pipeledger.ledger.model import (
     TriggerType,
     check_transition,
 )
+from pipeledger.ledger.schema import RUNS
 from pipeledger.ledger.watchdog import abandon_expired
 from pipeledger.redact import redact
 
@@ -363,6 +370,25 @@ class Ledger:
         deps = st.Op("dependencies", {"downstream": name, "upstreams": list(depends_on), "at": now})
         self.store.write([pipeline, deps])
 
+    def next_attempt(self, pipeline: str) -> tuple[str, int]:
+        """(logical_run_id, attempt) for a retry of the pipeline's latest logical run.
+        Refused unless that run's latest attempt ended in a failure-like state."""
+        d = self.store.database.dialect
+        with self.store.database.session(write=False) as session:
+            rows = session.query(
+                f"SELECT logical_run_id, attempt, status FROM {d.table(RUNS)} "
+                f"WHERE pipeline = {d.param} ORDER BY started_at DESC LIMIT 1",
+                [pipeline],
+            )
+        if not rows:
+            raise NothingToRetry(f"pipeline {pipeline} has no run to retry")
+        logical_run_id, attempt, status = rows[0]
+        if status not in RETRYABLE:
+            raise NothingToRetry(
+                f"pipeline {pipeline}: the latest run is {status}, not a failure; nothing to retry"
+            )
+        return str(logical_run_id), int(attempt) + 1
+
     def last_successful_run(self, pipeline: str) -> datetime | None:
         """The ``data_interval_end`` of the pipeline's latest successful run."""
         from pipeledger.ledger.queries import last_success
@@ -371,9 +397,16 @@ class Ledger:
             return last_success(session, pipeline)
 
 
+RETRYABLE = frozenset(
+    {RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.TIMED_OUT, RunStatus.ABANDONED}
+)
+
+
 def _status_for(exc: BaseException) -> RunStatus:
     if isinstance(exc, KeyboardInterrupt | RunCancelled):
         return RunStatus.CANCELLED
+    if isinstance(exc, ConcurrentRunError):
+        return RunStatus.SKIPPED
     return RunStatus.FAILED
 
 

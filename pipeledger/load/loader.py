@@ -32,7 +32,8 @@ from pipeledger.errors import ConflictError, WarehouseError
 from pipeledger.extract import ReadSpec, open_source
 from pipeledger.ledger.schema import migrate_database
 from pipeledger.load import sql
-from pipeledger.load.result import LoadResult, MergeCounts, Mode
+from pipeledger.load.result import LoadResult, MergeCounts, Mode, StepResult
+from pipeledger.load.steps import StepClock
 from pipeledger.schema import arrow_type
 from pipeledger.transform.conform import (
     Shape,
@@ -74,6 +75,18 @@ class PublishHook(Protocol):
 ProgressCallback = Callable[[str, int], None]
 
 
+class LoadObserver(Protocol):
+    """Sees a load from outside: the run ledger implements this."""
+
+    def publishing(self, session: Session, result: LoadResult, shape: Shape | None) -> None:
+        """Called inside the load's transaction, after merge and watermark, before COMMIT."""
+        ...
+
+    def failed(self, steps: Sequence[StepResult]) -> None:
+        """Called after a failed load rolled back, with the steps as far as they got."""
+        ...
+
+
 def read_watermarks(session: Session, pipeline: str) -> dict[str, CursorValue]:
     rows = session.query(sql.read_state(session.dialect), [pipeline])
     return {str(part): from_text(str(mark)) for part, mark, _ in rows}
@@ -89,6 +102,8 @@ class _Run:
     on_progress: ProgressCallback | None
     hooks: Sequence[PublishHook]
     run_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    clock: StepClock = field(default_factory=StepClock)
+    bytes_read: int = 0
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     before: dict[str, CursorValue] = field(default_factory=dict)
     after: dict[str, CursorValue] = field(default_factory=dict)
@@ -105,11 +120,12 @@ class _Run:
         window = self.window or incremental_window(
             self.before, self.pipeline.lateness, self.pipeline.partition_by is not None
         )
+        self.window = window
         tracker = WatermarkTracker(self.pipeline.cursor, self.pipeline.partition_by)
         self._stage(session, window, tracker)
-        if self.rows_read == 0 or self.shape is None:
-            return
-        self._publish(session, self.shape, tracker)
+        if self.rows_read and self.shape is not None:
+            with self.clock.measure("load"):
+                self._publish(session, self.shape, tracker)
 
     def _existing_shape(self, session: Session) -> Shape | None:
         rows = session.table_columns(self.pipeline.target_name)
@@ -132,18 +148,26 @@ class _Run:
         first = next(batches, None)
         if first is None or self.shape is None:
             return
-        _start_stage(session, self.shape)
-        session.stage(itertools.chain([first], batches))
+        with self.clock.measure("load"):
+            _start_stage(session, self.shape)
+            session.stage(itertools.chain([first], batches))
 
     def _conformed(self, window: Window, tracker: WatermarkTracker) -> Iterator[pa.RecordBatch]:
         """Source batches in the window, conformed to the target's columns, counted."""
         source = open_source(self.pipeline, self.config)
-        for item in source.batches(self._read_spec(window)):
+        items = iter(source.batches(self._read_spec(window)))
+        while True:
+            with self.clock.measure("extract"):
+                item = next(items, None)
+                self.bytes_read = source.bytes_read
+            if item is None:
+                return
             if item.batch.num_rows == 0:
                 continue
-            if self.shape is None:
-                self.shape = self._infer_shape(item.batch.schema)
-            batch = conform(item, self.shape)
+            with self.clock.measure("transform"):
+                if self.shape is None:
+                    self.shape = self._infer_shape(item.batch.schema)
+                batch = conform(item, self.shape)
             tracker.observe(batch)
             self.rows_read += batch.num_rows
             log.info("pipeline %s run %s: staged %d rows", self.name, self.run_id, self.rows_read)
@@ -194,6 +218,15 @@ class _Run:
             )
         self.after.update(moved)
 
+    def steps(self) -> list[StepResult]:
+        written = self.counts.inserted + self.counts.updated
+        rows = {
+            "extract": (None, self.rows_read),
+            "transform": (self.rows_read, self.rows_read),
+            "load": (self.rows_read, written),
+        }
+        return self.clock.results(rows, self.bytes_read)
+
     def result(self, duration: float, error: str | None = None) -> LoadResult:
         failed = error is not None
         return LoadResult(
@@ -210,7 +243,19 @@ class _Run:
             watermark_after=_texts(self.before if failed else self.after),
             partitioned=self.pipeline.partition_by is not None,
             error=error,
+            steps=tuple(self.steps()),
+            bytes_read=self.bytes_read,
+            target_created=self.new_target and not failed,
+            window=_window_texts(self.window),
         )
+
+
+def _window_texts(window: Window | None) -> tuple[str | None, str | None]:
+    if window is None:
+        return (None, None)
+    lower = None if window.lower is None else to_text(window.lower)
+    upper = None if window.upper is None else to_text(window.upper)
+    return (lower, upper)
 
 
 def _texts(marks: dict[str, CursorValue]) -> dict[str, str]:
@@ -341,19 +386,27 @@ def load_pipeline(
     window: Window | None = None,
     on_progress: ProgressCallback | None = None,
     hooks: Sequence[PublishHook] = (),
+    observer: LoadObserver | None = None,
+    run_id: str | None = None,
 ) -> LoadResult:
     """Run one pipeline once. On failure nothing is written and the error is re-raised
     unchanged, with a note saying what happened to the target and the watermark."""
     run = _Run(name, config.pipeline(name), config, mode, window, on_progress, hooks)
+    run.run_id = run_id or run.run_id
     clock = time.monotonic()
-    migrate_database(warehouse, "state")
     try:
+        migrate_database(warehouse, "state")
         with warehouse.session() as session:
             run.execute(session)
+            result = run.result(time.monotonic() - clock)
+            if observer is not None:
+                observer.publishing(session, result, run.shape)
             if mode == "check":
                 session.mark_rollback()
     except Exception as exc:
         exc.add_note(_consequence(run))
+        if observer is not None:
+            observer.failed(run.steps())
         raise
     return run.result(time.monotonic() - clock)
 

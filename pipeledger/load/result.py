@@ -26,6 +26,21 @@ class MergeCounts:
 
 
 @dataclass(frozen=True)
+class StepResult:
+    """One step of a load (extract, transform, load) as the ledger records it."""
+
+    name: str
+    started_at: datetime
+    ended_at: datetime
+    duration_ms: int
+    rows_in: int | None = None
+    rows_out: int | None = None
+    rows_rejected: int | None = None
+    bytes: int | None = None
+    status: Literal["success", "failed"] = "success"
+
+
+@dataclass(frozen=True)
 class LoadResult:
     pipeline: str
     run_id: str
@@ -40,6 +55,10 @@ class LoadResult:
     watermark_after: dict[str, str] = field(default_factory=dict)
     partitioned: bool = False
     error: str | None = None
+    steps: tuple[StepResult, ...] = ()
+    bytes_read: int = 0
+    target_created: bool = False
+    window: tuple[str | None, str | None] = (None, None)
 
     def watermark(self, which: dict[str, str]) -> str | dict[str, str] | None:
         """One text value for an unpartitioned pipeline, a mapping for a partitioned one."""

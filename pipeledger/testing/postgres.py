@@ -497,6 +497,26 @@ class ThrowawayPostgres:
             time.sleep(delay)
             delay = min(delay * 2, 0.25)
 
+    def pause(self) -> None:
+        """Stop the server but keep its data: :meth:`resume` brings the same database back
+        on the same port (to test what happens while a database is down)."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        self._run(
+            [str(self.bin_dir / "pg_ctl"), "stop", "-D", str(self.data_dir), "-m", "fast",
+             "-w", "-t", str(int(_STOP_TIMEOUT_S))],
+            timeout=_STOP_TIMEOUT_S + 5,
+        )  # fmt: skip
+        process.wait(timeout=_STOP_TIMEOUT_S)
+
+    def resume(self) -> str:
+        """Start a paused server again; returns the same URL."""
+        if self._process is None:
+            self._launch(self.bin_dir)
+            self._wait_ready(self.bin_dir, time.monotonic())
+        return self.url
+
     def stop(self) -> None:
         """Stop the server (immediate mode) and delete its directory. Idempotent."""
         atexit.unregister(self.stop)

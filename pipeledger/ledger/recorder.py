@@ -1,0 +1,124 @@
+"""The loader's observer: records a pipeledger load through the same ``Run`` API that any
+Python pipeline uses, and commits the final record in the load's own transaction."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from pipeledger.adapters.base import Session
+from pipeledger.ledger.api import Run
+from pipeledger.ledger.model import DatasetSnapshot, TaskRecord, TaskStatus
+from pipeledger.load.result import LoadResult, StepResult
+from pipeledger.schema import TableName
+from pipeledger.transform.conform import Shape
+from pipeledger.watermark import from_text, to_text
+
+
+def watermark_text(marks: dict[str, str], partitioned: bool) -> str | None:
+    """One value for an unpartitioned pipeline, a JSON object for a partitioned one."""
+    if partitioned:
+        return json.dumps(marks, sort_keys=True) if marks else None
+    return marks.get("")
+
+
+def fingerprint(shape: Shape) -> str:
+    text = ",".join(f"{c.name}:{c.sql_type}" for c in shape.columns)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def take_snapshot(session: Session, run_id: str, target: str, shape: Shape) -> DatasetSnapshot:
+    """Row count, greatest cursor and schema of the target as this transaction sees it."""
+    d = session.dialect
+    cursor = '"' + shape.cursor + '"'
+    count, high = session.query(
+        f"SELECT count(*), max({cursor}) FROM {d.table(TableName.parse(target))}"
+    )[0]
+    max_cursor = (
+        None if high is None else to_text(from_text(str(high)) if isinstance(high, str) else high)
+    )
+    return DatasetSnapshot(
+        run_id=run_id,
+        target_table=target,
+        row_count=int(count),
+        max_cursor=max_cursor,
+        schema_fingerprint=fingerprint(shape),
+        columns=[{"name": c.name, "type": c.sql_type} for c in shape.columns],
+        created_at=datetime.now(UTC),
+    )
+
+
+def task_from(run_id: str, step: StepResult) -> TaskRecord:
+    return TaskRecord(
+        task_run_id=str(uuid.uuid4()),
+        run_id=run_id,
+        name=step.name,
+        seq=0,
+        started_at=step.started_at,
+        ended_at=step.ended_at,
+        duration_ms=step.duration_ms,
+        status=TaskStatus.SUCCESS if step.status == "success" else TaskStatus.FAILED,
+        rows_in=step.rows_in,
+        rows_out=step.rows_out,
+        rows_rejected=step.rows_rejected,
+        bytes=step.bytes,
+    )
+
+
+class LoadRecorder:
+    """Implements the loader's ``LoadObserver`` on top of a ledger ``Run``."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+
+    def publishing(self, session: Session, result: LoadResult, shape: Shape | None) -> None:
+        self._record(result)
+        if shape is not None and session.table_columns(TableName.parse(result.target)):
+            self.run.snapshots.append(take_snapshot(session, self.run.run_id, result.target, shape))
+            if result.target_created:
+                self.run.audit(
+                    "SCHEMA_CHANGE", target_table=result.target,
+                    new_values={"columns": [f"{c.name} {c.sql_type}" for c in shape.columns]},
+                    metadata={"change": "table_created"},
+                )  # fmt: skip
+        self.run.commit_with(session)
+
+    def failed(self, steps: Sequence[StepResult]) -> None:
+        for step in steps:
+            self.run.add_task(task_from(self.run.run_id, step))
+
+    def _record(self, result: LoadResult) -> None:
+        run, c = self.run, result.counts
+        run.set_counts(
+            rows_read=result.rows_read, rows_inserted=c.inserted, rows_updated=c.updated,
+            rows_unchanged=c.unchanged + c.superseded, rows_rejected=0,
+            bytes_read=result.bytes_read,
+        )  # fmt: skip
+        run.record.watermark_before = watermark_text(result.watermark_before, result.partitioned)
+        run.record.watermark_after = watermark_text(result.watermark_after, result.partitioned)
+        run.record.extra.update({"mode": result.mode, "rows_superseded": c.superseded})
+        for step in result.steps:
+            run.add_task(task_from(run.run_id, step))
+        self._events(result)
+
+    def _events(self, result: LoadResult) -> None:
+        run, c, target = self.run, result.counts, result.target
+        if c.inserted:
+            run.audit("RECORD_INSERTED", target_table=target, record_count=c.inserted)
+        if c.updated:
+            run.audit("RECORD_UPDATED", target_table=target, record_count=c.updated)
+        if result.mode == "backfill":
+            start, end = result.window
+            run.audit("BACKFILL", target_table=target, record_count=result.rows_read,
+                      metadata={"start": start, "end": end})  # fmt: skip
+        before, after = result.watermark_before, result.watermark_after
+        moved = sorted(p for p, mark in after.items() if before.get(p) != mark)
+        if moved:  # surgical: only the partitions that moved
+            run.audit(
+                "WATERMARK_ADVANCED", target_table=target,
+                old_values={p or "watermark": before.get(p) for p in moved},
+                new_values={p or "watermark": after[p] for p in moved},
+            )  # fmt: skip
