@@ -6,6 +6,7 @@ exist, the read commands say so (``[]`` with ``--json``) instead of failing.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -136,7 +137,8 @@ def detail_lines(d: q.RunDetail) -> list[str]:
     if r.data_interval_start or r.data_interval_end:
         lines.append(f"  interval {_ts(r.data_interval_start)} -> {_ts(r.data_interval_end)}")
     if r.error_message:
-        lines.append(f"  [red]error {escape(r.error_code or '')}: {escape(r.error_message)}[/]")
+        lines.append(f"  [red]error {escape(r.error_code or '-')}:[/]")
+        lines += [f"    [red]{escape(part)}[/]" for part in textwrap.wrap(r.error_message, 74)]
     lines += [
         f"  task {t.seq} {escape(t.name)} {_c(t.status)} {_secs(t.duration_ms)} "
         f"in {_n(t.rows_in)} out {_n(t.rows_out)}"
@@ -343,5 +345,6 @@ def _prune_report(result: q.PruneResult | None, dry_run: bool, as_json: bool) ->
         f"{verb} {result.pipeline_runs:,} run(s) that ended before {_ts(result.cutoff)}, "
         f"{result.task_runs:,} task(s), {result.audit_events:,} audit event(s), "
         f"{result.dataset_snapshots:,} snapshot(s)",
+        soft_wrap=True,
         highlight=False,
     )
