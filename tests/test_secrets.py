@@ -64,12 +64,12 @@ def test_passwords_reach_no_ledger_column_log_or_output(
         ("audit", "--table", "analytics.orders", "--json"),
         ("blocked", "--json"),
     ):
-        code, out, err = project.cli(*args)
+        _, out, err = project.cli(*args)
         outputs.append(out + err)
     for run_id in [
         line.split('"run_id": "')[1][:36] for line in outputs[1].splitlines() if '"run_id"' in line
     ]:
-        code, out, err = project.cli("show", run_id, "--json")
+        _, out, err = project.cli("show", run_id, "--json")
         outputs.append(out + err)
     everything = "\n".join(outputs)
     assert "error" in outputs[2]  # the broken pipeline did fail, and said so
