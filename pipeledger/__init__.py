@@ -10,13 +10,17 @@ from pipeledger.errors import (
     ConcurrentRunError,
     ConfigError,
     ConflictError,
+    NothingToRetry,
     PipeledgerError,
+    RunAbandonedError,
     SchemaError,
     SourceError,
     Terminal,
     Transient,
     WarehouseError,
 )
+from pipeledger.ledger.api import Ledger, Run, RunCancelled
+from pipeledger.ledger.model import RunStatus, TriggerType
 from pipeledger.load.result import LoadResult, MergeCounts
 from pipeledger.runner import WatermarkRow, backfill, run, run_one, state
 
@@ -26,14 +30,21 @@ __all__ = [
     "Config",
     "ConfigError",
     "ConflictError",
+    "Ledger",
     "LoadResult",
     "MergeCounts",
+    "NothingToRetry",
     "PipeledgerError",
     "PipelineConfig",
+    "Run",
+    "RunAbandonedError",
+    "RunCancelled",
+    "RunStatus",
     "SchemaError",
     "SourceError",
     "Terminal",
     "Transient",
+    "TriggerType",
     "WarehouseError",
     "WatermarkRow",
     "__version__",
