@@ -97,7 +97,9 @@ def _ts(value: datetime | None) -> str:
 
 
 def _secs(ms: float | None) -> str:
-    return "-" if ms is None else f"{ms / 1000:.1f}s"
+    if ms is None:
+        return "-"
+    return f"{ms:.0f}ms" if ms < 1000 else f"{ms / 1000:.1f}s"
 
 
 def _n(value: float | None, digits: int = 0) -> str:
@@ -160,7 +162,7 @@ def detail_lines(d: q.RunDetail) -> list[str]:
 
 def status_lines(s: q.PipelineStatus) -> list[str]:
     rate = "-" if s.success_rate_7d is None else f"{s.success_rate_7d:.0%}"
-    fresh = "never succeeded" if s.freshness_s is None else f"{q.span(s.freshness_s)} ago"
+    fresh = "never" if s.freshness_s is None else f"{q.span(s.freshness_s)} ago"
     sla = f" (SLA {q.span(s.freshness_sla_s)})" if s.freshness_sla_s is not None else ""
     stale = " [red]stale[/]" if s.stale else ""
     volume = f"volume {_c(s.anomaly)}" if s.anomaly else "volume -"

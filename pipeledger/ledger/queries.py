@@ -40,7 +40,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields, is_dataclass, replace
 from datetime import UTC, datetime, time, timedelta
 from enum import StrEnum
 from typing import Any
@@ -97,9 +97,9 @@ def _as_float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def _as_json(value: object) -> Any:
+def _as_json(d: Dialect, value: object) -> Any:
     """JSON columns: jsonb arrives parsed (PostgreSQL), text does not (SQLite)."""
-    return json.loads(value) if isinstance(value, str) else value
+    return json.loads(value) if d.name == "sqlite" and isinstance(value, str) else value
 
 
 def _plain(value: Any) -> Any:
@@ -111,7 +111,7 @@ def _plain(value: Any) -> Any:
         return [_plain(v) for v in value]
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
-    if hasattr(value, "__dataclass_fields__"):
+    if is_dataclass(value):
         return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
     return value
 
@@ -339,7 +339,7 @@ def show_run(session: Session, run_id: str) -> RunDetail | None:
     more = dict(zip(_DETAIL_COLUMNS, row[len(_columns(RunRow)) :], strict=True))
     for name in _DETAIL_TIMES:
         more[name] = _as_datetime(more[name])
-    more["extra"] = _as_json(more["extra"])
+    more["extra"] = _as_json(d, more["extra"])
     tasks = session.query(
         f"SELECT {', '.join(_columns(TaskRow))} FROM {d.table(TASKS)} WHERE run_id = {p} "
         "ORDER BY seq, started_at",
@@ -355,13 +355,13 @@ def show_run(session: Session, run_id: str) -> RunDetail | None:
         **more,
         tasks=tuple(_build(TaskRow, t, frozenset({"started_at", "ended_at"})) for t in tasks),
         events=tuple(_events(session, "run_id", full, None, None, ascending=True)),
-        snapshots=tuple(_snapshot(s) for s in snapshots),
+        snapshots=tuple(_snapshot(d, s) for s in snapshots),
     )
 
 
-def _snapshot(row: Sequence[Any]) -> SnapshotRow:
+def _snapshot(d: Dialect, row: Sequence[Any]) -> SnapshotRow:
     snapshot: SnapshotRow = _build(SnapshotRow, row, frozenset({"created_at"}))
-    return replace(snapshot, columns=_as_json(snapshot.columns))
+    return replace(snapshot, columns=_as_json(d, snapshot.columns))
 
 
 # -- 6. audit_trail ---------------------------------------------------------------------
@@ -390,7 +390,9 @@ def _events(
     result = []
     for row in session.query(sql, params):
         event: AuditRow = _build(AuditRow, row, frozenset({"created_at"}))
-        parsed = {k: _as_json(getattr(event, k)) for k in ("old_values", "new_values", "metadata")}
+        parsed = {
+            k: _as_json(d, getattr(event, k)) for k in ("old_values", "new_values", "metadata")
+        }
         result.append(replace(event, **parsed))
     return result
 
@@ -419,6 +421,20 @@ class VolumeAnomaly(_Json):
     reason: str
 
 
+def _seen(d: Dialect) -> str:
+    """Recursive CTE ``seen``: the distinct pipelines of the runs table, one index probe
+    each (a loose index scan; a plain DISTINCT would read every run)."""
+    runs = d.table(RUNS)
+    return (
+        f"seen(pipeline) AS (SELECT min(pipeline) FROM {runs} UNION ALL "
+        f"SELECT (SELECT min(r.pipeline) FROM {runs} r WHERE r.pipeline > s.pipeline) "
+        "FROM seen s WHERE s.pipeline IS NOT NULL)"
+    )
+
+
+_SEEN = "SELECT pipeline FROM seen WHERE pipeline IS NOT NULL"
+
+
 def _heads(d: Dialect, names: str) -> str:
     """CTE ``heads``: per pipeline, its latest run, last success and last volume run."""
     return (
@@ -428,16 +444,18 @@ def _heads(d: Dialect, names: str) -> str:
     )
 
 
-def _history(d: Dialect) -> str:
-    """CTE ``history``: count, sum and sum of squares of rows written by each pipeline's
-    volume history (two parameters: the window's start and end)."""
+def _history(d: Dialect, pipeline: bool = False) -> str:
+    """CTE ``history``: count, sum and sum of squares of the rows written by each pipeline's
+    successful non-backfill runs in the window (parameters: its start and end, then the
+    pipeline if ``pipeline``). One pass, no join: the latest run, if inside the window, is
+    taken out afterwards by :func:`_assess_row`."""
     w = written("r")
+    only = f" AND r.pipeline = {d.param}" if pipeline else ""
     return (
-        f"history AS (SELECT h.pipeline, count(*) AS n, sum({w}) AS s, "
-        f"sum({_squared(d, w)}) AS ss FROM heads h JOIN {d.table(RUNS)} r "
-        "ON r.pipeline = h.pipeline AND r.run_id <> h.volume_id "
-        f"WHERE r.status = 'success' AND r.trigger_type <> 'backfill' "
-        f"AND r.started_at >= {d.param} AND r.started_at < {d.param} GROUP BY h.pipeline)"
+        f"history AS (SELECT r.pipeline, count(*) AS n, sum({w}) AS s, "
+        f"sum({_squared(d, w)}) AS ss FROM {d.table(RUNS)} r "
+        "WHERE r.status = 'success' AND r.trigger_type <> 'backfill' "
+        f"AND r.started_at >= {d.param} AND r.started_at < {d.param}{only} GROUP BY r.pipeline)"
     )
 
 
@@ -452,18 +470,16 @@ _VOLUME_COLUMNS = f"v.run_id, v.started_at, {written('v')}, hi.n, hi.s, hi.ss"
 
 def volume_anomalies_sql(d: Dialect, now: datetime, pipeline: str | None) -> tuple[str, list[Any]]:
     runs = d.table(RUNS)
-    names = f"SELECT DISTINCT pipeline FROM {runs}"
-    params: list[Any] = []
-    if pipeline is not None:
-        names += f" WHERE pipeline = {d.param}"
-        params.append(pipeline)
+    one = pipeline is not None
+    names = f"SELECT CAST({d.param} AS text) AS pipeline" if one else _SEEN
     sql = (
-        f"WITH {_heads(d, names)}, {_history(d)} "
+        f"WITH RECURSIVE {'' if one else _seen(d) + ', '}{_heads(d, names)}, {_history(d, one)} "
         f"SELECT h.pipeline, {_VOLUME_COLUMNS} FROM heads h "
         f"JOIN {runs} v ON v.run_id = h.volume_id "
         "LEFT JOIN history hi ON hi.pipeline = h.pipeline ORDER BY h.pipeline"
     )
-    return sql, [*params, *volume_window(now)]
+    window = list(volume_window(now))
+    return sql, [pipeline, *window, pipeline] if one else window
 
 
 def assess_volume(
@@ -509,15 +525,18 @@ def _level(
     return Level.OK, verdict
 
 
-def _assess_row(row: Sequence[Any], min_history: int) -> VolumeAnomaly | None:
+def _assess_row(
+    row: Sequence[Any], window: tuple[datetime, datetime], min_history: int
+) -> VolumeAnomaly | None:
     """Score the volume columns of a row: (pipeline, run_id, started_at, x, n, s, ss)."""
-    pipeline, run_id, started_at, x, n, total, squares = row
+    pipeline, run_id, started, x, n, total, squares = row
     if run_id is None:
         return None
-    return assess_volume(
-        pipeline, run_id, _as_datetime(started_at) or datetime.min, int(x), int(n or 0),
-        int(total or 0), int(squares or 0), min_history,
-    )  # fmt: skip
+    started_at, x = _as_datetime(started) or window[1], int(x)
+    n, total, squares = int(n or 0), int(total or 0), int(squares or 0)
+    if window[0] <= started_at < window[1]:  # the latest run is not its own history
+        n, total, squares = n - 1, total - x, squares - x * x
+    return assess_volume(pipeline, run_id, started_at, x, n, total, squares, min_history)
 
 
 def volume_anomalies(
@@ -525,7 +544,8 @@ def volume_anomalies(
 ) -> list[VolumeAnomaly]:
     """The volume verdict on each pipeline's latest successful non-backfill run."""
     sql, params = volume_anomalies_sql(session.dialect, now, pipeline)
-    found = (_assess_row(row, min_history) for row in session.query(sql, params))
+    window = volume_window(now)
+    found = (_assess_row(row, window, min_history) for row in session.query(sql, params))
     return [a for a in found if a is not None]
 
 
@@ -553,7 +573,7 @@ class PipelineStatus(_Json):
 
 def pipeline_status_sql(d: Dialect, now: datetime) -> tuple[str, list[Any]]:
     runs, p = d.table(RUNS), d.param
-    names = f"SELECT name AS pipeline FROM {d.table(PIPELINES)} UNION SELECT pipeline FROM {runs}"
+    names = f"{_SEEN} UNION SELECT name FROM {d.table(PIPELINES)}"
     finished = ", ".join(f"'{s}'" for s in UNFINISHED)
     recent = (
         "recent AS (SELECT r.pipeline, "
@@ -563,7 +583,7 @@ def pipeline_status_sql(d: Dialect, now: datetime) -> tuple[str, list[Any]]:
         f"FROM {runs} r WHERE r.started_at >= {p} GROUP BY r.pipeline)"
     )
     sql = (
-        f"WITH {_heads(d, names)}, {_history(d)}, {recent} "
+        f"WITH RECURSIVE {_seen(d)}, {_heads(d, names)}, {_history(d)}, {recent} "
         "SELECT h.pipeline, lr.started_at, lr.status, rc.finished, rc.succeeded, rc.avg_rows, "
         f"ls.ended_at, pl.freshness_sla_s, h.pipeline, {_VOLUME_COLUMNS} FROM heads h "
         f"LEFT JOIN {runs} lr ON lr.run_id = h.last_run_id "
@@ -606,7 +626,7 @@ def _health(
 
 def _status(row: Sequence[Any], now: datetime, min_history: int) -> PipelineStatus:
     pipeline, last_at, last_status, finished, succeeded, avg_rows, success_end, sla = row[:8]
-    volume = _assess_row(row[8:], min_history)
+    volume = _assess_row(row[8:], volume_window(now), min_history)
     finished, succeeded = int(finished or 0), int(succeeded or 0)
     last_success_at = _as_datetime(success_end)
     freshness = (now - last_success_at).total_seconds() if last_success_at else None
