@@ -207,6 +207,7 @@ def demo(
 
 
 def main() -> None:
+    runner.prefer_system_allocator()
     app()
 
 

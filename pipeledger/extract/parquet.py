@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 
 from pipeledger.errors import SourceError
 from pipeledger.extract.base import BATCH_ROWS, ReadSpec, SourceBatch
@@ -30,6 +29,8 @@ class ParquetSource:
 
     def _read_file(self, path: Path, spec: ReadSpec) -> Iterator[SourceBatch]:
         self.bytes_read += path.stat().st_size
+        import pyarrow.dataset as ds  # heavy (25 MB resident): only when a Parquet source runs
+
         try:
             dataset = ds.dataset(path, format="parquet")
         except (pa.ArrowInvalid, OSError) as exc:
