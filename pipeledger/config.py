@@ -92,6 +92,83 @@ class SqlSource(_Strict):
 SourceConfig = Annotated[CsvSource | ParquetSource | SqlSource, Field(discriminator="kind")]
 
 
+CheckName = Literal[
+    "row_count", "not_null", "key", "range", "accepted_values", "matches", "schema_drift"
+]
+
+
+class RowCountCheck(_Strict):
+    """A fixed band (``min``/``max``) or one learned from the ledger (``auto = true``)."""
+
+    min: int | None = Field(default=None, ge=0)
+    max: int | None = Field(default=None, ge=0)
+    auto: bool = False
+    sigma: float = Field(default=3.0, gt=0)
+    min_history: int = Field(default=7, ge=2)
+
+    @model_validator(mode="after")
+    def _band(self) -> RowCountCheck:
+        if not self.auto and self.min is None and self.max is None:
+            raise ValueError("give min and/or max, or auto = true")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError("min is greater than max")
+        return self
+
+
+class RangeBound(_Strict):
+    min: float | None = None
+    max: float | None = None
+
+    @model_validator(mode="after")
+    def _some(self) -> RangeBound:
+        if self.min is None and self.max is None:
+            raise ValueError("give min and/or max")
+        return self
+
+
+class ChecksConfig(_Strict):
+    """Quality gates on the staged rows, evaluated in SQL before anything is published."""
+
+    row_count: RowCountCheck | None = None
+    not_null: list[str] = Field(default_factory=list)
+    range: dict[str, RangeBound] = Field(default_factory=dict)
+    accepted_values: dict[str, list[str | int | float | bool]] = Field(default_factory=dict)
+    matches: dict[str, str] = Field(default_factory=dict)
+    on_fail: Literal["halt", "quarantine"] = "halt"
+    schema_drift: Literal["fail", "evolve", "ignore"] = "fail"
+    warn: list[CheckName] = Field(default_factory=list)
+
+    @field_validator("not_null")
+    @classmethod
+    def _names(cls, value: list[str]) -> list[str]:
+        return [check_identifier(name, "column") for name in value]
+
+    @field_validator("range", "accepted_values", "matches")
+    @classmethod
+    def _columns(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for name in value:
+            check_identifier(name, "column")
+        return value
+
+    @field_validator("accepted_values")
+    @classmethod
+    def _non_empty(cls, value: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        empty = [name for name, values in value.items() if not values]
+        if empty:
+            raise ValueError(f"no accepted values given for {empty}")
+        return value
+
+    @field_validator("matches")
+    @classmethod
+    def _patterns(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, pattern in value.items():
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"matches.{name}: not a valid regular expression: {exc}") from None
+        return value
+
+
 class PipelineConfig(_Strict):
     """One pipeline: where rows come from, where they land, and how re-seen keys merge."""
 
@@ -108,6 +185,7 @@ class PipelineConfig(_Strict):
     owner: str | None = None
     depends_on: list[str] = Field(default_factory=list)
     freshness_sla: timedelta | None = None
+    checks: ChecksConfig | None = None
 
     @field_validator("target")
     @classmethod

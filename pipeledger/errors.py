@@ -7,6 +7,7 @@
     ├── SourceError          a source file/row/column is unusable; nothing was written
     ├── SchemaError          the source does not fit the target's fixed schema
     ├── ConflictError        on_conflict = "error" met a re-seen key with other content
+    ├── GateFailed           the quality gate halted the run (exit 3); carries the report
     ├── BackfillRangeError   a backfill range is inverted or wider than max_backfill
     ├── ConcurrentRunError   another run of the same pipeline holds its lock (Transient)
     ├── RunAbandonedError    the watchdog declared the run abandoned while it worked
@@ -18,6 +19,8 @@ that will fail again until a person changes the input or the config.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class PipeledgerError(Exception):
@@ -56,6 +59,16 @@ class BackfillRangeError(Terminal):
     """A backfill range is inverted or exceeds ``max_backfill``."""
 
     exit_code = 2
+
+
+class GateFailed(Terminal):
+    """The quality gate halted the run: nothing was published (exit code 3)."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, report: Any = None) -> None:
+        super().__init__(message)
+        self.report = report
 
 
 class ConcurrentRunError(Transient):

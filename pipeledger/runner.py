@@ -133,8 +133,17 @@ def _recorded(
     ) as run:  # fmt: skip
         return load_pipeline(
             name, config, warehouse, mode=mode, window=window, on_progress=on_progress,
-            observer=LoadRecorder(run), run_id=run.run_id,
+            observer=LoadRecorder(run, config.pipeline(name).target), run_id=run.run_id,
+            history=_history(ledger, config, name),
         )  # fmt: skip
+
+
+def _history(ledger: Ledger, config: Config, name: str) -> list[int] | None:
+    """Rows staged by the pipeline's recent successful runs, for a learned row-count band."""
+    checks = config.pipeline(name).checks
+    if checks is None or checks.row_count is None or not checks.row_count.auto:
+        return None
+    return ledger.volume_history(name)
 
 
 def _interval(window: Window | None) -> tuple[datetime, datetime] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import itertools
 import zlib
@@ -141,7 +142,10 @@ class PostgresWarehouse:
             else:
                 conn.commit()
         except BaseException:
-            conn.rollback()
+            # an interrupt can land mid-COPY, when the connection cannot take a ROLLBACK;
+            # closing it makes the server roll back, and the first error is the one to keep
+            with contextlib.suppress(psycopg.Error):
+                conn.rollback()
             raise
         finally:
             conn.close()

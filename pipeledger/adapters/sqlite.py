@@ -10,7 +10,9 @@ ordering in SQL agree with the values' own order.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import re
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -60,6 +62,14 @@ def _column(array: pa.Array) -> list[Any]:
     if pa.types.is_date(kind) or pa.types.is_decimal(kind):
         return list(array.cast(pa.string()).to_pylist())
     return list(array.to_pylist())
+
+
+def _md5(text: str | None) -> str | None:
+    return None if text is None else hashlib.md5(text.encode()).hexdigest()
+
+
+def _regexp(pattern: str, value: str | None) -> bool | None:
+    return None if value is None else re.search(pattern, value) is not None
 
 
 def _translate(exc: sqlite3.Error, doing: str) -> WarehouseError:
@@ -142,6 +152,9 @@ class SqliteWarehouse:
         conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
+        # the SQL functions the quality gate uses, which PostgreSQL has built in
+        conn.create_function("md5", 1, _md5, deterministic=True)
+        conn.create_function("regexp", 2, _regexp, deterministic=True)
         return conn
 
     @contextmanager

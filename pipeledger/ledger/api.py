@@ -102,6 +102,7 @@ class Run:
         self.tasks: list[TaskRecord] = []
         self.events: list[AuditEvent] = []
         self.snapshots: list[DatasetSnapshot] = []
+        self.quality: list[dict[str, Any]] = []
         self.final_status: RunStatus = RunStatus.SUCCESS
         self.committed_with_data = False
 
@@ -177,6 +178,7 @@ class Run:
         ops = [st.task_op(t) for t in self.tasks]
         ops += [st.event_op(e) for e in self.events]
         ops += [st.snapshot_op(s) for s in self.snapshots]
+        ops += [st.Op("quality", q) for q in self.quality]
         return ops
 
     def _close(self, status: RunStatus, exc: BaseException | None) -> None:
@@ -388,6 +390,18 @@ class Ledger:
                 f"pipeline {pipeline}: the latest run is {status}, not a failure; nothing to retry"
             )
         return str(logical_run_id), int(attempt) + 1
+
+    def volume_history(self, pipeline: str, runs: int = 30) -> list[int]:
+        """rows_read of the pipeline's latest successful (or partial) incremental runs."""
+        d = self.store.database.dialect
+        with self.store.database.session(write=False) as session:
+            rows = session.query(
+                f"SELECT rows_read FROM {d.table(RUNS)} WHERE pipeline = {d.param} "
+                "AND status IN ('success', 'partial') AND trigger_type <> 'backfill' "
+                f"AND rows_read IS NOT NULL ORDER BY started_at DESC LIMIT {int(runs)}",
+                [pipeline],
+            )
+        return [int(r[0]) for r in rows]
 
     def last_successful_run(self, pipeline: str) -> datetime | None:
         """The ``data_interval_end`` of the pipeline's latest successful run."""

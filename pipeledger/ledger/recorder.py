@@ -11,8 +11,9 @@ from datetime import UTC, datetime
 
 from pipeledger.adapters.base import Session
 from pipeledger.ledger.api import Run
-from pipeledger.ledger.model import DatasetSnapshot, TaskRecord, TaskStatus
+from pipeledger.ledger.model import DatasetSnapshot, RunStatus, TaskRecord, TaskStatus
 from pipeledger.load.result import LoadResult, StepResult
+from pipeledger.quality.report import GateReport
 from pipeledger.schema import TableName
 from pipeledger.transform.conform import Shape
 from pipeledger.watermark import from_text, to_text
@@ -71,11 +72,17 @@ def task_from(run_id: str, step: StepResult) -> TaskRecord:
 class LoadRecorder:
     """Implements the loader's ``LoadObserver`` on top of a ledger ``Run``."""
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: Run, target: str = "") -> None:
         self.run = run
+        self.target = target
 
     def publishing(self, session: Session, result: LoadResult, shape: Shape | None) -> None:
         self._record(result)
+        if result.quality is not None:
+            self._quality(result.quality, result.target)
+            if result.status == "partial":
+                q = result.quality
+                self.run.mark(RunStatus.PARTIAL, f"{q.quarantined_rows} row(s) quarantined")
         if shape is not None and session.table_columns(TableName.parse(result.target)):
             self.run.snapshots.append(take_snapshot(session, self.run.run_id, result.target, shape))
             if result.target_created:
@@ -86,15 +93,42 @@ class LoadRecorder:
                 )  # fmt: skip
         self.run.commit_with(session)
 
-    def failed(self, steps: Sequence[StepResult]) -> None:
+    def failed(self, steps: Sequence[StepResult], error: BaseException) -> None:
         for step in steps:
             self.run.add_task(task_from(self.run.run_id, step))
+        report = getattr(error, "report", None)
+        if isinstance(report, GateReport):
+            self._quality(report, self.target)
+
+    def _quality(self, report: GateReport, target: str) -> None:
+        """Every check result, and failures also as audit events."""
+        now = datetime.now(UTC)
+        for r in report.results:
+            self.run.quality.append({
+                "result_id": str(uuid.uuid4()), "run_id": self.run.run_id,
+                "pipeline": self.run.record.pipeline, "target_table": target,
+                "check_name": r.name, "kind": r.kind, "level": r.level, "status": r.status,
+                "observed": r.observed, "expected": r.expected,
+                "failing_rows": r.failing_rows, "sample_keys": list(r.sample_keys),
+                "created_at": now,
+            })  # fmt: skip
+            if r.status in ("fail", "warn"):
+                kind = "THRESHOLD_BREACH" if r.kind == "row_count" else "VALIDATION_FAILURE"
+                self.run.audit(
+                    kind, target_table=target, record_count=r.failing_rows or None,
+                    metadata={"check": r.name, "status": r.status, "observed": r.observed,
+                              "expected": r.expected, "sample_keys": list(r.sample_keys)},
+                )  # fmt: skip
+        if report.schema_changes:
+            self.run.audit("SCHEMA_CHANGE", target_table=target, new_values=report.schema_changes,
+                           metadata={"change": "drift"})  # fmt: skip
 
     def _record(self, result: LoadResult) -> None:
         run, c = self.run, result.counts
+        rejected = result.quality.quarantined_rows if result.quality else 0
         run.set_counts(
             rows_read=result.rows_read, rows_inserted=c.inserted, rows_updated=c.updated,
-            rows_unchanged=c.unchanged + c.superseded, rows_rejected=0,
+            rows_unchanged=c.unchanged + c.superseded, rows_rejected=rejected,
             bytes_read=result.bytes_read,
         )  # fmt: skip
         run.record.watermark_before = watermark_text(result.watermark_before, result.partitioned)

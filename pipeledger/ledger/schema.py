@@ -31,6 +31,7 @@ SNAPSHOTS = table("dataset_snapshots")
 STATE = STATE_TABLE
 DEPENDENCIES = table("pipeline_dependencies")
 MIGRATIONS = table("schema_migrations")
+QUALITY = table("quality_results")
 
 
 def _types(d: Dialect) -> dict[str, str]:

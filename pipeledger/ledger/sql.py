@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from pipeledger.ledger.schema import AUDIT, DEPENDENCIES, PIPELINES, RUNS, SNAPSHOTS, TASKS
+from pipeledger.ledger.schema import (
+    AUDIT,
+    DEPENDENCIES,
+    PIPELINES,
+    QUALITY,
+    RUNS,
+    SNAPSHOTS,
+    TASKS,
+)
 from pipeledger.load.sql import Dialect
 
 RUN_COLUMNS = (
@@ -29,7 +37,13 @@ PIPELINE_COLUMNS = (
     "name", "version", "description", "owner", "source_system", "target_system",
     "freshness_sla_s", "created_at", "updated_at",
 )  # fmt: skip
-JSON_COLUMNS = frozenset({"extra", "old_values", "new_values", "metadata", "columns"})
+QUALITY_COLUMNS = (
+    "result_id", "run_id", "pipeline", "target_table", "check_name", "kind", "level", "status",
+    "observed", "expected", "failing_rows", "sample_keys", "created_at",
+)  # fmt: skip
+JSON_COLUMNS = frozenset(
+    {"extra", "old_values", "new_values", "metadata", "columns", "sample_keys"}
+)
 
 
 def _marks(d: Dialect, columns: tuple[str, ...]) -> str:
@@ -79,6 +93,10 @@ def insert_snapshot(d: Dialect) -> str:
         f"{_insert(d, d.table(SNAPSHOTS), SNAPSHOT_COLUMNS)} "
         "ON CONFLICT (run_id, target_table) DO NOTHING"
     )
+
+
+def insert_quality(d: Dialect) -> str:
+    return f"{_insert(d, d.table(QUALITY), QUALITY_COLUMNS)} ON CONFLICT (result_id) DO NOTHING"
 
 
 def upsert_pipeline(d: Dialect) -> str:

@@ -26,7 +26,7 @@ from pipeledger.ledger.schema import migrate
 
 log = logging.getLogger("pipeledger.ledger")
 
-OpKind = Literal["pipeline", "dependencies", "run", "task", "event", "snapshot"]
+OpKind = Literal["pipeline", "dependencies", "run", "task", "event", "snapshot", "quality"]
 _DATETIME_FIELDS = frozenset({"data_interval_start", "data_interval_end"})
 
 
@@ -99,6 +99,8 @@ def apply(session: Session, op: Op) -> None:
         session.execute(lsql.insert_event(d), _params(op.data, lsql.EVENT_COLUMNS))
     elif op.kind == "snapshot":
         session.execute(lsql.insert_snapshot(d), _params(op.data, lsql.SNAPSHOT_COLUMNS))
+    elif op.kind == "quality":
+        session.execute(lsql.insert_quality(d), _params(op.data, lsql.QUALITY_COLUMNS))
     elif op.kind == "pipeline":
         session.execute(lsql.upsert_pipeline(d), _params(op.data, lsql.PIPELINE_COLUMNS))
     else:

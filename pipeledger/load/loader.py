@@ -27,13 +27,15 @@ from typing import Protocol
 import pyarrow as pa
 
 from pipeledger.adapters.base import Session, Warehouse
-from pipeledger.config import Config, PipelineConfig
+from pipeledger.config import ChecksConfig, Config, CsvSource, PipelineConfig
 from pipeledger.errors import ConflictError, WarehouseError
-from pipeledger.extract import ReadSpec, open_source
+from pipeledger.extract import ReadSpec, SourceBatch, open_source
 from pipeledger.ledger.schema import migrate_database
 from pipeledger.load import sql
-from pipeledger.load.result import LoadResult, MergeCounts, Mode, StepResult
+from pipeledger.load.result import LoadResult, MergeCounts, Mode, Status, StepResult
 from pipeledger.load.steps import StepClock
+from pipeledger.quality.gate import GateSpec, run_gate
+from pipeledger.quality.report import GateReport
 from pipeledger.schema import arrow_type
 from pipeledger.transform.conform import (
     Shape,
@@ -42,6 +44,7 @@ from pipeledger.transform.conform import (
     infer_shape,
     shape_from_table,
 )
+from pipeledger.transform.drift import Drift, align, detect, evolved
 from pipeledger.watermark import (
     CursorValue,
     WatermarkTracker,
@@ -82,7 +85,7 @@ class LoadObserver(Protocol):
         """Called inside the load's transaction, after merge and watermark, before COMMIT."""
         ...
 
-    def failed(self, steps: Sequence[StepResult]) -> None:
+    def failed(self, steps: Sequence[StepResult], error: BaseException) -> None:
         """Called after a failed load rolled back, with the steps as far as they got."""
         ...
 
@@ -111,6 +114,9 @@ class _Run:
     new_target: bool = False
     rows_read: int = 0
     counts: MergeCounts = field(default_factory=MergeCounts)
+    history: Sequence[int] | None = None
+    drift: Drift | None = None
+    report: GateReport | None = None
 
     def execute(self, session: Session) -> None:
         session.lock_pipeline(self.name)
@@ -144,7 +150,7 @@ class _Run:
         return ReadSpec(window, self.pipeline.cursor, self.pipeline.partition_by, types)
 
     def _stage(self, session: Session, window: Window, tracker: WatermarkTracker) -> None:
-        batches = self._conformed(window, tracker)
+        batches = self._conformed(session, window, tracker)
         first = next(batches, None)
         if first is None or self.shape is None:
             return
@@ -152,7 +158,9 @@ class _Run:
             _start_stage(session, self.shape)
             session.stage(itertools.chain([first], batches))
 
-    def _conformed(self, window: Window, tracker: WatermarkTracker) -> Iterator[pa.RecordBatch]:
+    def _conformed(
+        self, session: Session, window: Window, tracker: WatermarkTracker
+    ) -> Iterator[pa.RecordBatch]:
         """Source batches in the window, conformed to the target's columns, counted."""
         source = open_source(self.pipeline, self.config)
         items = iter(source.batches(self._read_spec(window)))
@@ -165,15 +173,35 @@ class _Run:
             if item.batch.num_rows == 0:
                 continue
             with self.clock.measure("transform"):
-                if self.shape is None:
-                    self.shape = self._infer_shape(item.batch.schema)
-                batch = conform(item, self.shape)
+                batch = self._transform(session, item)
             tracker.observe(batch)
             self.rows_read += batch.num_rows
             log.info("pipeline %s run %s: staged %d rows", self.name, self.run_id, self.rows_read)
             if self.on_progress:
                 self.on_progress(self.name, self.rows_read)
             yield batch
+
+    def _transform(self, session: Session, item: SourceBatch) -> pa.RecordBatch:
+        checks = self.pipeline.checks
+        if self.shape is None:
+            self.shape = self._infer_shape(item.batch.schema)
+        elif checks is not None and self.drift is None:
+            self.drift = self._resolve_drift(session, item.batch.schema, self.shape, checks)
+        if checks is None:
+            return conform(item, self.shape)
+        aligned = SourceBatch(align(item.batch, self.shape), item.origin, item.row_numbers)
+        return conform(aligned, self.shape, gated_keys=True)
+
+    def _resolve_drift(
+        self, session: Session, schema: pa.Schema, shape: Shape, checks: ChecksConfig
+    ) -> Drift:
+        typed = not isinstance(self.pipeline.source, CsvSource)
+        drift = detect(schema, shape, typed)
+        if drift.added and checks.schema_drift == "evolve" and not drift.retyped:
+            for column in drift.added:
+                session.execute(sql.add_column(session.dialect, self.pipeline.target_name, column))
+            self.shape = evolved(shape, drift)
+        return drift
 
     def _infer_shape(self, schema: pa.Schema) -> Shape:
         p = self.pipeline
@@ -192,13 +220,24 @@ class _Run:
         )
         for hook in self.hooks:
             hook(staged)
+        kept = self.rows_read
+        if self.pipeline.checks is not None:
+            with self.clock.measure("quality"):
+                self.report = run_gate(session, self._gate_spec(shape, self.pipeline.checks))
+            kept -= self.report.quarantined_rows
         spec = self._merge_spec(shape)
         if self.new_target:
-            self.counts = first_load(session, spec, self.rows_read, self.run_id, self.started_at)
+            self.counts = first_load(session, spec, kept, self.run_id, self.started_at)
         else:
-            self.counts = merge_staged(session, spec, self.rows_read, self.run_id, self.started_at)
+            self.counts = merge_staged(session, spec, kept, self.run_id, self.started_at)
         if self.mode == "incremental":
             self._advance(session, shape, tracker)
+
+    def _gate_spec(self, shape: Shape, checks: ChecksConfig) -> GateSpec:
+        drift = self.drift.changes() if self.drift else {}
+        return GateSpec(
+            self.name, self.run_id, self.pipeline.target_name, shape, checks, self.history, drift
+        )
 
     def _advance(self, session: Session, shape: Shape, tracker: WatermarkTracker) -> None:
         moved = tracker.advanced(self.before)
@@ -220,12 +259,14 @@ class _Run:
 
     def steps(self) -> list[StepResult]:
         written = self.counts.inserted + self.counts.updated
+        rejected = self.report.quarantined_rows if self.report else 0
         rows = {
             "extract": (None, self.rows_read),
             "transform": (self.rows_read, self.rows_read),
-            "load": (self.rows_read, written),
+            "quality": (self.rows_read, self.rows_read - rejected),
+            "load": (self.rows_read - rejected, written),
         }
-        return self.clock.results(rows, self.bytes_read)
+        return self.clock.results(rows, self.bytes_read, {"quality": rejected})
 
     def result(self, duration: float, error: str | None = None) -> LoadResult:
         failed = error is not None
@@ -233,7 +274,7 @@ class _Run:
             pipeline=self.name,
             run_id=self.run_id,
             mode=self.mode,
-            status="failed" if failed else "success",
+            status="failed" if failed else self._status(),
             target=self.pipeline.target,
             started_at=self.started_at,
             duration_s=duration,
@@ -247,7 +288,13 @@ class _Run:
             bytes_read=self.bytes_read,
             target_created=self.new_target and not failed,
             window=_window_texts(self.window),
+            quality=None if failed else self.report,
         )
+
+    def _status(self) -> Status:
+        if self.report is not None and self.report.quarantined_rows:
+            return "partial"
+        return "success"
 
 
 def _window_texts(window: Window | None) -> tuple[str | None, str | None]:
@@ -388,11 +435,13 @@ def load_pipeline(
     hooks: Sequence[PublishHook] = (),
     observer: LoadObserver | None = None,
     run_id: str | None = None,
+    history: Sequence[int] | None = None,
 ) -> LoadResult:
     """Run one pipeline once. On failure nothing is written and the error is re-raised
     unchanged, with a note saying what happened to the target and the watermark."""
     run = _Run(name, config.pipeline(name), config, mode, window, on_progress, hooks)
     run.run_id = run_id or run.run_id
+    run.history = history
     clock = time.monotonic()
     try:
         migrate_database(warehouse, "state")
@@ -406,7 +455,7 @@ def load_pipeline(
     except Exception as exc:
         exc.add_note(_consequence(run))
         if observer is not None:
-            observer.failed(run.steps())
+            observer.failed(run.steps(), exc)
         raise
     return run.result(time.monotonic() - clock)
 

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 Mode = Literal["incremental", "backfill", "check"]
-Status = Literal["success", "failed"]
+Status = Literal["success", "partial", "failed"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,7 @@ class LoadResult:
     bytes_read: int = 0
     target_created: bool = False
     window: tuple[str | None, str | None] = (None, None)
+    quality: Any = None  # a GateReport when the pipeline has checks
 
     def watermark(self, which: dict[str, str]) -> str | dict[str, str] | None:
         """One text value for an unpartitioned pipeline, a mapping for a partitioned one."""
@@ -83,4 +84,6 @@ class LoadResult:
             "started_at": self.started_at.isoformat(),
             "duration_s": round(self.duration_s, 3),
             "error": self.error,
+            "rows_rejected": self.quality.quarantined_rows if self.quality else 0,
+            "quality": self.quality.to_json() if self.quality else None,
         }

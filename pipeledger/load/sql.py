@@ -118,6 +118,12 @@ def add_primary_key(d: Dialect, spec: MergeSpec) -> str:
     return f"ALTER TABLE {d.table(spec.target)} ADD PRIMARY KEY ({keys})"
 
 
+def add_column(d: Dialect, target: TableName, column: Column) -> str:
+    """A new nullable column (schema_drift = "evolve")."""
+    kind = d.column_type(column.sql_type)
+    return f"ALTER TABLE {d.table(target)} ADD COLUMN {quote(column.name)} {kind}"
+
+
 def insert_new(d: Dialect, spec: MergeSpec, source: str) -> str:
     """A plain insert, for a target created by this very run (nothing to conflict with)."""
     names = ", ".join(quote(c) for c in spec.names)

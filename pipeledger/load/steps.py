@@ -12,7 +12,7 @@ from typing import Literal
 
 from pipeledger.load.result import StepResult
 
-STEPS = ("extract", "transform", "load")
+STEPS = ("extract", "transform", "quality", "load")
 
 
 @dataclass
@@ -50,7 +50,10 @@ class StepClock:
             step.ended_at = datetime.now(UTC)
 
     def results(
-        self, rows: Mapping[str, tuple[int | None, int | None]], bytes_read: int
+        self,
+        rows: Mapping[str, tuple[int | None, int | None]],
+        bytes_read: int,
+        rejected: Mapping[str, int] | None = None,
     ) -> list[StepResult]:
         out = []
         for name, step in self.steps.items():
@@ -66,6 +69,7 @@ class StepClock:
                     duration_ms=max(0, int(step.seconds * 1000)),
                     rows_in=rows_in,
                     rows_out=rows_out,
+                    rows_rejected=(rejected or {}).get(name),
                     bytes=bytes_read if name == "extract" else None,
                     status=status,
                 )

@@ -114,8 +114,11 @@ def check_lateness(shape: Shape, lateness: timedelta | int) -> None:
         )
 
 
-def conform(source: SourceBatch, shape: Shape) -> pa.RecordBatch:
-    """Cast ``source.batch`` to the target's columns; refuse missing key/cursor values."""
+def conform(source: SourceBatch, shape: Shape, gated_keys: bool = False) -> pa.RecordBatch:
+    """Cast ``source.batch`` to the target's columns; refuse missing key/cursor values.
+
+    With ``gated_keys`` an empty key is left for the quality gate to report (and perhaps
+    quarantine) instead of stopping the run here."""
     batch = source.batch
     names = set(batch.schema.names)
     expected = [c.name for c in shape.columns]
@@ -126,7 +129,8 @@ def conform(source: SourceBatch, shape: Shape) -> pa.RecordBatch:
     arrays = [_cast(source, column) for column in shape.columns]
     out = pa.RecordBatch.from_arrays(arrays, schema=shape.schema)
     for name in shape.required:
-        _refuse_nulls(source, out.column(name), name)
+        if not (gated_keys and name in shape.key):
+            _refuse_nulls(source, out.column(name), name)
     return out
 
 

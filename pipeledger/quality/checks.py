@@ -1,0 +1,175 @@
+"""The checks a pipeline declares, as SQL predicates over the staged rows (pure functions).
+
+A row-level check is a predicate that is true for a *bad* row; all of them are counted in
+one pass over the staging table, so no row is pulled into Python to be checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pipeledger.config import ChecksConfig
+from pipeledger.load.sql import Dialect, quote
+from pipeledger.schema import TableName
+from pipeledger.transform.conform import Shape
+
+QUARANTINE_SUFFIX = "_quarantine"
+STAGE_KEY_INDEX = "_pipeledger_stage_key"
+
+
+@dataclass(frozen=True)
+class RowCheck:
+    name: str
+    kind: str
+    predicate: str
+    params: tuple[Any, ...]
+    expected: str
+    warn_only: bool = False
+
+
+def _col(name: str) -> str:
+    return f"s.{quote(name)}"
+
+
+def _empty(shape: Shape, name: str) -> str:
+    sql_type = next(c.sql_type for c in shape.columns if c.name == name)
+    if sql_type == "text":
+        return f"({_col(name)} IS NULL OR {_col(name)} = '')"
+    return f"{_col(name)} IS NULL"
+
+
+def row_checks(d: Dialect, checks: ChecksConfig, shape: Shape) -> list[RowCheck]:
+    """Every row-level check, the key's non-null check first (it is always checked)."""
+    warn = set(checks.warn)
+    out = [
+        RowCheck(f"key_not_null:{k}", "key", _empty(shape, k), (), "no empty key", "key" in warn)
+        for k in shape.key
+    ]
+    for name in checks.not_null:
+        if name not in shape.key:
+            out.append(RowCheck(f"not_null:{name}", "not_null", _empty(shape, name), (),
+                                "no empty value", "not_null" in warn))  # fmt: skip
+    out += _ranges(d, checks, "range" in warn)
+    out += _accepted(d, checks, "accepted_values" in warn)
+    out += _matches(d, checks, "matches" in warn)
+    return out
+
+
+def _ranges(d: Dialect, checks: ChecksConfig, warn: bool) -> list[RowCheck]:
+    out = []
+    for name, bound in checks.range.items():
+        parts: list[str] = []
+        params: list[Any] = []
+        expected: list[str] = []
+        if bound.min is not None:
+            parts.append(f"{_col(name)} < {d.param}")
+            params.append(bound.min)
+            expected.append(f">= {bound.min:g}")
+        if bound.max is not None:
+            parts.append(f"{_col(name)} > {d.param}")
+            params.append(bound.max)
+            expected.append(f"<= {bound.max:g}")
+        out.append(RowCheck(f"range:{name}", "range", "(" + " OR ".join(parts) + ")",
+                            tuple(params), " and ".join(expected), warn))  # fmt: skip
+    return out
+
+
+def _accepted(d: Dialect, checks: ChecksConfig, warn: bool) -> list[RowCheck]:
+    out = []
+    for name, values in checks.accepted_values.items():
+        marks = ", ".join([d.param] * len(values))
+        shown = ", ".join(map(str, values[:8])) + (", ..." if len(values) > 8 else "")
+        out.append(RowCheck(f"accepted_values:{name}", "accepted_values",
+                            f"{_col(name)} NOT IN ({marks})", tuple(values),
+                            f"one of {shown}", warn))  # fmt: skip
+    return out
+
+
+def _matches(d: Dialect, checks: ChecksConfig, warn: bool) -> list[RowCheck]:
+    out = []
+    for name, pattern in checks.matches.items():
+        if d.name == "postgres":
+            predicate = f"NOT (CAST({_col(name)} AS text) ~ {d.param})"
+        else:
+            predicate = f"NOT regexp({d.param}, CAST({_col(name)} AS text))"
+        out.append(RowCheck(f"matches:{name}", "matches", predicate, (pattern,),
+                            f"matching {pattern}", warn))  # fmt: skip
+    return out
+
+
+def count_failures(d: Dialect, checks: Sequence[RowCheck]) -> tuple[str, list[Any]]:
+    """One pass: the number of staged rows, then the failing rows of each check."""
+    parts: list[str] = ["count(*)"]
+    params: list[Any] = []
+    for check in checks:
+        if d.name == "postgres":
+            parts.append(f"count(*) FILTER (WHERE {check.predicate})")
+        else:
+            parts.append(f"coalesce(sum(CASE WHEN {check.predicate} THEN 1 ELSE 0 END), 0)")
+        params.extend(check.params)
+    return f"SELECT {', '.join(parts)} FROM {d.stage()} AS s", params
+
+
+def sample_keys(d: Dialect, key: Sequence[str], predicate: str) -> str:
+    keys = ", ".join(_col(k) for k in key)
+    return f"SELECT {keys} FROM {d.stage()} AS s WHERE {predicate} LIMIT 5"
+
+
+def duplicate_predicate(d: Dialect, key: Sequence[str]) -> str:
+    """True for every staged row whose key is staged more than once."""
+    keys = ", ".join(quote(k) for k in key)
+    lhs = _col(key[0]) if len(key) == 1 else "(" + ", ".join(_col(k) for k in key) + ")"
+    return f"{lhs} IN (SELECT {keys} FROM {d.stage()} GROUP BY {keys} HAVING count(*) > 1)"
+
+
+def stage_key_index(d: Dialect, key: Sequence[str]) -> str:
+    keys = ", ".join(quote(k) for k in key)
+    name = quote(STAGE_KEY_INDEX) if d.name == "postgres" else f"temp.{quote(STAGE_KEY_INDEX)}"
+    stage = quote("_pipeledger_stage")
+    return f"CREATE UNIQUE INDEX IF NOT EXISTS {name} ON {stage} ({keys})"
+
+
+def quarantine_table(target: TableName) -> TableName:
+    return TableName(target.schema, target.table + QUARANTINE_SUFFIX)
+
+
+def create_quarantine(d: Dialect, target: TableName) -> str:
+    js = "jsonb" if d.name == "postgres" else "text"
+    return (
+        f"CREATE TABLE IF NOT EXISTS {d.table(quarantine_table(target))} ("
+        "quarantine_id text PRIMARY KEY, run_id text NOT NULL, pipeline text NOT NULL, "
+        f"check_name text NOT NULL, reason text NOT NULL, key_values {js}, row_data {js} NOT NULL, "
+        "quarantined_at timestamptz NOT NULL, resolved_at timestamptz, resolved_by_run text, "
+        "last_checked_run text)"
+    )
+
+
+def _row_json(d: Dialect, shape: Shape, names: Sequence[str]) -> str:
+    if d.name == "postgres":
+        pairs = ", ".join(f"'{n}', {_col(n)}" for n in names)
+        return f"jsonb_build_object({pairs})"
+    pairs = ", ".join(f"'{n}', {_col(n)}" for n in names)
+    return f"json_object({pairs})"
+
+
+def quarantine_rows(
+    d: Dialect, target: TableName, shape: Shape, check: RowCheck, predicate: str
+) -> str:
+    """Copy the staged rows failing ``check`` into the quarantine table, once each: the id
+    is a hash of the check and the row, so a re-run of the same input adds nothing."""
+    p = d.param
+    row = _row_json(d, shape, [c.name for c in shape.columns])
+    keys = _row_json(d, shape, list(shape.key))
+    as_text = f"CAST({row} AS text)"
+    return (
+        f"INSERT INTO {d.table(quarantine_table(target))} (quarantine_id, run_id, pipeline, "
+        "check_name, reason, key_values, row_data, quarantined_at, last_checked_run) "
+        f"SELECT md5({p} || {as_text}), {p}, {p}, {p}, {p}, {keys}, {row}, {p}, {p} "
+        f"FROM {d.stage()} AS s WHERE {predicate} ON CONFLICT (quarantine_id) DO NOTHING"
+    )
+
+
+def delete_failing(d: Dialect, predicates: Sequence[str]) -> str:
+    return f"DELETE FROM {d.stage()} AS s WHERE " + " OR ".join(f"({p})" for p in predicates)

@@ -1,0 +1,171 @@
+"""The quality gate: evaluate every check on the staged rows, then make one decision.
+
+* **publish**: nothing failed (warn-only checks may have);
+* **halt**: a batch-level check failed (row count, schema drift under ``fail``), or a
+  row-level check failed under ``on_fail = "halt"``: nothing is published (exit 3);
+* **quarantine**: only row-level checks failed under ``on_fail = "quarantine"``: the bad
+  rows move to ``<target>_quarantine`` and the rest is published (the run is ``partial``).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from pipeledger.adapters.base import Session
+from pipeledger.config import ChecksConfig, RowCountCheck
+from pipeledger.errors import GateFailed, WarehouseError
+from pipeledger.quality import checks as q
+from pipeledger.quality.report import CheckResult, CheckStatus, Decision, GateReport
+from pipeledger.schema import TableName
+from pipeledger.transform.conform import Shape
+
+
+@dataclass(frozen=True)
+class GateSpec:
+    pipeline: str
+    run_id: str
+    target: TableName
+    shape: Shape
+    checks: ChecksConfig
+    history: Sequence[int] | None = None  # rows staged by earlier successful runs
+    drift: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _key_text(row: Sequence[object]) -> str:
+    return "(" + ", ".join(str(v) for v in row) + ")"
+
+
+def _row_result(session: Session, spec: GateSpec, check: q.RowCheck, failing: int) -> CheckResult:
+    sample: tuple[str, ...] = ()
+    if failing:
+        rows = session.query(q.sample_keys(session.dialect, spec.shape.key, check.predicate),
+                             list(check.params))  # fmt: skip
+        sample = tuple(_key_text(r) for r in rows)
+    status: CheckStatus = "pass" if not failing else ("warn" if check.warn_only else "fail")
+    return CheckResult(check.name, check.kind, "row", status, f"{failing:,} failing row(s)",
+                       check.expected, failing, sample, check.warn_only)  # fmt: skip
+
+
+def _duplicates(session: Session, spec: GateSpec, warn: bool) -> CheckResult:
+    """Key uniqueness: a unique index on the staged keys proves it in one cheap step (and
+    the merge reuses it); only when it fails are the duplicates counted and sampled."""
+    d = session.dialect
+    name = "key_unique:" + ",".join(spec.shape.key)
+    try:
+        with session.savepoint():
+            session.execute(q.stage_key_index(d, spec.shape.key))
+        return CheckResult(name, "key", "row", "pass", "0 duplicated key(s)", "unique keys")
+    except WarehouseError as exc:
+        if exc.sqlstate != WarehouseError.UNIQUE_VIOLATION:
+            raise
+    predicate = q.duplicate_predicate(d, spec.shape.key)
+    failing = int(session.query(f"SELECT count(*) FROM {d.stage()} AS s WHERE {predicate}")[0][0])
+    check = q.RowCheck(name, "key", predicate, (), "unique keys", warn)
+    return _row_result(session, spec, check, failing)
+
+
+def _row_count(spec: GateSpec, staged: int, rule: RowCountCheck) -> CheckResult:
+    warn = "row_count" in spec.checks.warn
+    if rule.auto:
+        history = list(spec.history or [])
+        if len(history) < rule.min_history:
+            return CheckResult("row_count", "row_count", "batch", "not_learned", f"{staged:,}",
+                               f"a band learned from {rule.min_history} successful runs "
+                               f"(only {len(history)} so far)", warn_only=warn)  # fmt: skip
+        mean = statistics.fmean(history)
+        spread = max(statistics.stdev(history), 0.01 * mean)  # identical history: 1% band
+        low, high = max(0.0, mean - rule.sigma * spread), mean + rule.sigma * spread
+        expected = (
+            f"{low:,.0f}..{high:,.0f} (mean {mean:,.0f} +/- {rule.sigma:g} sd, n={len(history)})"
+        )
+    else:
+        low = float(rule.min) if rule.min is not None else 0.0
+        high = float(rule.max) if rule.max is not None else float("inf")
+        upper = "unbounded" if rule.max is None else f"{rule.max:,}"
+        expected = f"{rule.min or 0:,}..{upper}"
+    status: CheckStatus = "pass" if low <= staged <= high else ("warn" if warn else "fail")
+    return CheckResult("row_count", "row_count", "batch", status, f"{staged:,} rows", expected,
+                       warn_only=warn)  # fmt: skip
+
+
+def _drift(spec: GateSpec) -> CheckResult | None:
+    if not spec.drift:
+        return None
+    policy = spec.checks.schema_drift
+    fails = policy == "fail" or (policy == "evolve" and "retyped" in spec.drift)
+    warn = "schema_drift" in spec.checks.warn or not fails
+    observed = "; ".join(f"{kind}: {', '.join(cols)}" for kind, cols in spec.drift.items())
+    status: CheckStatus = "warn" if warn else "fail"
+    return CheckResult("schema_drift", "schema_drift", "batch", status, observed,
+                       f"the columns of the last load (schema_drift = {policy})",
+                       warn_only=warn)  # fmt: skip
+
+
+def evaluate(session: Session, spec: GateSpec) -> tuple[GateReport, list[q.RowCheck]]:
+    """Run every check; return the report and the row checks that failed (not warn-only)."""
+    d = session.dialect
+    row_checks = q.row_checks(d, spec.checks, spec.shape)
+    sql, params = q.count_failures(d, row_checks)
+    counts = session.query(sql, params)[0]
+    staged = int(counts[0])
+    results = [
+        _row_result(session, spec, c, int(n)) for c, n in zip(row_checks, counts[1:], strict=True)
+    ]
+    failing = [c for c, r in zip(row_checks, results, strict=True) if r.status == "fail"]
+    unique = _duplicates(session, spec, "key" in spec.checks.warn)
+    results.append(unique)
+    if unique.status == "fail":
+        failing.append(q.RowCheck(unique.name, "key", q.duplicate_predicate(d, spec.shape.key),
+                                  (), "unique keys"))  # fmt: skip
+    batch = [r for r in (_drift(spec),) if r is not None]
+    if spec.checks.row_count is not None:
+        batch.append(_row_count(spec, staged, spec.checks.row_count))
+    results = batch + results
+    decision = _decide(spec.checks, batch, failing)
+    return GateReport(tuple(results), decision, schema_changes=dict(spec.drift)), failing
+
+
+def _decide(checks: ChecksConfig, batch: list[CheckResult], failing: list[q.RowCheck]) -> Decision:
+    if any(r.status == "fail" for r in batch):
+        return "halt"
+    if failing:
+        return "halt" if checks.on_fail == "halt" else "quarantine"
+    return "publish"
+
+
+def quarantine(session: Session, spec: GateSpec, failing: list[q.RowCheck]) -> int:
+    """Move the failing rows out of staging into the quarantine table; return how many."""
+    d = session.dialect
+    session.execute(q.create_quarantine(d, spec.target))
+    now = datetime.now(UTC)
+    for check in failing:
+        reason = f"{check.name}: expected {check.expected}"
+        session.execute(
+            q.quarantine_rows(d, spec.target, spec.shape, check, check.predicate),
+            [check.name, spec.run_id, spec.pipeline, check.name, reason, now, spec.run_id,
+             *check.params],
+        )  # fmt: skip
+    params = [p for check in failing for p in check.params]
+    return session.execute(q.delete_failing(d, [c.predicate for c in failing]), params)
+
+
+def run_gate(session: Session, spec: GateSpec) -> GateReport:
+    """Evaluate, then act on the decision: raise GateFailed, quarantine, or pass."""
+    report, failing = evaluate(session, spec)
+    if report.decision == "halt":
+        raise GateFailed(_halt_message(spec, report), report=report)
+    if report.decision == "quarantine":
+        moved = quarantine(session, spec, failing)
+        return GateReport(report.results, "quarantine", moved, report.schema_changes)
+    return report
+
+
+def _halt_message(spec: GateSpec, report: GateReport) -> str:
+    lines = [f"pipeline {spec.pipeline}: quality gate failed; nothing was published"]
+    lines += [
+        f"  {r.line()}" for r in report.results if r.status in ("fail", "warn", "not_learned")
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,93 @@
+"""Schema drift: how the source's columns differ from the target's, and what to do.
+
+Detected on the first batch of a run against the target table's columns (which are the
+columns of the last load's dataset snapshot). ``fail`` halts the run after every check
+has been evaluated; ``evolve`` adds new columns to the target as nullable columns;
+``ignore`` drops new columns. Columns that disappeared from the source load as NULL unless
+they are the key, the cursor or the partition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from pipeledger.errors import SchemaError
+from pipeledger.schema import Column, check_identifier, sql_type_for
+from pipeledger.transform.conform import Shape
+
+_FAMILIES = (
+    frozenset({"smallint", "integer", "bigint"}),
+    frozenset({"real", "double precision"}),
+    frozenset({"timestamp", "timestamptz"}),
+)
+
+
+@dataclass(frozen=True)
+class Drift:
+    added: tuple[Column, ...] = ()
+    removed: tuple[str, ...] = ()
+    retyped: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.removed or self.retyped)
+
+    def changes(self) -> dict[str, list[str]]:
+        out = {}
+        if self.added:
+            out["added"] = [f"{c.name} {c.sql_type}" for c in self.added]
+        if self.removed:
+            out["removed"] = list(self.removed)
+        if self.retyped:
+            out["retyped"] = list(self.retyped)
+        return out
+
+
+def _compatible(old: str, new: str) -> bool:
+    return old == new or any(old in f and new in f for f in _FAMILIES)
+
+
+def detect(source: pa.Schema, shape: Shape, typed_source: bool) -> Drift:
+    """Compare a source batch's schema with the target's columns."""
+    target = {c.name: c.sql_type for c in shape.columns}
+    added = []
+    for field in source:
+        if field.name not in target:
+            try:
+                check_identifier(field.name, "source column")
+            except ValueError as exc:
+                raise SchemaError(str(exc)) from None
+            added.append(Column(field.name, sql_type_for(field.type)))
+    removed = tuple(name for name in target if name not in source.names)
+    lost = [name for name in removed if name in shape.required]
+    if lost:
+        raise SchemaError(
+            f"the source lost column(s) {lost}: key, cursor and partition are required"
+        )
+    retyped: tuple[str, ...] = ()
+    if typed_source:
+        retyped = tuple(
+            f"{f.name}: {target[f.name]} -> {sql_type_for(f.type)}"
+            for f in source
+            if f.name in target and not pa.types.is_null(f.type)
+            and not _compatible(target[f.name], sql_type_for(f.type))
+        )  # fmt: skip
+    return Drift(tuple(added), removed, retyped)
+
+
+def evolved(shape: Shape, drift: Drift) -> Shape:
+    """The target's columns after ``evolve`` added the new ones."""
+    return Shape((*shape.columns, *drift.added), shape.key, shape.cursor, shape.partition_by)
+
+
+def align(batch: pa.RecordBatch, shape: Shape) -> pa.RecordBatch:
+    """Drop columns the target does not have and add missing ones as NULL."""
+    arrays, names = [], []
+    for column in shape.columns:
+        names.append(column.name)
+        if column.name in batch.schema.names:
+            arrays.append(batch.column(column.name))
+        else:
+            arrays.append(pa.nulls(batch.num_rows, column.arrow))
+    return pa.RecordBatch.from_arrays(arrays, names=names)
