@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.markup import escape
+
 from pipeledger.load.result import LoadResult
 from pipeledger.runner import WatermarkRow
 
@@ -17,7 +19,7 @@ def _mark(value: str | dict[str, str] | None) -> str:
 
 
 def result_lines(result: LoadResult) -> list[str]:
-    colour = "green" if result.status == "success" else "red"
+    colour = {"success": "green", "partial": "yellow"}.get(result.status, "red")
     c = result.counts
     before, after = (
         result.watermark(result.watermark_before),
@@ -32,12 +34,30 @@ def result_lines(result: LoadResult) -> list[str]:
         f"  watermark {_mark(before)} -> {_mark(after)}"
         + (" (backfill: the live watermark does not move)" if result.mode == "backfill" else ""),
     ]
+    lines += quality_lines(result)
     if result.status == "success" and result.rows_read == 0:
         lines.append("  [yellow]note:[/] the source had no rows in the window; nothing to load")
     if c.superseded:
         lines.append(
             f"  [yellow]note:[/] {c.superseded:,} row(s) lost to a newer row of the same key "
             "in this run"
+        )
+    return lines
+
+
+def quality_lines(result: LoadResult) -> list[str]:
+    report = result.quality
+    if report is None:
+        return []
+    lines = [f"  quality   {len(report.results)} check(s): {report.decision}"]
+    colours = {"fail": "red", "warn": "yellow", "not_learned": "yellow"}
+    for check in report.results:
+        if check.status in colours:
+            lines.append(f"    [{colours[check.status]}]{escape(check.line())}[/]")
+    if report.quarantined_rows:
+        lines.append(
+            f"  [yellow]warning:[/] {report.quarantined_rows:,} row(s) quarantined into "
+            f"{result.target}_quarantine; see: pipeledger quarantine {result.pipeline}"
         )
     return lines
 

@@ -104,11 +104,23 @@ def migrations(d: Dialect, component: Component) -> list[tuple[int, str, list[st
     if component == "state":
         return [(1, "watermark state per pipeline and partition", [*schema, *_state(d)])]
     return [
-        (
-            1,
-            "run ledger: pipelines, runs, tasks, audit, snapshots, dependencies",
-            [*schema, *_ledger(d)],
-        )
+        (1, "run ledger: pipelines, runs, tasks, audit, snapshots, dependencies",
+         [*schema, *_ledger(d)]),
+        (2, "quality gate results per run and check", _quality(d)),
+    ]  # fmt: skip
+
+
+def _quality(d: Dialect) -> list[str]:
+    t = _types(d)
+    return [
+        f"CREATE TABLE IF NOT EXISTS {d.table(QUALITY)} ("
+        "result_id text PRIMARY KEY, run_id text NOT NULL, pipeline text NOT NULL, "
+        "target_table text, check_name text NOT NULL, kind text NOT NULL, level text NOT NULL, "
+        f"status text NOT NULL, observed text, expected text, failing_rows {t['big']}, "
+        f"sample_keys {t['json']}, created_at {t['ts']} NOT NULL)",
+        f"CREATE INDEX IF NOT EXISTS {quote('quality_results_run')} ON {d.table(QUALITY)} (run_id)",
+        f"CREATE INDEX IF NOT EXISTS {quote('quality_results_pipeline')} "
+        f"ON {d.table(QUALITY)} (pipeline, created_at)",
     ]
 
 

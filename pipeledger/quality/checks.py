@@ -40,6 +40,14 @@ def _empty(shape: Shape, name: str) -> str:
     return f"{_col(name)} IS NULL"
 
 
+def _number(d: Dialect, shape: Shape, name: str) -> str:
+    """The column as a number: SQLite keeps exact decimals as text, which compares as text."""
+    sql_type = next((c.sql_type for c in shape.columns if c.name == name), "")
+    if d.name == "sqlite" and sql_type.startswith("numeric"):
+        return f"CAST({_col(name)} AS REAL)"
+    return _col(name)
+
+
 def row_checks(d: Dialect, checks: ChecksConfig, shape: Shape) -> list[RowCheck]:
     """Every row-level check, the key's non-null check first (it is always checked)."""
     warn = set(checks.warn)
@@ -51,24 +59,25 @@ def row_checks(d: Dialect, checks: ChecksConfig, shape: Shape) -> list[RowCheck]
         if name not in shape.key:
             out.append(RowCheck(f"not_null:{name}", "not_null", _empty(shape, name), (),
                                 "no empty value", "not_null" in warn))  # fmt: skip
-    out += _ranges(d, checks, "range" in warn)
+    out += _ranges(d, checks, shape, "range" in warn)
     out += _accepted(d, checks, "accepted_values" in warn)
     out += _matches(d, checks, "matches" in warn)
     return out
 
 
-def _ranges(d: Dialect, checks: ChecksConfig, warn: bool) -> list[RowCheck]:
+def _ranges(d: Dialect, checks: ChecksConfig, shape: Shape, warn: bool) -> list[RowCheck]:
     out = []
     for name, bound in checks.range.items():
+        value = _number(d, shape, name)
         parts: list[str] = []
         params: list[Any] = []
         expected: list[str] = []
         if bound.min is not None:
-            parts.append(f"{_col(name)} < {d.param}")
+            parts.append(f"{value} < {d.param}")
             params.append(bound.min)
             expected.append(f">= {bound.min:g}")
         if bound.max is not None:
-            parts.append(f"{_col(name)} > {d.param}")
+            parts.append(f"{value} > {d.param}")
             params.append(bound.max)
             expected.append(f"<= {bound.max:g}")
         out.append(RowCheck(f"range:{name}", "range", "(" + " OR ".join(parts) + ")",
