@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from pipeledger.adapters import open_warehouse
 from pipeledger.config import Config, SqlSource
-from pipeledger.errors import BackfillRangeError
+from pipeledger.errors import BackfillRangeError, ConfigError
 from pipeledger.ledger.api import Ledger
 from pipeledger.ledger.recorder import LoadRecorder
 from pipeledger.load import sql
@@ -61,6 +61,18 @@ def run_one(
         config, name, mode="incremental", window=None, on_progress=on_progress,
         trigger=RunTrigger(trigger_type, retry, correlation_id, triggered_by),
     )  # fmt: skip
+
+
+def check(config: Config, name: str) -> LoadResult:
+    """A dry run: extract, stage and run the quality gate, then roll everything back.
+    Raises GateFailed (with its report) when the gate would halt the run."""
+    pipeline = config.pipeline(name)
+    if pipeline.checks is None:
+        raise ConfigError(f"pipeline {name} declares no [pipelines.{name}.checks]")
+    ledger = ledger_for(config)
+    history = _history(ledger, config, name) if ledger is not None else None
+    warehouse = open_warehouse(config.warehouse_url)
+    return load_pipeline(name, config, warehouse, mode="check", history=history)
 
 
 @dataclass(frozen=True)

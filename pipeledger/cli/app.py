@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from pipeledger import runner
@@ -28,7 +29,7 @@ from pipeledger.cli.common import (
     print_json,
 )
 from pipeledger.cli.render import results_lines, state_lines
-from pipeledger.errors import PipeledgerError
+from pipeledger.errors import GateFailed, PipeledgerError
 from pipeledger.ledger.api import RunCancelled
 from pipeledger.load.result import LoadResult
 from pipeledger.redact import redact
@@ -84,6 +85,9 @@ def run(
     correlation_id: Annotated[
         str | None, typer.Option("--correlation-id", help="The triggering request or event.")
     ] = None,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Exit 3 when rows were quarantined.")
+    ] = False,
 ) -> None:
     """Incremental run: read rows with cursor >= watermark - lateness, merge, advance.
 
@@ -120,6 +124,8 @@ def run(
             _report(results, as_json)
         if failures:
             raise typer.Exit(max(e.exit_code for e in failures.values()))
+        if strict and any(r.status == "partial" for r in results):
+            raise typer.Exit(3)
 
 
 @contextmanager
@@ -176,6 +182,28 @@ def state(
                 out.print(line, soft_wrap=True, highlight=False)
         else:
             out.print("no watermark yet: nothing has been loaded")
+
+
+@app.command()
+def check(
+    name: Annotated[str, typer.Argument(help="Pipeline to check.")],
+    as_json: JsonOption = False,
+) -> None:
+    """Dry run of the quality gate: extract, stage and check, then roll back. Exit 3 when
+    the gate would not publish everything."""
+    with guard():
+        try:
+            report = runner.check(load(), name).quality
+        except GateFailed as exc:
+            report = exc.report
+        if as_json:
+            print_json({"pipeline": name, **(report.to_json() if report else {})})
+        elif report is not None:
+            out.print(f"[bold]{name}[/] quality gate (dry run, nothing written): {report.decision}")
+            for line in report.lines():
+                out.print(f"  {escape(line)}", soft_wrap=True, highlight=False)
+        if report is not None and report.decision != "publish":
+            raise typer.Exit(3)
 
 
 @app.command()

@@ -53,3 +53,8 @@ class Source(Protocol):
     def batches(self, spec: ReadSpec) -> Iterator[SourceBatch]:
         """Yield the rows with the cursor inside ``spec.window``; memory stays bounded."""
         ...
+
+    def schemas(self, spec: ReadSpec) -> list[pa.Schema]:
+        """The schema of each part (file) of the source, read cheaply before any row, so
+        that schema drift is known before staging starts. Empty: learn from the rows."""
+        ...

@@ -41,6 +41,14 @@ class CsvSource:
         for path in files:
             yield from self._read_file(path, spec)
 
+    def schemas(self, spec: ReadSpec) -> list[pa.Schema]:
+        out = []
+        for path in expand(self.pattern):
+            reader = self._open(path, spec) if path.stat().st_size else None
+            if reader is not None:
+                out.append(reader.schema)
+        return out
+
     def _read_file(self, path: Path, spec: ReadSpec) -> Iterator[SourceBatch]:
         size = path.stat().st_size
         self.bytes_read += size

@@ -27,6 +27,14 @@ class ParquetSource:
         for path in files:
             yield from self._read_file(path, spec)
 
+    def schemas(self, spec: ReadSpec) -> list[pa.Schema]:
+        import pyarrow.parquet as pq
+
+        try:
+            return [pq.read_schema(path) for path in expand(self.pattern)]
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise SourceError(f"{self.pattern}: not readable Parquet: {exc}") from None
+
     def _read_file(self, path: Path, spec: ReadSpec) -> Iterator[SourceBatch]:
         self.bytes_read += path.stat().st_size
         import pyarrow.dataset as ds  # heavy (25 MB resident): only when a Parquet source runs

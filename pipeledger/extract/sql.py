@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import pyarrow as pa
+
 from pipeledger.adapters import open_reader
 from pipeledger.extract.base import BATCH_ROWS, ReadSpec, SourceBatch
 from pipeledger.load.sql import POSTGRES, SQLITE, Dialect, quote
@@ -65,6 +67,9 @@ class SqlSource:
         self.description = f"SQL {what} at {redact(url)}"
         self.dialect = SQLITE if url.startswith("sqlite") else POSTGRES
         self.bytes_read = 0
+
+    def schemas(self, spec: ReadSpec) -> list[pa.Schema]:
+        return []  # one query, one schema: its first batch tells
 
     def batches(self, spec: ReadSpec) -> Iterator[SourceBatch]:
         where, params = window_predicate(self.dialect, spec.window, spec.cursor, spec.partition_by)

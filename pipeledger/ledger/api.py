@@ -336,7 +336,7 @@ class Ledger:
             self.store.migrate()
             self.store.replay()
             self.watchdog()
-        except WarehouseError:
+        except (WarehouseError, ConcurrentRunError):
             if not self.store.separate:
                 raise
             return

@@ -29,7 +29,7 @@ import pyarrow as pa
 from pipeledger.adapters.base import Session, Warehouse
 from pipeledger.config import ChecksConfig, Config, CsvSource, PipelineConfig
 from pipeledger.errors import ConflictError, WarehouseError
-from pipeledger.extract import ReadSpec, SourceBatch, open_source
+from pipeledger.extract import ReadSpec, Source, SourceBatch, open_source
 from pipeledger.ledger.schema import migrate_database
 from pipeledger.load import sql
 from pipeledger.load.result import LoadResult, MergeCounts, Mode, Status, StepResult
@@ -44,7 +44,7 @@ from pipeledger.transform.conform import (
     infer_shape,
     shape_from_table,
 )
-from pipeledger.transform.drift import Drift, align, detect, evolved
+from pipeledger.transform.drift import Drift, align, detect_all, evolved
 from pipeledger.watermark import (
     CursorValue,
     WatermarkTracker,
@@ -150,7 +150,13 @@ class _Run:
         return ReadSpec(window, self.pipeline.cursor, self.pipeline.partition_by, types)
 
     def _stage(self, session: Session, window: Window, tracker: WatermarkTracker) -> None:
-        batches = self._conformed(session, window, tracker)
+        source = open_source(self.pipeline, self.config)
+        checks = self.pipeline.checks
+        if checks is not None and self.shape is not None:
+            schemas = source.schemas(self._read_spec(window))
+            if schemas:
+                self.drift = self._resolve_drift(session, schemas, self.shape, checks)
+        batches = self._conformed(session, source, window, tracker)
         first = next(batches, None)
         if first is None or self.shape is None:
             return
@@ -159,10 +165,9 @@ class _Run:
             session.stage(itertools.chain([first], batches))
 
     def _conformed(
-        self, session: Session, window: Window, tracker: WatermarkTracker
+        self, session: Session, source: Source, window: Window, tracker: WatermarkTracker
     ) -> Iterator[pa.RecordBatch]:
         """Source batches in the window, conformed to the target's columns, counted."""
-        source = open_source(self.pipeline, self.config)
         items = iter(source.batches(self._read_spec(window)))
         while True:
             with self.clock.measure("extract"):
@@ -186,17 +191,17 @@ class _Run:
         if self.shape is None:
             self.shape = self._infer_shape(item.batch.schema)
         elif checks is not None and self.drift is None:
-            self.drift = self._resolve_drift(session, item.batch.schema, self.shape, checks)
+            self.drift = self._resolve_drift(session, [item.batch.schema], self.shape, checks)
         if checks is None:
             return conform(item, self.shape)
         aligned = SourceBatch(align(item.batch, self.shape), item.origin, item.row_numbers)
         return conform(aligned, self.shape, gated_keys=True)
 
     def _resolve_drift(
-        self, session: Session, schema: pa.Schema, shape: Shape, checks: ChecksConfig
+        self, session: Session, schemas: list[pa.Schema], shape: Shape, checks: ChecksConfig
     ) -> Drift:
         typed = not isinstance(self.pipeline.source, CsvSource)
-        drift = detect(schema, shape, typed)
+        drift = detect_all(schemas, shape, typed)
         if drift.added and checks.schema_drift == "evolve" and not drift.retyped:
             for column in drift.added:
                 session.execute(sql.add_column(session.dialect, self.pipeline.target_name, column))

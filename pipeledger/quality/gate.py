@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pipeledger.adapters.base import Session
 from pipeledger.config import ChecksConfig, RowCountCheck
 from pipeledger.errors import GateFailed, WarehouseError
+from pipeledger.load.sql import create_schema
 from pipeledger.quality import checks as q
 from pipeledger.quality.report import CheckResult, CheckStatus, Decision, GateReport
 from pipeledger.schema import TableName
@@ -139,6 +140,9 @@ def _decide(checks: ChecksConfig, batch: list[CheckResult], failing: list[q.RowC
 def quarantine(session: Session, spec: GateSpec, failing: list[q.RowCheck]) -> int:
     """Move the failing rows out of staging into the quarantine table; return how many."""
     d = session.dialect
+    schema = create_schema(d, spec.target)
+    if schema:
+        session.execute(schema)
     session.execute(q.create_quarantine(d, spec.target))
     now = datetime.now(UTC)
     for check in failing:

@@ -91,3 +91,17 @@ def align(batch: pa.RecordBatch, shape: Shape) -> pa.RecordBatch:
         else:
             arrays.append(pa.nulls(batch.num_rows, column.arrow))
     return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def detect_all(schemas: list[pa.Schema], shape: Shape, typed_source: bool) -> Drift:
+    """Drift over every part of a source (each file may differ)."""
+    added: dict[str, Column] = {}
+    removed: dict[str, None] = {}
+    retyped: dict[str, None] = {}
+    for schema in schemas:
+        drift = detect(schema, shape, typed_source)
+        for column in drift.added:
+            added.setdefault(column.name, column)
+        removed.update(dict.fromkeys(drift.removed))
+        retyped.update(dict.fromkeys(drift.retyped))
+    return Drift(tuple(added.values()), tuple(removed), tuple(retyped))
