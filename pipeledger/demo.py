@@ -13,8 +13,10 @@ from rich.markup import escape
 from rich.panel import Panel
 
 from pipeledger import runner
+from pipeledger.adapters import open_warehouse
 from pipeledger.config import load_config
 from pipeledger.errors import ConfigError, PipeledgerError
+from pipeledger.ledger.queries import list_runs
 from pipeledger.load.result import LoadResult
 
 HEADER = ["order_id", "customer_id", "status", "total_amount", "updated_at"]
@@ -102,6 +104,7 @@ class Tour:
         self.identical_rerun()
         self.increment()
         self.backfill()
+        self.ledger()
         self.wrap_up()
 
     def setup(self) -> None:
@@ -170,6 +173,25 @@ class Tour:
         )
         self.load((5, 0), start, end)
 
+    def ledger(self) -> None:
+        config = load_config(self.config_path)
+        database = open_warehouse(config.ledger_url)
+        with database.session(write=False) as session:
+            runs = list(reversed(list_runs(session, "orders")))
+        self.say(
+            "the run ledger",
+            "Every run above was recorded in SQL, in the same "
+            "transaction as its rows and watermark: one row per attempt, with its counts.",
+        )
+        for run in runs:
+            self.console.print(
+                f"  {run.trigger_type:<8} {run.status:<8} "
+                f"read {run.rows_read or 0:>5,}  inserted {run.rows_inserted or 0:>5,}  "
+                f"updated {run.rows_updated or 0:>4,}  {run.run_id[:8]}",
+                highlight=False,
+            )
+        self.console.print("")
+
     def wrap_up(self) -> None:
         db = self.root / ".pipeledger" / "warehouse.db"
         self.say(
@@ -177,7 +199,9 @@ class Tour:
             f"Everything is plain SQL in {db}:\n\n"
             f"  sqlite3 {db} 'select count(*) from \"shop.orders\"'\n"
             f"  sqlite3 {db} 'select * from \"pipeledger.pipeline_state\"'\n\n"
-            f"or, from {self.root}: pipeledger state; pipeledger run",
+            f"  sqlite3 {db} 'select * from \"pipeledger.pipeline_runs\"'\n\n"
+            f"or, from {self.root}: pipeledger runs, pipeledger status, "
+            "pipeledger show RUN_ID, pipeledger state",
         )
 
 
