@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import glob
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 import pyarrow as pa
 
+from pipeledger.errors import SourceError
 from pipeledger.watermark import Window
 
 BATCH_ROWS = 65_536
@@ -58,3 +62,33 @@ class Source(Protocol):
         """The schema of each part (file) of the source, read cheaply before any row, so
         that schema drift is known before staging starts. Empty: learn from the rows."""
         ...
+
+
+class FileSource(ABC):
+    """A source made of files (a path, a folder or a glob), read one after the other."""
+
+    kind = "file"
+
+    def __init__(self, pattern: Path) -> None:
+        self.pattern = pattern
+        self.description = f"{self.kind} {pattern}"
+        self.bytes_read = 0
+
+    def files(self) -> list[Path]:
+        """Files matching the pattern (a file, a directory of files, or a glob), sorted."""
+        if self.pattern.is_dir():
+            found = (p for p in self.pattern.iterdir() if p.is_file())
+            return sorted(p for p in found if not p.name.startswith("."))
+        return sorted(Path(p) for p in glob.glob(str(self.pattern)) if Path(p).is_file())
+
+    def batches(self, spec: ReadSpec) -> Iterator[SourceBatch]:
+        files = self.files()
+        if not files:
+            raise SourceError(f"no file matches {self.pattern}")
+        for path in files:
+            self.bytes_read += path.stat().st_size
+            yield from self.read_file(path, spec)
+
+    @abstractmethod
+    def read_file(self, path: Path, spec: ReadSpec) -> Iterator[SourceBatch]:
+        """The batches of one file."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv as pycsv
-import glob
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from pipeledger.errors import SourceError
-from pipeledger.extract.base import BATCH_ROWS, ReadSpec, SourceBatch
+from pipeledger.extract.base import BATCH_ROWS, FileSource, ReadSpec, SourceBatch
 from pipeledger.watermark import arrow_filter
 
 # pyarrow reads many blocks ahead: small blocks keep memory low and flat whatever the file
@@ -20,39 +19,23 @@ from pipeledger.watermark import arrow_filter
 BLOCK_BYTES = 256 << 10
 
 
-def expand(pattern: Path) -> list[Path]:
-    """Files matching ``pattern`` (a file, a directory of files, or a glob), sorted."""
-    if pattern.is_dir():
-        return sorted(p for p in pattern.iterdir() if p.is_file() and not p.name.startswith("."))
-    return sorted(Path(p) for p in glob.glob(str(pattern)) if Path(p).is_file())
+class CsvSource(FileSource):
+    kind = "CSV"
 
-
-class CsvSource:
     def __init__(self, pattern: Path, delimiter: str = ",") -> None:
-        self.pattern = pattern
+        super().__init__(pattern)
         self.delimiter = delimiter
-        self.description = f"CSV {pattern}"
-        self.bytes_read = 0
-
-    def batches(self, spec: ReadSpec) -> Iterator[SourceBatch]:
-        files = expand(self.pattern)
-        if not files:
-            raise SourceError(f"no file matches {self.pattern}")
-        for path in files:
-            yield from self._read_file(path, spec)
 
     def schemas(self, spec: ReadSpec) -> list[pa.Schema]:
         out = []
-        for path in expand(self.pattern):
+        for path in self.files():
             reader = self._open(path, spec) if path.stat().st_size else None
             if reader is not None:
                 out.append(reader.schema)
         return out
 
-    def _read_file(self, path: Path, spec: ReadSpec) -> Iterator[SourceBatch]:
-        size = path.stat().st_size
-        self.bytes_read += size
-        if size == 0:
+    def read_file(self, path: Path, spec: ReadSpec) -> Iterator[SourceBatch]:
+        if path.stat().st_size == 0:
             return
         reader = self._open(path, spec)
         if reader is None:

@@ -9,34 +9,22 @@ from pathlib import Path
 import pyarrow as pa
 
 from pipeledger.errors import SourceError
-from pipeledger.extract.base import BATCH_ROWS, ReadSpec, SourceBatch
-from pipeledger.extract.csv import expand
+from pipeledger.extract.base import BATCH_ROWS, FileSource, ReadSpec, SourceBatch
 from pipeledger.watermark import arrow_filter
 
 
-class ParquetSource:
-    def __init__(self, pattern: Path) -> None:
-        self.pattern = pattern
-        self.description = f"Parquet {pattern}"
-        self.bytes_read = 0
-
-    def batches(self, spec: ReadSpec) -> Iterator[SourceBatch]:
-        files = expand(self.pattern)
-        if not files:
-            raise SourceError(f"no file matches {self.pattern}")
-        for path in files:
-            yield from self._read_file(path, spec)
+class ParquetSource(FileSource):
+    kind = "Parquet"
 
     def schemas(self, spec: ReadSpec) -> list[pa.Schema]:
         import pyarrow.parquet as pq
 
         try:
-            return [pq.read_schema(path) for path in expand(self.pattern)]
+            return [pq.read_schema(path) for path in self.files()]
         except (pa.ArrowInvalid, OSError) as exc:
             raise SourceError(f"{self.pattern}: not readable Parquet: {exc}") from None
 
-    def _read_file(self, path: Path, spec: ReadSpec) -> Iterator[SourceBatch]:
-        self.bytes_read += path.stat().st_size
+    def read_file(self, path: Path, spec: ReadSpec) -> Iterator[SourceBatch]:
         import pyarrow.dataset as ds  # heavy (25 MB resident): only when a Parquet source runs
 
         try:
