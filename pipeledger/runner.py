@@ -141,7 +141,7 @@ def _recorded(
     with ledger.run(
         name, trigger_type=kind, logical_run_id=logical_run_id, attempt=attempt,
         correlation_id=trigger.correlation_id,
-        triggered_by=trigger.triggered_by or _who(), data_interval=interval,
+        triggered_by=trigger.triggered_by or who(), data_interval=interval,
     ) as run:  # fmt: skip
         return load_pipeline(
             name, config, warehouse, mode=mode, window=window, on_progress=on_progress,
@@ -167,7 +167,8 @@ def _interval(window: Window | None) -> tuple[datetime, datetime] | None:
     return (_naive(lower).replace(tzinfo=UTC), _naive(upper).replace(tzinfo=UTC))
 
 
-def _who() -> str:
+def who() -> str:
+    """user@host of whoever started a run, for the ledger's ``triggered_by``."""
     try:
         return f"{getpass.getuser()}@{socket.gethostname()}"
     except (KeyError, OSError):

@@ -242,3 +242,4 @@ def main() -> None:
 from pipeledger.cli import ledger_cli  # noqa: E402  (registers the ledger commands on app)
 
 ledger_cli.register(app)
+from pipeledger.cli import quality_cli  # noqa: E402, F401  (adds the quarantine commands)

@@ -397,7 +397,8 @@ class Ledger:
         with self.store.database.session(write=False) as session:
             rows = session.query(
                 f"SELECT rows_read FROM {d.table(RUNS)} WHERE pipeline = {d.param} "
-                "AND status IN ('success', 'partial') AND trigger_type <> 'backfill' "
+                "AND status IN ('success', 'partial') "
+                "AND trigger_type NOT IN ('backfill', 'replay') "
                 f"AND rows_read IS NOT NULL ORDER BY started_at DESC LIMIT {int(runs)}",
                 [pipeline],
             )

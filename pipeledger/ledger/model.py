@@ -46,6 +46,7 @@ class TriggerType(StrEnum):
     MANUAL = "manual"
     BACKFILL = "backfill"
     RETRY = "retry"
+    REPLAY = "replay"
     EVENT = "event"
 
 

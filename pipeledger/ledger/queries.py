@@ -157,7 +157,7 @@ def _latest(d: Dialect, outer: str, condition: str = "") -> str:
 
 
 _SUCCESS = " AND r.status = 'success'"
-_VOLUME = " AND r.status = 'success' AND r.trigger_type <> 'backfill'"
+_VOLUME = " AND r.status = 'success' AND r.trigger_type NOT IN ('backfill', 'replay')"
 
 
 # -- 1. list_runs -----------------------------------------------------------------------
@@ -454,7 +454,7 @@ def _history(d: Dialect, pipeline: bool = False) -> str:
     return (
         f"history AS (SELECT r.pipeline, count(*) AS n, sum({w}) AS s, "
         f"sum({_squared(d, w)}) AS ss FROM {d.table(RUNS)} r "
-        "WHERE r.status = 'success' AND r.trigger_type <> 'backfill' "
+        "WHERE r.status = 'success' AND r.trigger_type NOT IN ('backfill', 'replay') "
         f"AND r.started_at >= {d.param} AND r.started_at < {d.param}{only} GROUP BY r.pipeline)"
     )
 

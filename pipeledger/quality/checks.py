@@ -176,9 +176,18 @@ def quarantine_rows(
         f"INSERT INTO {d.table(quarantine_table(target))} (quarantine_id, run_id, pipeline, "
         "check_name, reason, key_values, row_data, quarantined_at, last_checked_run) "
         f"SELECT md5({p} || {as_text}), {p}, {p}, {p}, {p}, {keys}, {row}, {p}, {p} "
-        f"FROM {d.stage()} AS s WHERE {predicate} ON CONFLICT (quarantine_id) DO NOTHING"
+        f"FROM {d.stage()} AS s WHERE {predicate} ON CONFLICT (quarantine_id) DO UPDATE SET "
+        "resolved_at = NULL, resolved_by_run = NULL, run_id = excluded.run_id, "
+        "last_checked_run = excluded.last_checked_run "
+        f"WHERE {d.table(quarantine_table(target))}.resolved_at IS NOT NULL"
     )
 
 
 def delete_failing(d: Dialect, predicates: Sequence[str]) -> str:
-    return f"DELETE FROM {d.stage()} AS s WHERE " + " OR ".join(f"({p})" for p in predicates)
+    """Remove the failing rows from staging. The rows are chosen before any is deleted
+    (SQLite would otherwise re-evaluate the duplicate-key subquery as rows disappear)."""
+    where = " OR ".join(f"({p})" for p in predicates)
+    if d.name == "sqlite":
+        chosen = f"SELECT rowid FROM {d.stage()} AS s WHERE {where}"
+        return f"DELETE FROM {d.stage()} WHERE rowid IN ({chosen})"
+    return f"DELETE FROM {d.stage()} AS s WHERE {where}"

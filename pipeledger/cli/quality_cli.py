@@ -1,0 +1,114 @@
+"""Quarantine commands, a few lines each over :mod:`pipeledger.quality.replay`::
+
+    pipeledger quarantine NAME [--run RUN_ID] [--all] [--json]   # what is set aside
+    pipeledger quarantine replay NAME [--run RUN_ID] [--json]    # try it again, today's config
+
+``quarantine NAME`` is short for ``quarantine list NAME``. Importing this module adds the
+``quarantine`` group to the main app (``cli/app.py`` imports it).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from typer.core import TyperGroup
+
+from pipeledger.cli.common import JsonOption, app, guard, load, out, print_json
+from pipeledger.quality.replay import QuarantineEntry, ReplayResult, quarantined, replay
+
+
+class _ListByDefault(TyperGroup):
+    """A first word that names no subcommand is a pipeline: ``quarantine orders`` runs
+    ``quarantine list orders``. (A group with its own NAME argument would read the word
+    ``replay`` in ``quarantine replay orders`` as that NAME.)"""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # a click.Context
+        first = next((a for a in args if not a.startswith("-")), None)
+        if first is not None and first not in self.commands:
+            args = ["list", *args]
+        return super().parse_args(ctx, args)
+
+
+quarantine_app = typer.Typer(
+    cls=_ListByDefault,
+    no_args_is_help=True,
+    help="Rows the quality gate set aside: list them, or replay them through today's config.",
+)
+
+NameArgument = Annotated[str, typer.Argument(help="Pipeline.")]
+RunOption = Annotated[
+    str | None, typer.Option("--run", help="Only this run's rows (a run id or its first 8+ chars).")
+]
+
+
+def _keys(values: dict[str, object]) -> str:
+    return "(" + ", ".join(f"{k}={v}" for k, v in values.items()) + ")"
+
+
+def entry_line(e: QuarantineEntry) -> str:
+    when = e.quarantined_at[:19].replace("T", " ")
+    line = f"{e.quarantine_id[:10]} {when} run {e.run_id[:8]} {escape(_keys(e.key_values))} "
+    line += escape(e.reason)
+    if not e.reason.startswith(f"{e.check}:"):
+        line += f" (set aside by {escape(e.check)})"
+    if e.resolved_at:
+        resolved = e.resolved_at[:19].replace("T", " ")
+        line += f" [green]resolved {resolved} by run {(e.resolved_by_run or '-')[:8]}[/]"
+    return line
+
+
+def replay_lines(r: ReplayResult) -> list[str]:
+    c = r.counts
+    lines = [
+        f"[bold]{escape(r.pipeline)}[/] quarantine replay -> {r.target} (run {r.run_id})",
+        f"  rows      replayed {r.replayed:,} · inserted {c.inserted:,} · updated {c.updated:,} "
+        f"· unchanged {c.unchanged + c.superseded:,} · still failing {r.still_failing:,}",
+    ]
+    lines += [
+        f"  [yellow]FAIL[/] {escape(name)}: {rows:,} row(s)" for name, rows in r.failing_checks
+    ]
+    if r.still_failing:
+        lines.append(f"  still quarantined: see pipeledger quarantine {r.pipeline}")
+    return lines
+
+
+@quarantine_app.command("list")
+def list_entries(
+    name: NameArgument,
+    run: RunOption = None,
+    include_resolved: Annotated[
+        bool, typer.Option("--all", help="Include entries already resolved by a replay.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """What is set aside (unresolved unless --all), oldest first."""
+    with guard():
+        entries = quarantined(load(), name, run=run, include_resolved=include_resolved)
+        if as_json:
+            print_json([e.to_json() for e in entries])
+            return
+        if not entries:
+            out.print(f"nothing quarantined for {escape(name)}", highlight=False)
+        for entry in entries:
+            out.print(entry_line(entry), soft_wrap=True, highlight=False)
+        if any(e.resolved_at is None for e in entries):
+            out.print(f"replay with: pipeledger quarantine replay {escape(name)}", highlight=False)
+
+
+@quarantine_app.command("replay")
+def replay_entries(name: NameArgument, run: RunOption = None, as_json: JsonOption = False) -> None:
+    """Check the unresolved rows again with today's config; publish those that pass."""
+    with guard():
+        result = replay(load(), name, run=run)
+        if as_json:
+            print_json(result.to_json())
+        elif not result.replayed:
+            out.print(f"nothing quarantined for {escape(name)}: nothing to replay", highlight=False)
+        else:
+            for line in replay_lines(result):
+                out.print(line, soft_wrap=True, highlight=False)
+
+
+app.add_typer(quarantine_app, name="quarantine")
