@@ -7,8 +7,6 @@ One run measures, each step in a fresh subprocess so its peak RSS is its own:
 * ``first-load``   pipeledger's first load of that CSV into an empty target;
 * ``rerun``        the identical run again (the watermark should make it read ~0 rows);
 * ``backfill``     a backfill over the whole cursor range (reprocesses everything, writes 0);
-* ``incremental``  a second file with 10% of the keys changed and 5% new keys.
-
 * ``incremental``  a second file (10% of the keys changed, 5% new keys) added next to the
                    first one, so the run also re-scans the old file (CSV cannot be pruned).
 
@@ -19,7 +17,8 @@ keys): its net time (incremental minus re-run, i.e. minus the re-scan) must not 
 the table, and peak RSS must not grow with the input. Every step runs ``--repeat`` (3)
 times in fresh databases and the median round is reported (single runs on a small
 shared VM vary by +-30%). Results go to ``bench/RESULTS.md``;
-a block between ``<!-- BEGIN NOTES -->`` and ``<!-- END NOTES -->`` in that file is kept.
+a block between ``<!-- BEGIN NOTES -->`` and ``<!-- END NOTES -->`` in that file is kept,
+and so is the "Run ledger" block of ``bench/ledger_bench.py``.
 
 Usage::
 
@@ -76,6 +75,8 @@ CHANGED_FRACTION = 0.10
 NEW_FRACTION = 0.05
 NOTES_BEGIN = "<!-- BEGIN NOTES -->"
 NOTES_END = "<!-- END NOTES -->"
+LEDGER_BEGIN = "<!-- BEGIN LEDGER -->"  # kept as is: written by bench/ledger_bench.py
+LEDGER_END = "<!-- END LEDGER -->"
 SCHEMA = pa.schema(
     [
         pa.field("order_id", pa.int64()),
@@ -904,6 +905,9 @@ def report(
     else:
         notes = f"{NOTES_BEGIN}\n## Notes\n\n(none yet)\n{NOTES_END}"
     lines += ["", notes, ""]
+    if LEDGER_BEGIN in previous and LEDGER_END in previous:  # bench/ledger_bench.py's section
+        start, end = previous.index(LEDGER_BEGIN), previous.index(LEDGER_END) + len(LEDGER_END)
+        lines += [previous[start:end], ""]
     return "\n".join(lines)
 
 

@@ -51,7 +51,7 @@ from pipeledger.ledger.model import (
     TriggerType,
     check_transition,
 )
-from pipeledger.ledger.schema import RUNS
+from pipeledger.ledger.schema import RUNS, SNAPSHOTS
 from pipeledger.ledger.watchdog import abandon_expired
 from pipeledger.redact import redact
 
@@ -391,6 +391,24 @@ class Ledger:
             )
         return str(logical_run_id), int(attempt) + 1
 
+    def previous_snapshot(
+        self, target: str, warehouse_session: Session
+    ) -> tuple[int, str | None] | None:
+        """(row_count, max_cursor) of the target's latest snapshot, or None. Read in the
+        load's own session when the ledger shares the warehouse; a separate ledger that
+        cannot be reached gives None (the caller then counts the table)."""
+        statement = (
+            "SELECT row_count, max_cursor FROM {table} WHERE target_table = {p} "
+            "ORDER BY created_at DESC LIMIT 1"
+        )
+        try:
+            if not self.store.separate:
+                return _first_snapshot(warehouse_session, statement, target)
+            with self.store.database.session(write=False) as session:
+                return _first_snapshot(session, statement, target)
+        except (WarehouseError, ConcurrentRunError):
+            return None
+
     def volume_history(self, pipeline: str, runs: int = 30) -> list[int]:
         """rows_read of the pipeline's latest successful (or partial) incremental runs."""
         d = self.store.database.dialect
@@ -410,6 +428,12 @@ class Ledger:
 
         with self.store.database.session(write=False) as session:
             return last_success(session, pipeline)
+
+
+def _first_snapshot(session: Session, statement: str, target: str) -> tuple[int, str | None] | None:
+    d = session.dialect
+    rows = session.query(statement.format(table=d.table(SNAPSHOTS), p=d.param), [target])
+    return (int(rows[0][0]), rows[0][1]) if rows else None
 
 
 RETRYABLE = frozenset(

@@ -7,6 +7,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from pipeledger.adapters.base import Session
@@ -31,21 +32,66 @@ def fingerprint(shape: Shape) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def take_snapshot(session: Session, run_id: str, target: str, shape: Shape) -> DatasetSnapshot:
-    """Row count, greatest cursor and schema of the target as this transaction sees it."""
+def _cursor_text(value: object) -> str | None:
+    if value is None:
+        return None
+    return to_text(from_text(value) if isinstance(value, str) else value)  # type: ignore[arg-type]
+
+
+def _greatest(a: str | None, b: str | None) -> str | None:
+    if a is None or b is None:
+        return a or b
+    return a if from_text(a) >= from_text(b) else b  # type: ignore[operator]
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a run did to its target, as far as the snapshot needs to know."""
+
+    inserted: int
+    staged_rows: int
+    target_created: bool = False
+
+
+def measure_target(
+    session: Session,
+    target: str,
+    shape: Shape,
+    written: Written,
+    previous: tuple[int, str | None] | None,
+) -> tuple[int, str | None]:
+    """(row count, greatest cursor) of the target after this run, in O(rows staged).
+
+    pipeledger only inserts and updates: the count is the previous snapshot's plus this run's
+    inserts, and the greatest cursor the greater of the previous one and the staged rows'
+    (staged rows that were not written are never newer than the row they lost to). Without a
+    previous snapshot of an existing table, the table is counted once.
+    """
     d = session.dialect
     cursor = '"' + shape.cursor + '"'
-    count, high = session.query(
-        f"SELECT count(*), max({cursor}) FROM {d.table(TableName.parse(target))}"
-    )[0]
-    max_cursor = (
-        None if high is None else to_text(from_text(str(high)) if isinstance(high, str) else high)
-    )
+    if previous is None and not written.target_created:
+        count, high = session.query(
+            f"SELECT count(*), max({cursor}) FROM {d.table(TableName.parse(target))}"
+        )[0]
+        return int(count), _cursor_text(high)
+    count, high = previous or (0, None)
+    if written.staged_rows:
+        staged_high = session.query(f"SELECT max({cursor}) FROM {d.stage()}")[0][0]
+        high = _greatest(high, _cursor_text(staged_high))
+    return count + written.inserted, high
+
+
+def take_snapshot(
+    session: Session, run_id: str, target: str, shape: Shape, written: Written,
+    previous: tuple[int, str | None] | None,
+) -> DatasetSnapshot:  # fmt: skip
+    """Row count, greatest cursor and schema of the target as this transaction leaves it."""
+    count, high = measure_target(session, target, shape, written, previous)
     return DatasetSnapshot(
         run_id=run_id,
         target_table=target,
-        row_count=int(count),
-        max_cursor=max_cursor,
+        row_count=count,
+        max_cursor=high,
         schema_fingerprint=fingerprint(shape),
         columns=[{"name": c.name, "type": c.sql_type} for c in shape.columns],
         created_at=datetime.now(UTC),
@@ -84,7 +130,12 @@ class LoadRecorder:
                 q = result.quality
                 self.run.mark(RunStatus.PARTIAL, f"{q.quarantined_rows} row(s) quarantined")
         if shape is not None and session.table_columns(TableName.parse(result.target)):
-            self.run.snapshots.append(take_snapshot(session, self.run.run_id, result.target, shape))
+            previous = self.run.ledger.previous_snapshot(result.target, session)
+            written = Written(result.counts.inserted, result.rows_read, result.target_created)
+            snapshot = take_snapshot(
+                session, self.run.run_id, result.target, shape, written, previous
+            )
+            self.run.snapshots.append(snapshot)
             if result.target_created:
                 self.run.audit(
                     "SCHEMA_CHANGE", target_table=result.target,

@@ -107,6 +107,9 @@ def migrations(d: Dialect, component: Component) -> list[tuple[int, str, list[st
         (1, "run ledger: pipelines, runs, tasks, audit, snapshots, dependencies",
          [*schema, *_ledger(d)]),
         (2, "quality gate results per run and check", _quality(d)),
+        (3, "task trends by time",
+         [f"CREATE INDEX IF NOT EXISTS {quote('task_runs_started')} "
+          f"ON {d.table(TASKS)} (started_at)"]),
     ]  # fmt: skip
 
 

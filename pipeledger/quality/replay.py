@@ -49,7 +49,7 @@ from pipeledger.errors import ConfigError, SchemaError
 from pipeledger.extract.base import SourceBatch
 from pipeledger.ledger.api import Run
 from pipeledger.ledger.model import RunStatus, TriggerType
-from pipeledger.ledger.recorder import take_snapshot, watermark_text
+from pipeledger.ledger.recorder import Written, take_snapshot, watermark_text
 from pipeledger.ledger.schema import migrate_database
 from pipeledger.load import sql
 from pipeledger.load.loader import merge_staged, read_watermarks
@@ -406,7 +406,11 @@ def _record(
     if c.updated:
         run.audit("RECORD_UPDATED", target_table=result.target, record_count=c.updated)
     if shape is not None:
-        run.snapshots.append(take_snapshot(session, run.run_id, result.target, shape))
+        previous = run.ledger.previous_snapshot(result.target, session)
+        written = Written(c.inserted, result.replayed)
+        run.snapshots.append(
+            take_snapshot(session, run.run_id, result.target, shape, written, previous)
+        )
     if result.still_failing:
         run.mark(RunStatus.PARTIAL, f"{result.still_failing} row(s) still quarantined")
 
