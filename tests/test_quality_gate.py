@@ -244,3 +244,12 @@ def test_checking_a_million_staged_rows_keeps_memory_flat(project: Project) -> N
         peaks[rows] = int(done.stderr.split("PEAK")[-1].split()[0])
     # and the whole dry run's memory does not follow the row count either
     assert peaks[1_000_000] < peaks[300_000] * 1.5, peaks
+
+
+def test_duplicate_keys_in_a_first_load_halt(project: Project) -> None:
+    project.configure(orders=gated())
+    project.write_csv("orders_1.csv", [*good_rows(1, 5), order(3, "2024-01-01T09:00:00Z")])
+    code, _, err = project.cli("run")
+    assert code == 3
+    assert "key_unique:order_id: observed 2 failing row(s)" in err and "(3)" in err
+    assert not project.exists()

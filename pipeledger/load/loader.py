@@ -34,7 +34,7 @@ from pipeledger.ledger.schema import migrate_database
 from pipeledger.load import sql
 from pipeledger.load.result import LoadResult, MergeCounts, Mode, Status, StepResult
 from pipeledger.load.steps import StepClock
-from pipeledger.quality.gate import GateSpec, run_gate
+from pipeledger.quality.gate import GateSpec, recheck_keys, run_gate
 from pipeledger.quality.report import GateReport
 from pipeledger.schema import arrow_type
 from pipeledger.transform.conform import (
@@ -225,24 +225,43 @@ class _Run:
         )
         for hook in self.hooks:
             hook(staged)
-        kept = self.rows_read
-        if self.pipeline.checks is not None:
-            with self.clock.measure("quality"):
-                self.report = run_gate(session, self._gate_spec(shape, self.pipeline.checks))
-            kept -= self.report.quarantined_rows
         spec = self._merge_spec(shape)
-        if self.new_target:
+        checks = self.pipeline.checks
+        if checks is None:
+            self.counts = self._merge(session, spec, self.rows_read)
+            return self._after_merge(session, shape, tracker)
+        gate = self._gate_spec(shape, checks, session.dialect.name == "postgres")
+        with self.clock.measure("quality"):
+            self.report = run_gate(session, gate)
+        kept = self.rows_read - self.report.quarantined_rows
+        if not gate.key_proven_by_target:
+            self.counts = self._merge(session, spec, kept)
+            return self._after_merge(session, shape, tracker)
+        try:
+            with session.savepoint():
+                self.counts = first_load(session, spec, kept, self.run_id, self.started_at, False)
+        except WarehouseError as exc:
+            if exc.sqlstate != WarehouseError.UNIQUE_VIOLATION:
+                raise
+            with self.clock.measure("quality"):
+                self.report = recheck_keys(session, gate, self.report)
+            kept = self.rows_read - self.report.quarantined_rows
             self.counts = first_load(session, spec, kept, self.run_id, self.started_at)
-        else:
-            self.counts = merge_staged(session, spec, kept, self.run_id, self.started_at)
+        self._after_merge(session, shape, tracker)
+
+    def _merge(self, session: Session, spec: sql.MergeSpec, kept: int) -> MergeCounts:
+        if self.new_target:
+            return first_load(session, spec, kept, self.run_id, self.started_at)
+        return merge_staged(session, spec, kept, self.run_id, self.started_at)
+
+    def _after_merge(self, session: Session, shape: Shape, tracker: WatermarkTracker) -> None:
         if self.mode == "incremental":
             self._advance(session, shape, tracker)
 
-    def _gate_spec(self, shape: Shape, checks: ChecksConfig) -> GateSpec:
+    def _gate_spec(self, shape: Shape, checks: ChecksConfig, postgres: bool) -> GateSpec:
         drift = self.drift.changes() if self.drift else {}
-        return GateSpec(
-            self.name, self.run_id, self.pipeline.target_name, shape, checks, self.history, drift
-        )
+        target, proven = self.pipeline.target_name, self.new_target and postgres
+        return GateSpec(self.name, self.run_id, target, shape, checks, self.history, drift, proven)
 
     def _advance(self, session: Session, shape: Shape, tracker: WatermarkTracker) -> None:
         moved = tracker.advanced(self.before)
@@ -323,10 +342,16 @@ def _start_stage(session: Session, shape: Shape) -> None:
 
 
 def first_load(
-    session: Session, spec: sql.MergeSpec, staged: int, run_id: str, loaded_at: datetime
+    session: Session,
+    spec: sql.MergeSpec,
+    staged: int,
+    run_id: str,
+    loaded_at: datetime,
+    resolve_duplicates: bool = True,
 ) -> MergeCounts:
-    """Create the target and fill it with a plain insert; fall back to the full merge if the
-    staged rows repeat a key. PostgreSQL builds the primary key after the insert."""
+    """Create the target and fill it with a plain insert; if the staged rows repeat a key,
+    fall back to the full merge (or, with ``resolve_duplicates=False``, raise the unique
+    violation). PostgreSQL builds the primary key after the insert."""
     d = session.dialect
     deferred_key = d.name == "postgres"
     schema = sql.create_schema(d, spec.target)
@@ -340,7 +365,7 @@ def first_load(
                 session.execute(sql.add_primary_key(d, spec))
         return MergeCounts(inserted=inserted)
     except WarehouseError as exc:
-        if exc.sqlstate != WarehouseError.UNIQUE_VIOLATION:
+        if exc.sqlstate != WarehouseError.UNIQUE_VIOLATION or not resolve_duplicates:
             raise
     if deferred_key:
         session.execute(sql.add_primary_key(d, spec))

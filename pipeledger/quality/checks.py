@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from pipeledger.config import ChecksConfig
@@ -61,8 +62,19 @@ def row_checks(d: Dialect, checks: ChecksConfig, shape: Shape) -> list[RowCheck]
                                 "no empty value", "not_null" in warn))  # fmt: skip
     out += _ranges(d, checks, shape, "range" in warn)
     out += _accepted(d, checks, "accepted_values" in warn)
-    out += _matches(d, checks, "matches" in warn)
+    out += _matches(d, checks, shape, "matches" in warn)
     return out
+
+
+def _bound(shape: Shape, name: str, limit: float) -> Any:
+    """A bound of the column's own kind: compared with a float, PostgreSQL would convert
+    every exact numeric value to a float first (twice as slow over a million rows)."""
+    sql_type = next((c.sql_type for c in shape.columns if c.name == name), "")
+    if sql_type.startswith("numeric"):
+        return Decimal(repr(limit))
+    if sql_type in ("smallint", "integer", "bigint") and float(limit).is_integer():
+        return int(limit)
+    return limit
 
 
 def _ranges(d: Dialect, checks: ChecksConfig, shape: Shape, warn: bool) -> list[RowCheck]:
@@ -74,11 +86,11 @@ def _ranges(d: Dialect, checks: ChecksConfig, shape: Shape, warn: bool) -> list[
         expected: list[str] = []
         if bound.min is not None:
             parts.append(f"{value} < {d.param}")
-            params.append(bound.min)
+            params.append(_bound(shape, name, bound.min))
             expected.append(f">= {bound.min:g}")
         if bound.max is not None:
             parts.append(f"{value} > {d.param}")
-            params.append(bound.max)
+            params.append(_bound(shape, name, bound.max))
             expected.append(f"<= {bound.max:g}")
         out.append(RowCheck(f"range:{name}", "range", "(" + " OR ".join(parts) + ")",
                             tuple(params), " and ".join(expected), warn))  # fmt: skip
@@ -96,13 +108,18 @@ def _accepted(d: Dialect, checks: ChecksConfig, warn: bool) -> list[RowCheck]:
     return out
 
 
-def _matches(d: Dialect, checks: ChecksConfig, warn: bool) -> list[RowCheck]:
+def _text(shape: Shape, name: str) -> str:
+    sql_type = next((c.sql_type for c in shape.columns if c.name == name), "")
+    return _col(name) if sql_type == "text" else f"CAST({_col(name)} AS text)"
+
+
+def _matches(d: Dialect, checks: ChecksConfig, shape: Shape, warn: bool) -> list[RowCheck]:
     out = []
     for name, pattern in checks.matches.items():
         if d.name == "postgres":
-            predicate = f"NOT (CAST({_col(name)} AS text) ~ {d.param})"
+            predicate = f"NOT ({_text(shape, name)} ~ {d.param})"
         else:
-            predicate = f"NOT regexp({d.param}, CAST({_col(name)} AS text))"
+            predicate = f"NOT regexp({d.param}, {_text(shape, name)})"
         out.append(RowCheck(f"matches:{name}", "matches", predicate, (pattern,),
                             f"matching {pattern}", warn))  # fmt: skip
     return out

@@ -33,6 +33,9 @@ class GateSpec:
     checks: ChecksConfig
     history: Sequence[int] | None = None  # rows staged by earlier successful runs
     drift: dict[str, list[str]] = field(default_factory=dict)
+    # a new PostgreSQL target proves key uniqueness with the primary key it builds anyway:
+    # the gate then checks duplicates only if that fails (see recheck_keys)
+    key_proven_by_target: bool = False
 
 
 def _key_text(row: Sequence[object]) -> str:
@@ -116,7 +119,13 @@ def evaluate(session: Session, spec: GateSpec) -> tuple[GateReport, list[q.RowCh
         _row_result(session, spec, c, int(n)) for c, n in zip(row_checks, counts[1:], strict=True)
     ]
     failing = [c for c, r in zip(row_checks, results, strict=True) if r.status == "fail"]
-    unique = _duplicates(session, spec, "key" in spec.checks.warn)
+    if spec.key_proven_by_target and not failing:
+        # nothing else fails, so no row leaves staging before the primary key is built
+        name = "key_unique:" + ",".join(spec.shape.key)
+        unique = CheckResult(name, "key", "row", "pass", "proven by the new target's primary key",
+                             "unique keys")  # fmt: skip
+    else:
+        unique = _duplicates(session, spec, "key" in spec.checks.warn)
     results.append(unique)
     if unique.status == "fail":
         failing.append(q.RowCheck(unique.name, "key", q.duplicate_predicate(d, spec.shape.key),
@@ -165,6 +174,23 @@ def run_gate(session: Session, spec: GateSpec) -> GateReport:
         moved = quarantine(session, spec, failing)
         return GateReport(report.results, "quarantine", moved, report.schema_changes)
     return report
+
+
+def recheck_keys(session: Session, spec: GateSpec, report: GateReport) -> GateReport:
+    """The new target's primary key refused duplicate staged keys: check them for real,
+    then halt or quarantine them as the gate would have."""
+    d = session.dialect
+    unique = _duplicates(session, spec, "key" in spec.checks.warn)
+    results = tuple(unique if r.name == unique.name else r for r in report.results)
+    if unique.status != "fail":
+        return GateReport(results, report.decision, report.quarantined_rows, report.schema_changes)
+    if spec.checks.on_fail == "halt":
+        halted = GateReport(results, "halt", report.quarantined_rows, report.schema_changes)
+        raise GateFailed(_halt_message(spec, halted), report=halted)
+    check = q.RowCheck(unique.name, "key", q.duplicate_predicate(d, spec.shape.key), (),
+                       "unique keys")  # fmt: skip
+    moved = quarantine(session, spec, [check])
+    return GateReport(results, "quarantine", report.quarantined_rows + moved, report.schema_changes)
 
 
 def _halt_message(spec: GateSpec, report: GateReport) -> str:
