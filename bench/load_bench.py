@@ -77,6 +77,8 @@ NOTES_BEGIN = "<!-- BEGIN NOTES -->"
 NOTES_END = "<!-- END NOTES -->"
 LEDGER_BEGIN = "<!-- BEGIN LEDGER -->"  # kept as is: written by bench/ledger_bench.py
 LEDGER_END = "<!-- END LEDGER -->"
+GATE_BEGIN = "<!-- BEGIN GATE -->"  # kept as is: written by bench/gate_bench.py
+GATE_END = "<!-- END GATE -->"
 SCHEMA = pa.schema(
     [
         pa.field("order_id", pa.int64()),
@@ -905,9 +907,10 @@ def report(
     else:
         notes = f"{NOTES_BEGIN}\n## Notes\n\n(none yet)\n{NOTES_END}"
     lines += ["", notes, ""]
-    if LEDGER_BEGIN in previous and LEDGER_END in previous:  # bench/ledger_bench.py's section
-        start, end = previous.index(LEDGER_BEGIN), previous.index(LEDGER_END) + len(LEDGER_END)
-        lines += [previous[start:end], ""]
+    for begin, end_marker in ((LEDGER_BEGIN, LEDGER_END), (GATE_BEGIN, GATE_END)):
+        if begin in previous and end_marker in previous:  # the other scripts' sections
+            start, end = previous.index(begin), previous.index(end_marker) + len(end_marker)
+            lines += [previous[start:end], ""]
     return "\n".join(lines)
 
 
