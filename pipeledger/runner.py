@@ -17,6 +17,7 @@ from pipeledger.config import Config, SqlSource
 from pipeledger.errors import BackfillRangeError, ConfigError
 from pipeledger.ledger.api import Ledger
 from pipeledger.ledger.recorder import LoadRecorder
+from pipeledger.ledger.store import Op
 from pipeledger.load import sql
 from pipeledger.load.loader import ProgressCallback, load_pipeline
 from pipeledger.load.result import LoadResult, Mode
@@ -104,11 +105,11 @@ def _describe_source(config: Config, name: str) -> str:
     return f"{source.kind} {source.path}"
 
 
-def register(ledger: Ledger, config: Config, name: str) -> None:
-    """Put the pipeline, its config version and its dependencies in the registry."""
+def registration(ledger: Ledger, config: Config, name: str) -> list[Op]:
+    """Ops putting the pipeline, its config version and dependencies in the registry."""
     pipeline = config.pipeline(name)
     fingerprint = redact(pipeline.model_dump_json())
-    ledger.register(
+    return ledger.registration(
         name, config_fingerprint=fingerprint, description=pipeline.description,
         owner=pipeline.owner, source_system=_describe_source(config, name),
         target_system=f"{redact(config.warehouse_url)} {pipeline.target}",
@@ -131,8 +132,6 @@ def _recorded(
         return load_pipeline(
             name, config, warehouse, mode=mode, window=window, on_progress=on_progress
         )
-    ledger.prepare()
-    register(ledger, config, name)
     logical_run_id, attempt = ledger.next_attempt(name) if trigger.retry else (None, 1)
     kind = (
         "retry" if trigger.retry else ("backfill" if mode == "backfill" else trigger.trigger_type)
@@ -142,6 +141,7 @@ def _recorded(
         name, trigger_type=kind, logical_run_id=logical_run_id, attempt=attempt,
         correlation_id=trigger.correlation_id,
         triggered_by=trigger.triggered_by or who(), data_interval=interval,
+        setup=registration(ledger, config, name),
     ) as run:  # fmt: skip
         return load_pipeline(
             name, config, warehouse, mode=mode, window=window, on_progress=on_progress,

@@ -51,7 +51,7 @@ from pipeledger.ledger.model import (
     TriggerType,
     check_transition,
 )
-from pipeledger.ledger.schema import RUNS, SNAPSHOTS
+from pipeledger.ledger.schema import RUNS, SNAPSHOTS, Component, mark_migrated, migrate
 from pipeledger.ledger.watchdog import abandon_expired
 from pipeledger.redact import redact
 
@@ -250,6 +250,9 @@ class Ledger:
             separate=separate, on_unavailable=on_unavailable,
         )  # fmt: skip
         self._prepared = False
+        # sharing the warehouse, the ledger also migrates the watermark state, so that
+        # opening a run costs one connection
+        self.migrate_state = not separate
 
     # -- running ----------------------------------------------------------------------
     @contextmanager
@@ -265,13 +268,14 @@ class Ledger:
         correlation_id: str | None = None,
         triggered_by: str | None = None,
         extra: dict[str, Any] | None = None,
+        setup: Sequence[st.Op] = (),
     ) -> Iterator[Run]:
-        """Record one attempt of ``pipeline`` around the block. See the module docstring."""
+        """Record one attempt of ``pipeline`` around the block. See the module docstring.
+        ``setup`` ops (e.g. :meth:`registration`) commit together with the ``running`` row."""
         run = Run(self, self._new_record(pipeline, TriggerType(trigger_type), data_interval,
                                          logical_run_id, attempt, parent_run_id, correlation_id,
                                          triggered_by, extra))  # fmt: skip
-        self.prepare()
-        self.store.write([st.run_op(run.record)])
+        self._open([*setup, st.run_op(run.record)])
         beat = _Heartbeat(self, run)
         beat.start()
         try:
@@ -326,6 +330,40 @@ class Ledger:
             return
         record.heartbeat_at, record.lease_expires_at = now, now + self.lease
 
+    def _open(self, ops: Sequence[st.Op]) -> None:
+        """One transaction (one connection) to start a run: on the first run of this
+        process also migrate, replay the spool and run the watchdog; then ``ops``."""
+        if self._prepared:
+            self.store.write(ops)
+            return
+        try:
+            with self.store.spool.locked():
+                spooled = self.store.spool.pending()
+                with self.store.database.session() as session:
+                    self._upkeep(session, spooled)
+                    for op in ops:
+                        st.apply(session, op)
+                self.store.spool.clear(len(spooled))
+        except (WarehouseError, ConcurrentRunError):
+            if not self.store.separate:
+                raise
+            self.store.write(ops)  # spools them, or raises under on_unavailable = "fail"
+            return
+        self._prepared = True
+
+    def _upkeep(self, session: Session, spooled: Sequence[st.Op]) -> None:
+        migrate(session, "ledger")
+        if self.migrate_state:
+            migrate(session, "state")
+        for op in spooled:
+            st.apply(session, op)
+        abandon_expired(session)
+        self.store._migrated = True
+        components: tuple[Component, ...] = (
+            ("ledger", "state") if self.migrate_state else ("ledger",)
+        )
+        mark_migrated(self.url, *components)
+
     # -- upkeep -----------------------------------------------------------------------
     def prepare(self) -> None:
         """Once per process: create or migrate the tables, replay the spool, run the
@@ -360,6 +398,27 @@ class Ledger:
         depends_on: Sequence[str] = (),
     ) -> None:
         """Add or update a pipeline in the registry, with its upstream dependencies."""
+        self.store.write(
+            self.registration(
+                name, config_fingerprint=config_fingerprint, description=description,
+                owner=owner, source_system=source_system, target_system=target_system,
+                freshness_sla=freshness_sla, depends_on=depends_on,
+            )
+        )  # fmt: skip
+
+    def registration(
+        self,
+        name: str,
+        *,
+        config_fingerprint: str,
+        description: str | None = None,
+        owner: str | None = None,
+        source_system: str | None = None,
+        target_system: str | None = None,
+        freshness_sla: timedelta | None = None,
+        depends_on: Sequence[str] = (),
+    ) -> list[st.Op]:
+        """The ops that add or update a pipeline and its dependencies in the registry."""
         now = _now()
         version = hashlib.sha256(config_fingerprint.encode()).hexdigest()[:12]
         pipeline = st.Op("pipeline", {
@@ -370,7 +429,7 @@ class Ledger:
             "created_at": now, "updated_at": now,
         })  # fmt: skip
         deps = st.Op("dependencies", {"downstream": name, "upstreams": list(depends_on), "at": now})
-        self.store.write([pipeline, deps])
+        return [pipeline, deps]
 
     def next_attempt(self, pipeline: str) -> tuple[str, int]:
         """(logical_run_id, attempt) for a retry of the pipeline's latest logical run.

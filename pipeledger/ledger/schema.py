@@ -170,7 +170,20 @@ def is_migrated(session: Session, component: Component) -> bool:
     return session.table_columns(probe) is not None
 
 
+_MIGRATED: set[tuple[str, str]] = set()  # (database url, component) checked by this process
+
+
+def mark_migrated(url: str, *components: Component) -> None:
+    _MIGRATED.update((url, component) for component in components)
+
+
 def migrate_database(warehouse: Warehouse, *components: Component) -> dict[str, list[int]]:
-    """Apply pending migrations of ``components`` in one short transaction."""
+    """Apply pending migrations of ``components`` in one short transaction (once per
+    process and database: a second call costs nothing)."""
+    pending = [c for c in components if (warehouse.url, c) not in _MIGRATED]
+    if not pending:
+        return {}
     with warehouse.session() as session:
-        return {component: migrate(session, component) for component in components}
+        applied: dict[str, list[int]] = {c: migrate(session, c) for c in pending}
+    mark_migrated(warehouse.url, *pending)
+    return applied

@@ -8,10 +8,12 @@ local spool file, and the next run replays the spool into the ledger, exactly on
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from enum import Enum
@@ -123,13 +125,28 @@ def finish(session: Session, record: RunRecord) -> bool:
 
 
 class Spool:
-    """An append-only JSON-lines file of ops that could not reach the ledger."""
+    """An append-only JSON-lines file of ops that could not reach the ledger. Appending and
+    replaying take an exclusive lock on a sibling ``.lock`` file, so concurrent runs neither
+    replay the same records twice nor lose one appended during a replay."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def append(self, ops: Iterable[Op]) -> None:
+    @contextmanager
+    def locked(self) -> Iterator[None]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.with_suffix(".lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def append(self, ops: Iterable[Op]) -> None:
+        with self.locked():
+            self._append(ops)
+
+    def _append(self, ops: Iterable[Op]) -> None:
         with self.path.open("a", encoding="utf-8") as handle:
             for op in ops:
                 handle.write(op.to_json() + "\n")
@@ -201,14 +218,15 @@ class LedgerStore:
 
     def replay(self) -> int:
         """Apply every spooled op to the ledger in one transaction; return how many."""
-        ops = self.spool.pending()
-        if not ops:
-            return 0
-        if not self._migrated:
-            self.migrate()
-        with self.database.session() as session:
-            for op in ops:
-                apply(session, op)
-        self.spool.clear(len(ops))
+        with self.spool.locked():
+            ops = self.spool.pending()
+            if not ops:
+                return 0
+            if not self._migrated:
+                self.migrate()
+            with self.database.session() as session:
+                for op in ops:
+                    apply(session, op)
+            self.spool.clear(len(ops))
         log.info("replayed %d spooled ledger record(s)", len(ops))
         return len(ops)

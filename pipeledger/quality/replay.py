@@ -434,9 +434,10 @@ def replay(config: Config, name: str, *, run: str | None = None) -> ReplayResult
             exc.add_note(_consequence(name, run_id))
             raise
         return replace(result, duration_s=time.monotonic() - clock)
-    ledger.prepare()
-    runner.register(ledger, config, name)
-    with ledger.run(name, trigger_type=TriggerType.REPLAY, triggered_by=runner.who()) as record:
+    setup = runner.registration(ledger, config, name)
+    with ledger.run(
+        name, trigger_type=TriggerType.REPLAY, triggered_by=runner.who(), setup=setup
+    ) as record:
         try:
             with warehouse.session() as session:
                 with record.task("replay") as task:
