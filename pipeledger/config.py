@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from pipeledger.errors import ConfigError
-from pipeledger.redact import redact, register_secret
+from pipeledger.redact import redact, register_secret, register_url
 from pipeledger.schema import TableName, canonical_type, check_identifier
 
 DEFAULT_CONFIG = "pipeledger.toml"
@@ -343,6 +343,19 @@ def _describe(error: dict[str, Any]) -> str:
     return f"{where}: {message}"
 
 
+def _register_urls(value: Any) -> None:
+    """Every ``url`` in the document may carry a password: mask it everywhere from now on."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "url" and isinstance(item, str):
+                register_url(item)
+            else:
+                _register_urls(item)
+    elif isinstance(value, list):
+        for item in value:
+            _register_urls(item)
+
+
 def parse_config(data: dict[str, Any], source_file: Path) -> Config:
     """Validate a parsed TOML document. Raises ``ConfigError`` listing every problem."""
     where = source_file.name
@@ -350,6 +363,7 @@ def parse_config(data: dict[str, Any], source_file: Path) -> Config:
         data = _interpolate(data, "")
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+    _register_urls(data)
     try:
         return Config.model_validate(
             {**data, "base_dir": source_file.parent.resolve(), "source_file": source_file}

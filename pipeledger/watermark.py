@@ -8,7 +8,7 @@ The rule, stated once:
   With ``partition_by`` every partition value has its own watermark and its own lower
   bound; a partition never seen before is read from its beginning.
 * A **backfill** reads ``start <= cursor <= end`` (closed at both ends) for every
-  partition, and never moves a live watermark.
+  partition, and never moves a live watermark. A date-only ``end`` covers that whole day.
 * After the rows are merged, each partition's watermark becomes
   ``max(old watermark, greatest cursor staged)`` in the same transaction as the rows.
   A watermark never moves backwards.
@@ -65,6 +65,11 @@ def subtract(value: CursorValue, lateness: timedelta | int) -> CursorValue:
     return value - lateness  # type: ignore[operator]
 
 
+def is_whole_day(value: CursorValue) -> bool:
+    """A date given as a bound (not a timestamp): as an end it means the whole day."""
+    return isinstance(value, date) and not isinstance(value, datetime)
+
+
 def to_text(value: CursorValue) -> str:
     """The canonical text stored for a cursor value."""
     if isinstance(value, datetime):
@@ -118,7 +123,11 @@ def arrow_filter(
     if window.lower is not None:
         conditions.append(column >= coerce(window.lower, cursor_type))
     if window.upper is not None:
-        conditions.append(column <= coerce(window.upper, cursor_type))
+        upper = window.upper
+        if isinstance(upper, date) and is_whole_day(upper):  # the whole day of a date end
+            conditions.append(column < coerce(upper + timedelta(days=1), cursor_type))
+        else:
+            conditions.append(column <= coerce(window.upper, cursor_type))
     if window.partition_lower and partition_by is not None:
         conditions.append(_partition_filter(window, column, cursor_type, partition_by))
     expression = conditions[0]

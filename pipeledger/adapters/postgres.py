@@ -98,12 +98,13 @@ class PostgresSession:
             )
 
     def table_columns(self, table: TableName) -> list[tuple[str, str]] | None:
+        # to_regclass resolves an unqualified name through search_path exactly as the
+        # CREATE TABLE that made it did (a schema named after the role comes first)
         rows = self.query(
             "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
-            "JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = %s AND c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped "
+            "WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped "
             "ORDER BY a.attnum",
-            [table.schema or "public", table.table],
+            [sql.POSTGRES.table(table)],
         )
         return [(str(name), str(kind)) for name, kind in rows] or None
 

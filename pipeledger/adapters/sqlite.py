@@ -25,7 +25,7 @@ from uuid import UUID
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeledger.errors import ConcurrentRunError, WarehouseError
+from pipeledger.errors import ConcurrentRunError, SourceError, WarehouseError
 from pipeledger.load import sql
 from pipeledger.schema import TableName
 
@@ -184,6 +184,16 @@ class SqliteWarehouse:
             raise _translate(exc, "could not begin") from exc
 
 
+def _batch(names: list[str], rows: list[Any], path: Path) -> pa.RecordBatch:
+    try:
+        return pa.RecordBatch.from_pylist([dict(zip(names, r, strict=True)) for r in rows])
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise SourceError(
+            f"{path}: a column mixes kinds of values ({exc}); declare its type under "
+            "'columns' or cast it in the query"
+        ) from None
+
+
 class SqliteReader:
     """Reads a SQLite source; column types follow the values (declare them in ``columns``)."""
 
@@ -198,7 +208,7 @@ class SqliteReader:
             cursor = conn.execute(statement, [_value(p) for p in params])
             names = [d[0] for d in cursor.description]
             while rows := cursor.fetchmany(batch_rows):
-                yield pa.RecordBatch.from_pylist([dict(zip(names, r, strict=True)) for r in rows])
+                yield _batch(names, rows, self.path)
         except sqlite3.Error as exc:
             raise _translate(exc, "source query failed") from exc
         finally:

@@ -98,7 +98,7 @@ def run(
         for name in selected:
             config.pipeline(name)
         results: list[LoadResult] = []
-        failures: dict[str, PipeledgerError] = {}
+        failures: dict[str, Exception] = {}
         with _progress(not as_json) as on_progress:
             for name in selected:
                 try:
@@ -123,9 +123,13 @@ def run(
         else:
             _report(results, as_json)
         if failures:
-            raise typer.Exit(max(e.exit_code for e in failures.values()))
+            raise typer.Exit(max(_exit_code(e) for e in failures.values()))
         if strict and any(r.status == "partial" for r in results):
             raise typer.Exit(3)
+
+
+def _exit_code(exc: Exception) -> int:
+    return exc.exit_code if isinstance(exc, PipeledgerError) else 1
 
 
 @contextmanager

@@ -54,10 +54,15 @@ def quality_lines(result: LoadResult) -> list[str]:
     for check in report.results:
         if check.status in colours:
             lines.append(f"    [{colours[check.status]}]{escape(check.line())}[/]")
-    if report.quarantined_rows:
+    if report.new_entries:
         lines.append(
             f"  [yellow]warning:[/] {report.quarantined_rows:,} row(s) quarantined into "
             f"{result.target}_quarantine; see: pipeledger quarantine {result.pipeline}"
+        )
+    elif report.quarantined_rows:
+        lines.append(
+            f"  note: {report.quarantined_rows:,} row(s) already in quarantine were held back "
+            "again (re-read at the watermark)"
         )
     return lines
 

@@ -39,6 +39,9 @@ class SourceBatch:
     origin: str
     row_numbers: pa.Array | None = None
     scanned: int = 0
+    # True when the source could not apply the window itself (values it cannot compare
+    # reliably, e.g. SQLite's text timestamps): the loader filters after conforming
+    unfiltered: bool = False
 
     def where(self, index: int) -> str:
         """Human words for row ``index`` of this batch."""

@@ -4,6 +4,7 @@ parameters, so with an index on the cursor an incremental run reads only new row
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -13,7 +14,7 @@ from pipeledger.extract.base import BATCH_ROWS, ReadSpec, SourceBatch
 from pipeledger.load.sql import POSTGRES, SQLITE, Dialect, quote
 from pipeledger.redact import redact
 from pipeledger.schema import TableName
-from pipeledger.watermark import Window
+from pipeledger.watermark import Window, is_whole_day
 
 
 def window_predicate(
@@ -26,7 +27,10 @@ def window_predicate(
     if window.lower is not None:
         conditions.append(f"{column} >= {d.param}")
         params.append(window.lower)
-    if window.upper is not None:
+    if window.upper is not None and is_whole_day(window.upper):
+        conditions.append(f"{column} < {d.param}")  # a date-only end covers that whole day
+        params.append(window.upper + timedelta(days=1))  # type: ignore[operator]
+    elif window.upper is not None:
         conditions.append(f"{column} <= {d.param}")
         params.append(window.upper)
     if window.partition_lower and partition_by is not None:
@@ -72,8 +76,17 @@ class SqlSource:
         return []  # one query, one schema: its first batch tells
 
     def batches(self, spec: ReadSpec) -> Iterator[SourceBatch]:
-        where, params = window_predicate(self.dialect, spec.window, spec.cursor, spec.partition_by)
+        # SQLite stores timestamps as text in any of several formats, which compare wrongly
+        # as text ('2024-01-01 11:00' < '2024-01-01T10:00'): there the rows are read whole
+        # and the window is applied after they are cast to the cursor's type
+        pushdown = self.dialect.name == "postgres"
+        where: str = "1=1"
+        params: list[Any] = []
+        if pushdown:
+            where, params = window_predicate(
+                self.dialect, spec.window, spec.cursor, spec.partition_by
+            )
         statement = select_statement(self.dialect, self.table, self.query, where)
         for batch in open_reader(self.url).read(statement, params, BATCH_ROWS):
             self.bytes_read += batch.nbytes
-            yield SourceBatch(batch, self.description, None, batch.num_rows)
+            yield SourceBatch(batch, self.description, None, batch.num_rows, not pushdown)

@@ -49,6 +49,7 @@ from pipeledger.watermark import (
     CursorValue,
     WatermarkTracker,
     Window,
+    arrow_filter,
     from_text,
     incremental_window,
     to_text,
@@ -117,6 +118,7 @@ class _Run:
     history: Sequence[int] | None = None
     drift: Drift | None = None
     report: GateReport | None = None
+    part_schemas: list[pa.Schema] = field(default_factory=list)
 
     def execute(self, session: Session) -> None:
         session.lock_pipeline(self.name)
@@ -152,10 +154,10 @@ class _Run:
     def _stage(self, session: Session, window: Window, tracker: WatermarkTracker) -> None:
         source = open_source(self.pipeline, self.config)
         checks = self.pipeline.checks
-        if checks is not None and self.shape is not None:
-            schemas = source.schemas(self._read_spec(window))
-            if schemas:
-                self.drift = self._resolve_drift(session, schemas, self.shape, checks)
+        if checks is not None:
+            self.part_schemas = source.schemas(self._read_spec(window))
+            if self.shape is not None and self.part_schemas:
+                self.drift = self._resolve_drift(session, self.part_schemas, self.shape, checks)
         batches = self._conformed(session, source, window, tracker)
         first = next(batches, None)
         if first is None or self.shape is None:
@@ -190,12 +192,23 @@ class _Run:
         checks = self.pipeline.checks
         if self.shape is None:
             self.shape = self._infer_shape(item.batch.schema)
-        elif checks is not None and self.drift is None:
-            self.drift = self._resolve_drift(session, [item.batch.schema], self.shape, checks)
+        if checks is not None and self.drift is None:  # first load, or a source without parts
+            schemas = self.part_schemas or [item.batch.schema]
+            self.drift = self._resolve_drift(session, schemas, self.shape, checks)
         if checks is None:
-            return conform(item, self.shape)
-        aligned = SourceBatch(align(item.batch, self.shape), item.origin, item.row_numbers)
-        return conform(aligned, self.shape, gated_keys=True)
+            batch = conform(item, self.shape)
+        else:
+            aligned = SourceBatch(align(item.batch, self.shape), item.origin, item.row_numbers)
+            batch = conform(aligned, self.shape, gated_keys=True)
+        return self._window_filter(batch) if item.unfiltered else batch
+
+    def _window_filter(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        p, window = self.pipeline, self.window
+        if window is None:
+            return batch
+        cursor_type = batch.schema.field(p.cursor).type
+        expression = arrow_filter(window, p.cursor, cursor_type, p.partition_by)
+        return batch if expression is None else batch.filter(expression)
 
     def _resolve_drift(
         self, session: Session, schemas: list[pa.Schema], shape: Shape, checks: ChecksConfig
@@ -203,8 +216,10 @@ class _Run:
         typed = not isinstance(self.pipeline.source, CsvSource)
         drift = detect_all(schemas, shape, typed)
         if drift.added and checks.schema_drift == "evolve" and not drift.retyped:
-            for column in drift.added:
-                session.execute(sql.add_column(session.dialect, self.pipeline.target_name, column))
+            if not self.new_target:  # a new target is created with every column anyway
+                for column in drift.added:
+                    statement = sql.add_column(session.dialect, self.pipeline.target_name, column)
+                    session.execute(statement)
             self.shape = evolved(shape, drift)
         return drift
 
@@ -316,7 +331,7 @@ class _Run:
         )
 
     def _status(self) -> Status:
-        if self.report is not None and self.report.quarantined_rows:
+        if self.report is not None and self.report.new_entries:
             return "partial"
         return "success"
 

@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from pipeledger.config import ChecksConfig
+from pipeledger.errors import SchemaError
 from pipeledger.load.sql import Dialect, quote
 from pipeledger.schema import TableName
 from pipeledger.transform.conform import Shape
@@ -51,6 +52,10 @@ def _number(d: Dialect, shape: Shape, name: str) -> str:
 
 def row_checks(d: Dialect, checks: ChecksConfig, shape: Shape) -> list[RowCheck]:
     """Every row-level check, the key's non-null check first (it is always checked)."""
+    named = [*checks.not_null, *checks.range, *checks.accepted_values, *checks.matches]
+    unknown = sorted({name for name in named if name not in shape.names})
+    if unknown:
+        raise SchemaError(f"checks name column(s) {unknown} that the target does not have")
     warn = set(checks.warn)
     out = [
         RowCheck(f"key_not_null:{k}", "key", _empty(shape, k), (), "no empty key", "key" in warn)
@@ -61,7 +66,7 @@ def row_checks(d: Dialect, checks: ChecksConfig, shape: Shape) -> list[RowCheck]
             out.append(RowCheck(f"not_null:{name}", "not_null", _empty(shape, name), (),
                                 "no empty value", "not_null" in warn))  # fmt: skip
     out += _ranges(d, checks, shape, "range" in warn)
-    out += _accepted(d, checks, "accepted_values" in warn)
+    out += _accepted(d, checks, shape, "accepted_values" in warn)
     out += _matches(d, checks, shape, "matches" in warn)
     return out
 
@@ -97,13 +102,13 @@ def _ranges(d: Dialect, checks: ChecksConfig, shape: Shape, warn: bool) -> list[
     return out
 
 
-def _accepted(d: Dialect, checks: ChecksConfig, warn: bool) -> list[RowCheck]:
+def _accepted(d: Dialect, checks: ChecksConfig, shape: Shape, warn: bool) -> list[RowCheck]:
     out = []
     for name, values in checks.accepted_values.items():
         marks = ", ".join([d.param] * len(values))
         shown = ", ".join(map(str, values[:8])) + (", ..." if len(values) > 8 else "")
         out.append(RowCheck(f"accepted_values:{name}", "accepted_values",
-                            f"{_col(name)} NOT IN ({marks})", tuple(values),
+                            f"{_number(d, shape, name)} NOT IN ({marks})", tuple(values),
                             f"one of {shown}", warn))  # fmt: skip
     return out
 
@@ -188,12 +193,17 @@ def quarantine_rows(
     p = d.param
     row = _row_json(d, shape, [c.name for c in shape.columns])
     keys = _row_json(d, shape, list(shape.key))
-    as_text = f"CAST({row} AS text)"
+    failing = (
+        f"SELECT md5({p} || CAST({row} AS text)) AS id, {keys} AS key_values, {row} AS row_data "
+        f"FROM {d.stage()} AS s WHERE {predicate}"
+    )
+    # identical staged rows share an id: PostgreSQL must see each id once per statement
+    distinct = "DISTINCT ON (f.id) " if d.name == "postgres" else ""
     return (
         f"INSERT INTO {d.table(quarantine_table(target))} (quarantine_id, run_id, pipeline, "
         "check_name, reason, key_values, row_data, quarantined_at, last_checked_run) "
-        f"SELECT md5({p} || {as_text}), {p}, {p}, {p}, {p}, {keys}, {row}, {p}, {p} "
-        f"FROM {d.stage()} AS s WHERE {predicate} ON CONFLICT (quarantine_id) DO UPDATE SET "
+        f"SELECT {distinct}f.id, {p}, {p}, {p}, {p}, f.key_values, f.row_data, {p}, {p} "
+        f"FROM ({failing}) AS f WHERE true ON CONFLICT (quarantine_id) DO UPDATE SET "
         "resolved_at = NULL, resolved_by_run = NULL, run_id = excluded.run_id, "
         "last_checked_run = excluded.last_checked_run "
         f"WHERE {d.table(quarantine_table(target))}.resolved_at IS NOT NULL"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from pipeledger.adapters.base import Session
@@ -146,23 +146,27 @@ def _decide(checks: ChecksConfig, batch: list[CheckResult], failing: list[q.RowC
     return "publish"
 
 
-def quarantine(session: Session, spec: GateSpec, failing: list[q.RowCheck]) -> int:
-    """Move the failing rows out of staging into the quarantine table; return how many."""
+def quarantine(session: Session, spec: GateSpec, failing: list[q.RowCheck]) -> tuple[int, int]:
+    """Move the failing rows out of staging into the quarantine table. Returns (rows held
+    back, quarantine entries added or reopened): a row already set aside by an earlier run
+    is held back again but is not news."""
     d = session.dialect
     schema = create_schema(d, spec.target)
     if schema:
         session.execute(schema)
     session.execute(q.create_quarantine(d, spec.target))
     now = datetime.now(UTC)
+    entries = 0
     for check in failing:
         reason = f"{check.name}: expected {check.expected}"
-        session.execute(
+        entries += session.execute(
             q.quarantine_rows(d, spec.target, spec.shape, check, check.predicate),
-            [check.name, spec.run_id, spec.pipeline, check.name, reason, now, spec.run_id,
+            [spec.run_id, spec.pipeline, check.name, reason, now, spec.run_id, check.name,
              *check.params],
         )  # fmt: skip
     params = [p for check in failing for p in check.params]
-    return session.execute(q.delete_failing(d, [c.predicate for c in failing]), params)
+    held = session.execute(q.delete_failing(d, [c.predicate for c in failing]), params)
+    return held, entries
 
 
 def run_gate(session: Session, spec: GateSpec) -> GateReport:
@@ -171,8 +175,8 @@ def run_gate(session: Session, spec: GateSpec) -> GateReport:
     if report.decision == "halt":
         raise GateFailed(_halt_message(spec, report), report=report)
     if report.decision == "quarantine":
-        moved = quarantine(session, spec, failing)
-        return GateReport(report.results, "quarantine", moved, report.schema_changes)
+        held, entries = quarantine(session, spec, failing)
+        return GateReport(report.results, "quarantine", held, report.schema_changes, entries)
     return report
 
 
@@ -183,14 +187,17 @@ def recheck_keys(session: Session, spec: GateSpec, report: GateReport) -> GateRe
     unique = _duplicates(session, spec, "key" in spec.checks.warn)
     results = tuple(unique if r.name == unique.name else r for r in report.results)
     if unique.status != "fail":
-        return GateReport(results, report.decision, report.quarantined_rows, report.schema_changes)
+        return replace(report, results=results)
     if spec.checks.on_fail == "halt":
-        halted = GateReport(results, "halt", report.quarantined_rows, report.schema_changes)
+        halted = replace(report, results=results, decision="halt")
         raise GateFailed(_halt_message(spec, halted), report=halted)
     check = q.RowCheck(unique.name, "key", q.duplicate_predicate(d, spec.shape.key), (),
                        "unique keys")  # fmt: skip
-    moved = quarantine(session, spec, [check])
-    return GateReport(results, "quarantine", report.quarantined_rows + moved, report.schema_changes)
+    held, entries = quarantine(session, spec, [check])
+    return GateReport(
+        results, "quarantine", report.quarantined_rows + held, report.schema_changes,
+        report.new_entries + entries,
+    )  # fmt: skip
 
 
 def _halt_message(spec: GateSpec, report: GateReport) -> str:

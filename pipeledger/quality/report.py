@@ -53,8 +53,9 @@ class GateReport:
 
     results: tuple[CheckResult, ...]
     decision: Decision
-    quarantined_rows: int = 0
+    quarantined_rows: int = 0  # staged rows held back (set aside now or already before)
     schema_changes: dict[str, list[str]] = field(default_factory=dict)
+    new_entries: int = 0  # quarantine entries this run added or reopened
 
     @property
     def failed(self) -> tuple[CheckResult, ...]:
@@ -67,6 +68,7 @@ class GateReport:
         return {
             "decision": self.decision,
             "quarantined_rows": self.quarantined_rows,
+            "new_quarantine_entries": self.new_entries,
             "schema_changes": self.schema_changes,
             "checks": [r.to_json() for r in self.results],
         }

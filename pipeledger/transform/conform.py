@@ -42,6 +42,10 @@ class Shape:
         return target_schema(self.columns)
 
     @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
     def cursor_type(self) -> str:
         return next(c.sql_type for c in self.columns if c.name == self.cursor)
 

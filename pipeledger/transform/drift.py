@@ -94,14 +94,16 @@ def align(batch: pa.RecordBatch, shape: Shape) -> pa.RecordBatch:
 
 
 def detect_all(schemas: list[pa.Schema], shape: Shape, typed_source: bool) -> Drift:
-    """Drift over every part of a source (each file may differ)."""
+    """Drift over every part of a source (each file may differ). A column counts as removed
+    only when the newest part (the last file) lacks it: older files that predate a column
+    are history, not drift, and would otherwise raise the alarm on every run."""
     added: dict[str, Column] = {}
-    removed: dict[str, None] = {}
     retyped: dict[str, None] = {}
+    removed: tuple[str, ...] = ()
     for schema in schemas:
         drift = detect(schema, shape, typed_source)
         for column in drift.added:
             added.setdefault(column.name, column)
-        removed.update(dict.fromkeys(drift.removed))
         retyped.update(dict.fromkeys(drift.retyped))
-    return Drift(tuple(added.values()), tuple(removed), tuple(retyped))
+        removed = drift.removed
+    return Drift(tuple(added.values()), removed, tuple(retyped))
