@@ -51,6 +51,7 @@ class Written:
     inserted: int
     staged_rows: int
     target_created: bool = False
+    staged_max_cursor: str | None = None  # when the loader knows it already
 
 
 def measure_target(
@@ -75,7 +76,9 @@ def measure_target(
         )[0]
         return int(count), _cursor_text(high)
     count, high = previous or (0, None)
-    if written.staged_rows:
+    if written.staged_max_cursor is not None:
+        high = _greatest(high, written.staged_max_cursor)
+    elif written.staged_rows:
         staged_high = session.query(f"SELECT max({cursor}) FROM {d.stage()}")[0][0]
         high = _greatest(high, _cursor_text(staged_high))
     return count + written.inserted, high
@@ -131,7 +134,10 @@ class LoadRecorder:
                 self.run.mark(RunStatus.PARTIAL, f"{q.quarantined_rows} row(s) quarantined")
         if shape is not None and session.table_columns(TableName.parse(result.target)):
             previous = self.run.ledger.previous_snapshot(result.target, session)
-            written = Written(result.counts.inserted, result.rows_read, result.target_created)
+            written = Written(
+                result.counts.inserted, result.rows_read, result.target_created,
+                result.staged_max_cursor,
+            )  # fmt: skip
             snapshot = take_snapshot(
                 session, self.run.run_id, result.target, shape, written, previous
             )

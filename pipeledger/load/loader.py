@@ -119,6 +119,7 @@ class _Run:
     drift: Drift | None = None
     report: GateReport | None = None
     part_schemas: list[pa.Schema] = field(default_factory=list)
+    tracker: WatermarkTracker | None = None
 
     def execute(self, session: Session) -> None:
         session.lock_pipeline(self.name)
@@ -129,7 +130,7 @@ class _Run:
             self.before, self.pipeline.lateness, self.pipeline.partition_by is not None
         )
         self.window = window
-        tracker = WatermarkTracker(self.pipeline.cursor, self.pipeline.partition_by)
+        tracker = self.tracker = WatermarkTracker(self.pipeline.cursor, self.pipeline.partition_by)
         self._stage(session, window, tracker)
         if self.rows_read and self.shape is not None:
             with self.clock.measure("load"):
@@ -328,7 +329,17 @@ class _Run:
             target_created=self.new_target and not failed,
             window=_window_texts(self.window),
             quality=None if failed else self.report,
+            staged_max_cursor=None if failed else self._staged_max(),
         )
+
+    def _staged_max(self) -> str | None:
+        """The greatest cursor among the rows this run published or left as they were; None
+        when rows were held back (the greatest may be among them: ask the stage)."""
+        if self.tracker is None or not self.tracker.seen:
+            return None
+        if self.report is not None and self.report.quarantined_rows:
+            return None
+        return to_text(max(self.tracker.seen.values()))
 
     def _status(self) -> Status:
         if self.report is not None and self.report.new_entries:

@@ -60,6 +60,7 @@ class LoadResult:
     target_created: bool = False
     window: tuple[str | None, str | None] = (None, None)
     quality: Any = None  # a GateReport when the pipeline has checks
+    staged_max_cursor: str | None = None  # known without a query when nothing was held back
 
     def watermark(self, which: dict[str, str]) -> str | dict[str, str] | None:
         """One text value for an unpartitioned pipeline, a mapping for a partitioned one."""
