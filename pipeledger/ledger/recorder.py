@@ -79,7 +79,9 @@ def measure_target(
     if written.staged_max_cursor is not None:
         high = _greatest(high, written.staged_max_cursor)
     elif written.staged_rows:
-        staged_high = session.query(f"SELECT max({cursor}) FROM {d.stage()}")[0][0]
+        # a new target holds exactly this run's rows (and its stage may have become it)
+        where = d.table(TableName.parse(target)) if written.target_created else d.stage()
+        staged_high = session.query(f"SELECT max({cursor}) FROM {where}")[0][0]
         high = _greatest(high, _cursor_text(staged_high))
     return count + written.inserted, high
 

@@ -120,6 +120,7 @@ class _Run:
     report: GateReport | None = None
     part_schemas: list[pa.Schema] = field(default_factory=list)
     tracker: WatermarkTracker | None = None
+    promotable: bool = False  # staged into a table that becomes the new target
 
     def execute(self, session: Session) -> None:
         session.lock_pipeline(self.name)
@@ -164,7 +165,8 @@ class _Run:
         if first is None or self.shape is None:
             return
         with self.clock.measure("load"):
-            _start_stage(session, self.shape)
+            self.promotable = self.new_target and session.dialect.name == "postgres"
+            _start_stage(session, self.shape, self, self.promotable)
             session.stage(itertools.chain([first], batches))
 
     def _conformed(
@@ -255,19 +257,25 @@ class _Run:
             return self._after_merge(session, shape, tracker)
         try:
             with session.savepoint():
-                self.counts = first_load(session, spec, kept, self.run_id, self.started_at, False)
+                self.counts = first_load(
+                    session, spec, kept, self.run_id, self.started_at, False, self.promotable
+                )
         except WarehouseError as exc:
             if exc.sqlstate != WarehouseError.UNIQUE_VIOLATION:
                 raise
             with self.clock.measure("quality"):
                 self.report = recheck_keys(session, gate, self.report)
             kept = self.rows_read - self.report.quarantined_rows
-            self.counts = first_load(session, spec, kept, self.run_id, self.started_at)
+            self.counts = first_load(
+                session, spec, kept, self.run_id, self.started_at, True, self.promotable
+            )
         self._after_merge(session, shape, tracker)
 
     def _merge(self, session: Session, spec: sql.MergeSpec, kept: int) -> MergeCounts:
         if self.new_target:
-            return first_load(session, spec, kept, self.run_id, self.started_at)
+            return first_load(
+                session, spec, kept, self.run_id, self.started_at, True, self.promotable
+            )
         return merge_staged(session, spec, kept, self.run_id, self.started_at)
 
     def _after_merge(self, session: Session, shape: Shape, tracker: WatermarkTracker) -> None:
@@ -359,8 +367,20 @@ def _texts(marks: dict[str, CursorValue]) -> dict[str, str]:
     return {part: to_text(value) for part, value in sorted(marks.items())}
 
 
-def _start_stage(session: Session, shape: Shape) -> None:
+def _start_stage(session: Session, shape: Shape, run: _Run, promotable: bool) -> None:
     d = session.dialect
+    if promotable:
+        session.execute(
+            "SELECT set_config('pipeledger.run_id', %s, true), "
+            "set_config('pipeledger.loaded_at', %s, true)",
+            [run.run_id, run.started_at.isoformat()],
+        )
+        schema = sql.create_schema(d, run.pipeline.target_name)
+        if schema:
+            session.execute(schema)
+        for statement in sql.create_promotable_stage(run.pipeline.target_name, shape.columns):
+            session.execute(statement)
+        return
     if d.name == "sqlite":
         for statement in sql.drop_stage(d):
             session.execute(statement)
@@ -374,11 +394,25 @@ def first_load(
     run_id: str,
     loaded_at: datetime,
     resolve_duplicates: bool = True,
+    promotable: bool = False,
 ) -> MergeCounts:
     """Create the target and fill it with a plain insert; if the staged rows repeat a key,
     fall back to the full merge (or, with ``resolve_duplicates=False``, raise the unique
-    violation). PostgreSQL builds the primary key after the insert."""
+    violation). PostgreSQL builds the primary key after the insert; a promotable stage
+    simply becomes the target."""
     d = session.dialect
+    if promotable:
+        try:
+            with session.savepoint():
+                for statement in sql.promote_stage(spec):
+                    session.execute(statement)
+            return MergeCounts(inserted=staged)
+        except WarehouseError as exc:
+            if exc.sqlstate != WarehouseError.UNIQUE_VIOLATION or not resolve_duplicates:
+                raise
+        counts = first_load(session, spec, staged, run_id, loaded_at)
+        session.execute(f"DROP TABLE {d.stage()}")
+        return counts
     deferred_key = d.name == "postgres"
     schema = sql.create_schema(d, spec.target)
     if schema:

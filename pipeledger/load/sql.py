@@ -141,6 +141,37 @@ def create_stage(d: Dialect, columns: Sequence[Column]) -> str:
     return f"CREATE TEMP TABLE {name} ({body}){suffix}"
 
 
+def create_promotable_stage(target: TableName, columns: Sequence[Column]) -> list[str]:
+    """PostgreSQL, new target: stage into a regular table beside the target that becomes
+    the target at publish (a rename instead of copying every row). The run's id and time
+    fill the bookkeeping columns through defaults read from transaction-local settings.
+    ``search_path`` puts the target's schema first so the stage's name resolves to it."""
+    body = ", ".join(f"{quote(c.name)} {c.sql_type}" for c in columns)
+    stage = f"{quote(target.schema)}.{quote(STAGE)}" if target.schema else quote(STAGE)
+    meta = (
+        f"{quote(RUN_ID_COLUMN)} text NOT NULL DEFAULT current_setting('pipeledger.run_id'), "
+        f"{quote(LOADED_AT_COLUMN)} timestamptz NOT NULL "
+        "DEFAULT current_setting('pipeledger.loaded_at')::timestamptz"
+    )
+    path = [f"SET LOCAL search_path = {quote(target.schema)}, public"] if target.schema else []
+    return [*path, f"CREATE TABLE {stage} ({body}, {meta})"]
+
+
+def promote_stage(spec: MergeSpec) -> list[str]:
+    """The promotable stage becomes the target: renamed, keyed, its defaults dropped."""
+    target = POSTGRES.table(spec.target)
+    stage = f"{quote(spec.target.schema)}.{quote(STAGE)}" if spec.target.schema else quote(STAGE)
+    keys = ", ".join(quote(k) for k in spec.key)
+    required = [spec.cursor]
+    return [
+        f"ALTER TABLE {stage} RENAME TO {quote(spec.target.table)}",
+        f"ALTER TABLE {target} ALTER COLUMN {quote(RUN_ID_COLUMN)} DROP DEFAULT, "
+        f"ALTER COLUMN {quote(LOADED_AT_COLUMN)} DROP DEFAULT, "
+        + ", ".join(f"ALTER COLUMN {quote(c)} SET NOT NULL" for c in required)
+        + f", ADD PRIMARY KEY ({keys})",
+    ]
+
+
 def drop_stage(d: Dialect) -> list[str]:
     return [f"DROP TABLE IF EXISTS {d.stage_unique()}", f"DROP TABLE IF EXISTS {d.stage()}"]
 
