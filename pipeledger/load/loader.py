@@ -370,15 +370,11 @@ def _texts(marks: dict[str, CursorValue]) -> dict[str, str]:
 def _start_stage(session: Session, shape: Shape, run: _Run, promotable: bool) -> None:
     d = session.dialect
     if promotable:
-        session.execute(
-            "SELECT set_config('pipeledger.run_id', %s, true), "
-            "set_config('pipeledger.loaded_at', %s, true)",
-            [run.run_id, run.started_at.isoformat()],
-        )
         schema = sql.create_schema(d, run.pipeline.target_name)
         if schema:
             session.execute(schema)
-        for statement in sql.create_promotable_stage(run.pipeline.target_name, shape.columns):
+        target = run.pipeline.target_name
+        for statement in sql.create_promotable_stage(target, shape.columns, shape.cursor):
             session.execute(statement)
         return
     if d.name == "sqlite":
@@ -404,7 +400,7 @@ def first_load(
     if promotable:
         try:
             with session.savepoint():
-                for statement in sql.promote_stage(spec):
+                for statement in sql.promote_stage(spec, run_id, loaded_at):
                     session.execute(statement)
             return MergeCounts(inserted=staged)
         except WarehouseError as exc:

@@ -8,8 +8,10 @@ which has no schemas, ``schema.table`` is one quoted table name ``"schema.table"
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 from pipeledger.schema import LOADED_AT_COLUMN, RUN_ID_COLUMN, Column, TableName
@@ -141,34 +143,42 @@ def create_stage(d: Dialect, columns: Sequence[Column]) -> str:
     return f"CREATE TEMP TABLE {name} ({body}){suffix}"
 
 
-def create_promotable_stage(target: TableName, columns: Sequence[Column]) -> list[str]:
+def _stage_in(target: TableName) -> str:
+    return f"{quote(target.schema)}.{quote(STAGE)}" if target.schema else quote(STAGE)
+
+
+def create_promotable_stage(target: TableName, columns: Sequence[Column], cursor: str) -> list[str]:
     """PostgreSQL, new target: stage into a regular table beside the target that becomes
-    the target at publish (a rename instead of copying every row). The run's id and time
-    fill the bookkeeping columns through defaults read from transaction-local settings.
-    ``search_path`` puts the target's schema first so the stage's name resolves to it."""
-    body = ", ".join(f"{quote(c.name)} {c.sql_type}" for c in columns)
-    stage = f"{quote(target.schema)}.{quote(STAGE)}" if target.schema else quote(STAGE)
-    meta = (
-        f"{quote(RUN_ID_COLUMN)} text NOT NULL DEFAULT current_setting('pipeledger.run_id'), "
-        f"{quote(LOADED_AT_COLUMN)} timestamptz NOT NULL "
-        "DEFAULT current_setting('pipeledger.loaded_at')::timestamptz"
+    the target at publish (a rename instead of copying every row). ``search_path`` puts
+    the target's schema first so that the stage's name resolves to this table."""
+    body = ", ".join(
+        f"{quote(c.name)} {c.sql_type}" + (" NOT NULL" if c.name == cursor else "") for c in columns
     )
     path = [f"SET LOCAL search_path = {quote(target.schema)}, public"] if target.schema else []
-    return [*path, f"CREATE TABLE {stage} ({body}, {meta})"]
+    return [*path, f"CREATE TABLE {_stage_in(target)} ({body})"]
 
 
-def promote_stage(spec: MergeSpec) -> list[str]:
-    """The promotable stage becomes the target: renamed, keyed, its defaults dropped."""
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def promote_stage(spec: MergeSpec, run_id: str, loaded_at: datetime) -> list[str]:
+    """The promotable stage becomes the target: the run's id and time are added as columns
+    with constant defaults (PostgreSQL stores those once, not per row; DDL takes no bound
+    parameters, and both values are made here: a UUID and an ISO timestamp), then the
+    defaults are dropped, the table renamed and keyed."""
+    uuid.UUID(run_id)  # refuse anything but a UUID before it is inlined
     target = POSTGRES.table(spec.target)
-    stage = f"{quote(spec.target.schema)}.{quote(STAGE)}" if spec.target.schema else quote(STAGE)
     keys = ", ".join(quote(k) for k in spec.key)
-    required = [spec.cursor]
+    stage = _stage_in(spec.target)
     return [
+        f"ALTER TABLE {stage} ADD COLUMN {quote(RUN_ID_COLUMN)} text NOT NULL "
+        f"DEFAULT {_literal(run_id)}, ADD COLUMN {quote(LOADED_AT_COLUMN)} timestamptz "
+        f"NOT NULL DEFAULT {_literal(loaded_at.isoformat())}",
+        f"ALTER TABLE {stage} ALTER COLUMN {quote(RUN_ID_COLUMN)} DROP DEFAULT, "
+        f"ALTER COLUMN {quote(LOADED_AT_COLUMN)} DROP DEFAULT",
         f"ALTER TABLE {stage} RENAME TO {quote(spec.target.table)}",
-        f"ALTER TABLE {target} ALTER COLUMN {quote(RUN_ID_COLUMN)} DROP DEFAULT, "
-        f"ALTER COLUMN {quote(LOADED_AT_COLUMN)} DROP DEFAULT, "
-        + ", ".join(f"ALTER COLUMN {quote(c)} SET NOT NULL" for c in required)
-        + f", ADD PRIMARY KEY ({keys})",
+        f"ALTER TABLE {target} ADD PRIMARY KEY ({keys})",
     ]
 
 
