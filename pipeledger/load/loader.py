@@ -445,8 +445,7 @@ def _unique_source(session: Session, spec: sql.MergeSpec, staged: int) -> tuple[
     if d.name == "postgres":
         try:
             with session.savepoint():
-                session.execute(sql.unique_key_index(d, spec, d.stage()))
-            session.execute(f"ANALYZE {d.stage()}")
+                session.execute(sql.unique_key_index(d, spec.key))
             return d.stage(), staged
         except WarehouseError as exc:
             if exc.sqlstate != WarehouseError.UNIQUE_VIOLATION:
@@ -458,8 +457,7 @@ def _unique_source(session: Session, spec: sql.MergeSpec, staged: int) -> tuple[
     session.execute(sql.dedupe_stage(d, spec))
     source = d.stage_unique()
     if d.name == "postgres":
-        session.execute(sql.unique_key_index(d, spec, source))
-        session.execute(f"ANALYZE {source}")
+        session.execute(sql.unique_key_index(d, spec.key, source))
     return source, int(session.query(f"SELECT count(*) FROM {source}")[0][0])
 
 

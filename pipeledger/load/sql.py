@@ -265,11 +265,18 @@ def update_condition(
     return None
 
 
-def unique_key_index(d: Dialect, spec: MergeSpec, source: str) -> str:
+STAGE_KEY_INDEX = "_pipeledger_stage_key"
+
+
+def unique_key_index(d: Dialect, key: Sequence[str], source: str | None = None) -> str:
     """A unique index on the staged keys: proves there are no duplicates (cheaper than a
-    GROUP BY) and lets the merge join the target by merge join or index probes."""
-    keys = ", ".join(quote(k) for k in spec.key)
-    return f"CREATE UNIQUE INDEX ON {source} ({keys})"
+    GROUP BY) and lets the merge join the target by merge join or index probes. Named, so
+    that the quality gate and the merge build it once between them."""
+    keys = ", ".join(quote(k) for k in key)
+    table = source or quote(STAGE)
+    name = STAGE_KEY_INDEX if source in (None, d.stage()) else STAGE_KEY_INDEX + "_unique"
+    qualified = quote(name) if d.name == "postgres" else f"temp.{quote(name)}"
+    return f"CREATE UNIQUE INDEX IF NOT EXISTS {qualified} ON {table} ({keys})"
 
 
 def _changed_rows(d: Dialect, spec: MergeSpec, source: str) -> str:

@@ -18,7 +18,6 @@ from pipeledger.schema import TableName
 from pipeledger.transform.conform import Shape
 
 QUARANTINE_SUFFIX = "_quarantine"
-STAGE_KEY_INDEX = "_pipeledger_stage_key"
 
 
 @dataclass(frozen=True)
@@ -153,13 +152,6 @@ def duplicate_predicate(d: Dialect, key: Sequence[str]) -> str:
     keys = ", ".join(quote(k) for k in key)
     lhs = _col(key[0]) if len(key) == 1 else "(" + ", ".join(_col(k) for k in key) + ")"
     return f"{lhs} IN (SELECT {keys} FROM {d.stage()} GROUP BY {keys} HAVING count(*) > 1)"
-
-
-def stage_key_index(d: Dialect, key: Sequence[str]) -> str:
-    keys = ", ".join(quote(k) for k in key)
-    name = quote(STAGE_KEY_INDEX) if d.name == "postgres" else f"temp.{quote(STAGE_KEY_INDEX)}"
-    stage = quote("_pipeledger_stage")
-    return f"CREATE UNIQUE INDEX IF NOT EXISTS {name} ON {stage} ({keys})"
 
 
 def quarantine_table(target: TableName) -> TableName:

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pipeledger.adapters.base import Session
 from pipeledger.config import ChecksConfig, RowCountCheck
 from pipeledger.errors import GateFailed, WarehouseError
-from pipeledger.load.sql import create_schema
+from pipeledger.load.sql import create_schema, unique_key_index
 from pipeledger.quality import checks as q
 from pipeledger.quality.report import CheckResult, CheckStatus, Decision, GateReport
 from pipeledger.schema import TableName
@@ -60,7 +60,7 @@ def _duplicates(session: Session, spec: GateSpec, warn: bool) -> CheckResult:
     name = "key_unique:" + ",".join(spec.shape.key)
     try:
         with session.savepoint():
-            session.execute(q.stage_key_index(d, spec.shape.key))
+            session.execute(unique_key_index(d, spec.shape.key))
         return CheckResult(name, "key", "row", "pass", "0 duplicated key(s)", "unique keys")
     except WarehouseError as exc:
         if exc.sqlstate != WarehouseError.UNIQUE_VIOLATION:
