@@ -15,7 +15,7 @@ import pyarrow as pa
 from pipeledger.adapters import open_warehouse
 from pipeledger.config import Config, SqlSource
 from pipeledger.errors import BackfillRangeError, ConfigError
-from pipeledger.ledger.api import Ledger
+from pipeledger.ledger.api import Ledger, PipelineInfo
 from pipeledger.ledger.recorder import LoadRecorder
 from pipeledger.ledger.store import Op
 from pipeledger.load import sql
@@ -110,10 +110,12 @@ def registration(ledger: Ledger, config: Config, name: str) -> list[Op]:
     pipeline = config.pipeline(name)
     fingerprint = redact(pipeline.model_dump_json())
     return ledger.registration(
-        name, config_fingerprint=fingerprint, description=pipeline.description,
-        owner=pipeline.owner, source_system=_describe_source(config, name),
-        target_system=f"{redact(config.warehouse_url)} {pipeline.target}",
-        freshness_sla=pipeline.freshness_sla, depends_on=pipeline.depends_on,
+        PipelineInfo(
+            name, config_fingerprint=fingerprint, description=pipeline.description,
+            owner=pipeline.owner, source_system=_describe_source(config, name),
+            target_system=f"{redact(config.warehouse_url)} {pipeline.target}",
+            freshness_sla=pipeline.freshness_sla, depends_on=tuple(pipeline.depends_on),
+        )
     )  # fmt: skip
 
 

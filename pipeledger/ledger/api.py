@@ -24,6 +24,7 @@ import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -75,6 +76,20 @@ def error_code(exc: BaseException) -> str:
 def error_message(exc: BaseException) -> str:
     text = " ".join([str(exc), *getattr(exc, "__notes__", [])]).strip() or type(exc).__name__
     return redact(text)[:MAX_MESSAGE]
+
+
+@dataclass(frozen=True)
+class PipelineInfo:
+    """What the registry (``pipelines``, ``pipeline_dependencies``) knows of a pipeline."""
+
+    name: str
+    config_fingerprint: str  # hashed into the pipeline's version
+    description: str | None = None
+    owner: str | None = None
+    source_system: str | None = None
+    target_system: str | None = None
+    freshness_sla: timedelta | None = None
+    depends_on: tuple[str, ...] = ()
 
 
 class Task:
@@ -385,50 +400,23 @@ class Ledger:
         with self.store.database.session() as session:
             return abandon_expired(session)
 
-    def register(
-        self,
-        name: str,
-        *,
-        config_fingerprint: str,
-        description: str | None = None,
-        owner: str | None = None,
-        source_system: str | None = None,
-        target_system: str | None = None,
-        freshness_sla: timedelta | None = None,
-        depends_on: Sequence[str] = (),
-    ) -> None:
+    def register(self, info: PipelineInfo) -> None:
         """Add or update a pipeline in the registry, with its upstream dependencies."""
-        self.store.write(
-            self.registration(
-                name, config_fingerprint=config_fingerprint, description=description,
-                owner=owner, source_system=source_system, target_system=target_system,
-                freshness_sla=freshness_sla, depends_on=depends_on,
-            )
-        )  # fmt: skip
+        self.store.write(self.registration(info))
 
-    def registration(
-        self,
-        name: str,
-        *,
-        config_fingerprint: str,
-        description: str | None = None,
-        owner: str | None = None,
-        source_system: str | None = None,
-        target_system: str | None = None,
-        freshness_sla: timedelta | None = None,
-        depends_on: Sequence[str] = (),
-    ) -> list[st.Op]:
+    def registration(self, info: PipelineInfo) -> list[st.Op]:
         """The ops that add or update a pipeline and its dependencies in the registry."""
-        now = _now()
-        version = hashlib.sha256(config_fingerprint.encode()).hexdigest()[:12]
+        now, sla = _now(), info.freshness_sla
+        version = hashlib.sha256(info.config_fingerprint.encode()).hexdigest()[:12]
         pipeline = st.Op("pipeline", {
-            "name": name, "version": version, "description": description, "owner": owner,
-            "source_system": source_system and redact(source_system),
-            "target_system": target_system and redact(target_system),
-            "freshness_sla_s": int(freshness_sla.total_seconds()) if freshness_sla else None,
+            "name": info.name, "version": version, "description": info.description,
+            "owner": info.owner, "source_system": info.source_system and redact(info.source_system),
+            "target_system": info.target_system and redact(info.target_system),
+            "freshness_sla_s": int(sla.total_seconds()) if sla else None,
             "created_at": now, "updated_at": now,
         })  # fmt: skip
-        deps = st.Op("dependencies", {"downstream": name, "upstreams": list(depends_on), "at": now})
+        upstreams = list(info.depends_on)
+        deps = st.Op("dependencies", {"downstream": info.name, "upstreams": upstreams, "at": now})
         return [pipeline, deps]
 
     def next_attempt(self, pipeline: str) -> tuple[str, int]:
