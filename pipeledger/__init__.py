@@ -19,7 +19,7 @@ from pipeledger.errors import (
     Transient,
     WarehouseError,
 )
-from pipeledger.ledger.api import Ledger, Run, RunCancelled
+from pipeledger.ledger.api import Ledger, PipelineInfo, Run, RunCancelled
 from pipeledger.ledger.model import RunStatus, TriggerType
 from pipeledger.load.result import LoadResult, MergeCounts
 from pipeledger.runner import WatermarkRow, backfill, run, run_one, state
@@ -36,6 +36,7 @@ __all__ = [
     "NothingToRetry",
     "PipeledgerError",
     "PipelineConfig",
+    "PipelineInfo",
     "Run",
     "RunAbandonedError",
     "RunCancelled",
