@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import Project, order, orders_pipeline
+from tests.helpers import ORDERS_HEADER, Project, order, orders_pipeline
 
 
 def _fails_cleanly(project: Project, code: int, *words: str) -> str:
@@ -177,16 +177,7 @@ def test_env_interpolated_secret_is_redacted(
 def test_a_new_source_column_is_reported_and_nothing_written(project: Project) -> None:
     project.configure(orders=orders_pipeline())
     marks = _loaded_one_good_file(project)
-    header = [
-        "order_id",
-        "qty",
-        "order_date",
-        "amount",
-        "status",
-        "customer_id",
-        "updated_at",
-        "coupon",
-    ]
+    header = [*ORDERS_HEADER, "coupon"]
     project.write_csv("orders_2.csv", [[*order(3, "2024-01-02T10:00:00Z"), "SPRING"]], header)
     _fails_cleanly(project, 1, "orders_2.csv", "new column(s) 'coupon'", "nothing was written")
     assert project.count() == 2 and project.watermarks() == marks

@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import Project, order, orders_pipeline
+from tests.helpers import ORDERS_HEADER, Project, order, orders_pipeline
 from tests.test_quality_gate import gated, good_rows
 
 
@@ -37,7 +37,7 @@ def _with_coupon(rows: list[list[Any]]) -> list[list[Any]]:
 
 
 def test_first_load_sees_drift_in_any_file(project: Project) -> None:
-    header = ["order_id", "qty", "order_date", "amount", "status", "customer_id", "updated_at"]
+    header = ORDERS_HEADER
     project.configure(orders=gated())
     project.write_csv("orders_1.csv", good_rows(1, 3))
     project.write_csv("orders_2.csv", _with_coupon(good_rows(4, 3)), [*header, "coupon"])

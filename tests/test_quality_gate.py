@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import Project, order, orders_pipeline, write_big_orders_csv
+from tests.helpers import ORDERS_HEADER, Project, order, orders_pipeline, write_big_orders_csv
 
 CHECKS: dict[str, Any] = {
     "row_count": {"min": 1, "max": 30},
@@ -130,16 +130,7 @@ def test_strict_turns_a_quarantine_into_exit_3(project: Project) -> None:
 
 
 def _header_with_coupon() -> list[str]:
-    return [
-        "order_id",
-        "qty",
-        "order_date",
-        "amount",
-        "status",
-        "customer_id",
-        "updated_at",
-        "coupon",
-    ]
+    return [*ORDERS_HEADER, "coupon"]
 
 
 @pytest.mark.parametrize("policy", ["fail", "evolve", "ignore"])
