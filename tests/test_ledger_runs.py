@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from pipeledger.schema import TableName
 from pipeledger.testing.postgres import ThrowawayPostgres
 from tests.helpers import Project, order, orders_pipeline, write_big_orders_csv
 from tests.test_crash_and_concurrency import BIG, _wait_until_staging
@@ -219,3 +220,34 @@ def test_separate_ledger_down_with_on_unavailable_fail_stops_the_run(
     code, _, err = project.cli("run")
     assert code == 1 and "PostgreSQL connect" in err
     assert not project.exists()
+
+
+def test_a_late_final_record_for_an_abandoned_run_is_kept_as_an_event(warehouse_url: str) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from pipeledger.adapters import open_warehouse
+    from pipeledger.ledger import store
+    from pipeledger.ledger.model import RunRecord, RunStatus, TriggerType
+    from pipeledger.ledger.schema import migrate
+    from pipeledger.ledger.watchdog import abandon_expired
+
+    database = open_warehouse(warehouse_url)
+    start = datetime.now(UTC) - timedelta(hours=1)
+    record = RunRecord("r-1", "r-1", 1, "orders", TriggerType.MANUAL, RunStatus.RUNNING, start,
+                       host="elsewhere", pid=1, lease_expires_at=start)  # fmt: skip
+    with database.session() as session:
+        migrate(session, "ledger")
+        store.apply(session, store.run_op(record))
+        assert abandon_expired(session) == ["r-1"]
+    record.status, record.ended_at, record.rows_inserted = RunStatus.SUCCESS, datetime.now(UTC), 7
+    for _ in range(2):  # a spool replayed twice records it once
+        with database.session() as session:
+            store.apply(session, store.run_op(record))
+    with database.session(write=False) as session:
+        d = session.dialect
+        status = session.query(f"SELECT status FROM {d.table(store.RUNS)}")
+        events = session.query(
+            f"SELECT event_type FROM {d.table(TableName('pipeledger', 'audit_events'))}"
+        )
+    assert status == [("abandoned",)]  # a final state never changes
+    assert events == [("LATE_COMPLETION",)]  # but the truth is on record

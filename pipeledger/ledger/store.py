@@ -12,10 +12,11 @@ import fcntl
 import json
 import logging
 import os
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
@@ -24,7 +25,7 @@ from pipeledger.adapters.base import Session, Warehouse
 from pipeledger.errors import WarehouseError
 from pipeledger.ledger import sql as lsql
 from pipeledger.ledger.model import AuditEvent, DatasetSnapshot, RunRecord, TaskRecord
-from pipeledger.ledger.schema import migrate
+from pipeledger.ledger.schema import RUNS, migrate
 
 log = logging.getLogger("pipeledger.ledger")
 
@@ -94,7 +95,9 @@ def apply(session: Session, op: Op) -> None:
     """Execute one op in ``session``; applying it again changes nothing."""
     d = session.dialect
     if op.kind == "run":
-        session.execute(lsql.upsert_run(d), _params(op.data, lsql.RUN_COLUMNS))
+        changed = session.execute(lsql.upsert_run(d), _params(op.data, lsql.RUN_COLUMNS))
+        if not changed and op.data.get("status") != "running":
+            _late_completion(session, op.data)
     elif op.kind == "task":
         session.execute(lsql.insert_task(d), _params(op.data, lsql.TASK_COLUMNS))
     elif op.kind == "event":
@@ -111,6 +114,27 @@ def apply(session: Session, op: Op) -> None:
             session.execute(
                 lsql.insert_dependency(d), [upstream, op.data["downstream"], op.data["at"]]
             )
+
+
+def _late_completion(session: Session, data: dict[str, Any]) -> None:
+    """A final record arrived (from a separate ledger's spool) for a run that is no longer
+    running: the watchdog declared it abandoned while the ledger could not be reached. A
+    final state never changes, so the truth is recorded beside it, as an audit event."""
+    d = session.dialect
+    rows = session.query(
+        f"SELECT status FROM {d.table(RUNS)} WHERE run_id = {d.param}", [data["run_id"]]
+    )
+    if not rows or rows[0][0] == data["status"]:
+        return
+    event = AuditEvent(
+        event_id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"late-completion:{data['run_id']}")),
+        run_id=data["run_id"], pipeline=data["pipeline"], event_type="LATE_COMPLETION",
+        created_at=datetime.now(UTC),
+        old_values={"status": rows[0][0]}, new_values={"status": data["status"]},
+        metadata={k: data.get(k) for k in ("ended_at", "rows_read", "rows_inserted",
+                                           "rows_updated", "watermark_after", "error_code")},
+    )  # fmt: skip
+    session.execute(lsql.insert_event(d), _params(_plain(event), lsql.EVENT_COLUMNS))
 
 
 def finish(session: Session, record: RunRecord) -> bool:
