@@ -673,15 +673,7 @@ def queries(url: str, work: Path, args: argparse.Namespace) -> dict[str, Any]:
 # --------------------------------------------------------------------------- report
 
 
-@dataclass
-class Target:
-    name: str
-    passed: bool | None
-    detail: str
-
-    @property
-    def verdict(self) -> str:
-        return "SKIP" if self.passed is None else ("PASS" if self.passed else "FAIL")
+Target = lb.Target
 
 
 def _median(values: list[float]) -> float:

@@ -22,7 +22,7 @@ from pipeledger.load import sql
 from pipeledger.load.loader import ProgressCallback, load_pipeline
 from pipeledger.load.result import LoadResult, Mode
 from pipeledger.redact import redact
-from pipeledger.watermark import CursorValue, Window, from_text
+from pipeledger.watermark import Window, from_text
 
 
 def prefer_system_allocator() -> None:
@@ -166,7 +166,7 @@ def _interval(window: Window | None) -> tuple[datetime, datetime] | None:
     lower, upper = window.lower, window.upper
     if isinstance(lower, int) or isinstance(upper, int):
         return None
-    return (_naive(lower).replace(tzinfo=UTC), _naive(upper).replace(tzinfo=UTC))
+    return (_utc_naive(lower).replace(tzinfo=UTC), _utc_naive(upper).replace(tzinfo=UTC))
 
 
 def who() -> str:
@@ -185,52 +185,32 @@ def backfill_window(start: str, end: str, max_backfill: timedelta | None, pipeli
         raise BackfillRangeError(
             f"pipeline {pipeline}: --start/--end must be ISO dates, timestamps or integers ({exc})"
         ) from None
-    if type(lower) is not type(upper) and not _both_times(lower, upper):
+    if isinstance(lower, int) != isinstance(upper, int):
         raise BackfillRangeError(f"pipeline {pipeline}: --start and --end are of different kinds")
-    if _greater(lower, upper):
-        raise BackfillRangeError(f"pipeline {pipeline}: --start {start} is after --end {end}")
-    if max_backfill is not None:
-        span = _span(lower, upper)
-        if span is None:
+    if isinstance(lower, int) and isinstance(upper, int):
+        if lower > upper:
+            raise BackfillRangeError(f"pipeline {pipeline}: --start {start} is after --end {end}")
+        if max_backfill is not None:
             raise BackfillRangeError(
                 f"pipeline {pipeline}: max_backfill is a duration but the range is integers"
             )
-        if span > max_backfill:
-            raise BackfillRangeError(
-                f"pipeline {pipeline}: range {start} .. {end} spans {span}, more than "
-                f"max_backfill = {max_backfill}; split it into smaller backfills"
-            )
+        return Window(lower=lower, upper=upper, backfill=True)
+    assert isinstance(lower, date) and isinstance(upper, date)
+    span = _utc_naive(upper) - _utc_naive(lower)
+    if span < timedelta():
+        raise BackfillRangeError(f"pipeline {pipeline}: --start {start} is after --end {end}")
+    if max_backfill is not None and span > max_backfill:
+        raise BackfillRangeError(
+            f"pipeline {pipeline}: range {start} .. {end} spans {span}, more than "
+            f"max_backfill = {max_backfill}; split it into smaller backfills"
+        )
     return Window(lower=lower, upper=upper, backfill=True)
 
 
-def _as_datetime(value: CursorValue) -> datetime:
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=None)
-    assert isinstance(value, date)
-    return datetime(value.year, value.month, value.day)
-
-
-def _both_times(a: CursorValue, b: CursorValue) -> bool:
-    return isinstance(a, date) and isinstance(b, date)
-
-
-def _naive(value: CursorValue) -> datetime:
-    moment = _as_datetime(value)
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(UTC).replace(tzinfo=None)
-    return moment
-
-
-def _greater(a: CursorValue, b: CursorValue) -> bool:
-    if isinstance(a, int) and isinstance(b, int):
-        return a > b
-    return _naive(a) > _naive(b)
-
-
-def _span(a: CursorValue, b: CursorValue) -> timedelta | None:
-    if isinstance(a, int) or isinstance(b, int):
-        return None
-    return _naive(b) - _naive(a)
+def _utc_naive(value: date) -> datetime:
+    """A date or timestamp as a naive UTC timestamp, so bounds of any kind compare."""
+    moment = value if isinstance(value, datetime) else datetime(value.year, value.month, value.day)
+    return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
 
 
 def backfill(

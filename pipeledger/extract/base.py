@@ -32,13 +32,12 @@ class SourceBatch:
     """Rows inside the window, with where they came from (for error messages).
 
     ``row_numbers`` holds each row's 1-based data row number in ``origin`` when the
-    source knows it (CSV); ``scanned`` counts rows read before the window filter.
+    source knows it (CSV).
     """
 
     batch: pa.RecordBatch
     origin: str
     row_numbers: pa.Array | None = None
-    scanned: int = 0
     # True when the source could not apply the window itself (values it cannot compare
     # reliably, e.g. SQLite's text timestamps): the loader filters after conforming
     unfiltered: bool = False

@@ -108,12 +108,12 @@ def _in_window(batch: pa.RecordBatch, path: Path, first_row: int, spec: ReadSpec
             spec.window, spec.cursor, batch.schema.field(spec.cursor).type, spec.partition_by
         )
     if expression is None or _wholly_inside(batch, spec):
-        return SourceBatch(batch, str(path), numbers, batch.num_rows)
+        return SourceBatch(batch, str(path), numbers)
     table = pa.Table.from_batches([batch.append_column("__row", numbers)]).filter(expression)
     rows = table.column("__row").combine_chunks()
     kept = table.drop_columns(["__row"]).combine_chunks()
     out = kept.to_batches()[0] if kept.num_rows else pa.RecordBatch.from_pylist([], kept.schema)
-    return SourceBatch(out, str(path), rows, batch.num_rows)
+    return SourceBatch(out, str(path), rows)
 
 
 def _wholly_inside(batch: pa.RecordBatch, spec: ReadSpec) -> bool:

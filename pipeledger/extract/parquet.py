@@ -38,6 +38,6 @@ class ParquetSource(FileSource):
         try:
             for batch in dataset.to_batches(filter=expression, batch_size=BATCH_ROWS):
                 if batch.num_rows:
-                    yield SourceBatch(batch, str(path), None, batch.num_rows)
+                    yield SourceBatch(batch, str(path))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             raise SourceError(f"{path}: {exc}") from None

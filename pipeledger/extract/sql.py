@@ -89,4 +89,4 @@ class SqlSource:
         statement = select_statement(self.dialect, self.table, self.query, where)
         for batch in open_reader(self.url).read(statement, params, BATCH_ROWS):
             self.bytes_read += batch.nbytes
-            yield SourceBatch(batch, self.description, None, batch.num_rows, not pushdown)
+            yield SourceBatch(batch, self.description, unfiltered=not pushdown)

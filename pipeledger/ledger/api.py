@@ -380,21 +380,6 @@ class Ledger:
         mark_migrated(self.url, *components)
 
     # -- upkeep -----------------------------------------------------------------------
-    def prepare(self) -> None:
-        """Once per process: create or migrate the tables, replay the spool, run the
-        watchdog. A separate ledger that cannot be reached is left for later."""
-        if self._prepared:
-            return
-        try:
-            self.store.migrate()
-            self.store.replay()
-            self.watchdog()
-        except (WarehouseError, ConcurrentRunError):
-            if not self.store.separate:
-                raise
-            return
-        self._prepared = True
-
     def watchdog(self) -> list[str]:
         """Mark runs whose lease expired as abandoned; return their run ids."""
         with self.store.database.session() as session:

@@ -9,6 +9,14 @@ from enum import StrEnum
 from typing import Any
 
 
+def stored_datetime(value: object) -> datetime | None:
+    """A timestamp as the ledger's database returns it: PostgreSQL gives a datetime, SQLite
+    the ISO text it was stored as."""
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(str(value))
+
+
 class RunStatus(StrEnum):
     RUNNING = "running"
     SUCCESS = "success"

@@ -47,6 +47,7 @@ from typing import Any
 
 from pipeledger.adapters.base import Session
 from pipeledger.errors import PipeledgerError
+from pipeledger.ledger.model import stored_datetime
 from pipeledger.ledger.schema import AUDIT, DEPENDENCIES, PIPELINES, RUNS, SNAPSHOTS, TASKS
 from pipeledger.load.sql import Dialect
 
@@ -87,12 +88,6 @@ class Health(StrEnum):
 # -- values -----------------------------------------------------------------------------
 
 
-def _as_datetime(value: object) -> datetime | None:
-    if value is None or isinstance(value, datetime):
-        return value
-    return datetime.fromisoformat(str(value))
-
-
 def _as_float(value: Any) -> float | None:
     return None if value is None else float(value)
 
@@ -129,7 +124,7 @@ def _columns(cls: type) -> tuple[str, ...]:
 def _build(cls: type[Any], row: Sequence[Any], datetimes: frozenset[str]) -> Any:
     values = dict(zip(_columns(cls), row, strict=False))
     for name in datetimes & values.keys():
-        values[name] = _as_datetime(values[name])
+        values[name] = stored_datetime(values[name])
     return cls(**values)
 
 
@@ -338,7 +333,7 @@ def show_run(session: Session, run_id: str) -> RunDetail | None:
     run = _build(RunRow, row, _RUN_TIMES)
     more = dict(zip(_DETAIL_COLUMNS, row[len(_columns(RunRow)) :], strict=True))
     for name in _DETAIL_TIMES:
-        more[name] = _as_datetime(more[name])
+        more[name] = stored_datetime(more[name])
     more["extra"] = _as_json(d, more["extra"])
     tasks = session.query(
         f"SELECT {', '.join(_columns(TaskRow))} FROM {d.table(TASKS)} WHERE run_id = {p} "
@@ -532,7 +527,7 @@ def _assess_row(
     pipeline, run_id, started, x, n, total, squares = row
     if run_id is None:
         return None
-    started_at, x = _as_datetime(started) or window[1], int(x)
+    started_at, x = stored_datetime(started) or window[1], int(x)
     n, total, squares = int(n or 0), int(total or 0), int(squares or 0)
     if window[0] <= started_at < window[1]:  # the latest run is not its own history
         n, total, squares = n - 1, total - x, squares - x * x
@@ -628,13 +623,13 @@ def _status(row: Sequence[Any], now: datetime, min_history: int) -> PipelineStat
     pipeline, last_at, last_status, finished, succeeded, avg_rows, success_end, sla = row[:8]
     volume = _assess_row(row[8:], volume_window(now), min_history)
     finished, succeeded = int(finished or 0), int(succeeded or 0)
-    last_success_at = _as_datetime(success_end)
+    last_success_at = stored_datetime(success_end)
     freshness = (now - last_success_at).total_seconds() if last_success_at else None
     sla = None if sla is None else int(sla)
     stale = sla is not None and (freshness is None or freshness > sla)
     health, reasons = _health(succeeded, finished, volume, stale)
     return PipelineStatus(
-        pipeline=pipeline, last_run_at=_as_datetime(last_at), last_status=last_status,
+        pipeline=pipeline, last_run_at=stored_datetime(last_at), last_status=last_status,
         runs_7d=finished, successes_7d=succeeded,
         success_rate_7d=succeeded / finished if finished else None,
         avg_rows_7d=_as_float(avg_rows), last_success_at=last_success_at,
@@ -726,7 +721,7 @@ def dependencies_sql(d: Dialect) -> str:
 
 def _blocked(row: Sequence[Any], now: datetime) -> Blocked | None:
     downstream, upstream, ended, sla = row
-    last = _as_datetime(ended)
+    last = stored_datetime(ended)
     expected = int(sla) if sla is not None else int(DEFAULT_SLA.total_seconds())
     if last is None:
         reason = f"upstream {upstream} has never succeeded"
@@ -808,4 +803,4 @@ def last_success(session: Session, pipeline: str) -> datetime | None:
         "AND status = 'success' ORDER BY started_at DESC, run_id DESC LIMIT 1",
         [pipeline],
     )
-    return _as_datetime(rows[0][0]) if rows else None
+    return stored_datetime(rows[0][0]) if rows else None

@@ -239,18 +239,3 @@ class LedgerStore:
             )
             self.spool.append(ops)
             return False
-
-    def replay(self) -> int:
-        """Apply every spooled op to the ledger in one transaction; return how many."""
-        with self.spool.locked():
-            ops = self.spool.pending()
-            if not ops:
-                return 0
-            if not self._migrated:
-                self.migrate()
-            with self.database.session() as session:
-                for op in ops:
-                    apply(session, op)
-            self.spool.clear(len(ops))
-        log.info("replayed %d spooled ledger record(s)", len(ops))
-        return len(ops)

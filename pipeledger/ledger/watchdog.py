@@ -8,12 +8,7 @@ from datetime import UTC, datetime
 
 from pipeledger.adapters.base import Session
 from pipeledger.ledger import sql as lsql
-
-
-def _as_datetime(value: object) -> datetime:
-    if isinstance(value, datetime):
-        return value
-    return datetime.fromisoformat(str(value))
+from pipeledger.ledger.model import stored_datetime
 
 
 def process_alive(pid: int) -> bool:
@@ -39,7 +34,8 @@ def abandon_expired(session: Session, now: datetime | None = None) -> list[str]:
     for run_id, started_at, host, pid in session.query(lsql.expired_runs(d), [now]):
         if d.name == "sqlite" and host == here and pid is not None and process_alive(int(pid)):
             continue
-        duration = int((now - _as_datetime(started_at)).total_seconds() * 1000)
+        started = stored_datetime(started_at) or now
+        duration = int((now - started).total_seconds() * 1000)
         message = f"lease expired without a heartbeat (process {pid} on {host})"
         if session.execute(lsql.abandon_run(d), [now, duration, message, run_id]):
             abandoned.append(str(run_id))

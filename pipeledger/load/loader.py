@@ -5,7 +5,7 @@
     BEGIN
       lock the pipeline; read its watermarks; plan the window
       stream source batches -> conform -> stage        (temporary staging table)
-      run every ``PublishHook`` on the staged rows      <- quality gates, ledger record
+      run the quality gate on the staged rows           (halt, or quarantine bad rows)
       merge staged rows into the target                 (one set-based statement)
       advance the watermark to the greatest cursor staged (not for backfills)
     COMMIT                                              (or ROLLBACK on any error)
@@ -58,24 +58,6 @@ from pipeledger.watermark import (
 log = logging.getLogger("pipeledger.load")
 
 
-@dataclass(frozen=True)
-class Staged:
-    """What publish hooks see: the open session, the staging table and the run so far."""
-
-    session: Session
-    pipeline: str
-    run_id: str
-    shape: Shape
-    stage_table: str
-    rows: int
-
-
-class PublishHook(Protocol):
-    """Runs between staging and publish, inside the load's transaction. Raise to stop it."""
-
-    def __call__(self, staged: Staged) -> None: ...
-
-
 ProgressCallback = Callable[[str, int], None]
 
 
@@ -104,7 +86,6 @@ class _Run:
     mode: Mode
     window: Window | None
     on_progress: ProgressCallback | None
-    hooks: Sequence[PublishHook]
     run_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     clock: StepClock = field(default_factory=StepClock)
     bytes_read: int = 0
@@ -238,11 +219,6 @@ class _Run:
         return sql.MergeSpec(p.target_name, shape.columns, tuple(p.key), p.cursor, p.on_conflict)
 
     def _publish(self, session: Session, shape: Shape, tracker: WatermarkTracker) -> None:
-        staged = Staged(
-            session, self.name, self.run_id, shape, session.dialect.stage(), self.rows_read
-        )
-        for hook in self.hooks:
-            hook(staged)
         spec = self._merge_spec(shape)
         checks = self.pipeline.checks
         if checks is None:
@@ -516,14 +492,13 @@ def load_pipeline(
     mode: Mode = "incremental",
     window: Window | None = None,
     on_progress: ProgressCallback | None = None,
-    hooks: Sequence[PublishHook] = (),
     observer: LoadObserver | None = None,
     run_id: str | None = None,
     history: Sequence[int] | None = None,
 ) -> LoadResult:
     """Run one pipeline once. On failure nothing is written and the error is re-raised
     unchanged, with a note saying what happened to the target and the watermark."""
-    run = _Run(name, config.pipeline(name), config, mode, window, on_progress, hooks)
+    run = _Run(name, config.pipeline(name), config, mode, window, on_progress)
     run.run_id = run_id or run.run_id
     run.history = history
     clock = time.monotonic()
