@@ -127,13 +127,15 @@ def _recorded(
     window: Window | None,
     on_progress: ProgressCallback | None,
     trigger: RunTrigger,
+    full_compare: bool = False,
 ) -> LoadResult:
     warehouse = open_warehouse(config.warehouse_url)
     ledger = ledger_for(config)
     if ledger is None:
         return load_pipeline(
-            name, config, warehouse, mode=mode, window=window, on_progress=on_progress
-        )
+            name, config, warehouse, mode=mode, window=window, on_progress=on_progress,
+            full_compare=full_compare,
+        )  # fmt: skip
     logical_run_id, attempt = ledger.next_attempt(name) if trigger.retry else (None, 1)
     kind = (
         "retry" if trigger.retry else ("backfill" if mode == "backfill" else trigger.trigger_type)
@@ -148,7 +150,7 @@ def _recorded(
         return load_pipeline(
             name, config, warehouse, mode=mode, window=window, on_progress=on_progress,
             observer=LoadRecorder(run, config.pipeline(name).target), run_id=run.run_id,
-            history=_history(ledger, config, name),
+            history=_history(ledger, config, name), full_compare=full_compare,
         )  # fmt: skip
 
 
@@ -220,14 +222,16 @@ def backfill(
     end: str,
     *,
     on_progress: ProgressCallback | None = None,
+    full_compare: bool = False,
 ) -> LoadResult:
     """Reprocess exactly ``start <= cursor <= end`` with the same merge; the live
-    watermark does not move."""
+    watermark does not move. Source rows identical to the target's (by stored fingerprint)
+    are not staged unless ``full_compare`` (see ``pipeledger.load.known``)."""
     pipeline = config.pipeline(name)
     window = backfill_window(start, end, pipeline.max_backfill, name)
     return _recorded(
         config, name, mode="backfill", window=window, on_progress=on_progress,
-        trigger=RunTrigger("backfill"),
+        trigger=RunTrigger("backfill"), full_compare=full_compare,
     )  # fmt: skip
 
 

@@ -16,6 +16,7 @@ IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 RESERVED_PREFIX = "_pipeledger_"
 RUN_ID_COLUMN = "_pipeledger_run_id"
 LOADED_AT_COLUMN = "_pipeledger_loaded_at"
+ROW_HASH_COLUMN = "_pipeledger_row_hash"  # see pipeledger.transform.fingerprint
 
 _SIMPLE_TYPES: dict[str, pa.DataType] = {
     "smallint": pa.int16(),

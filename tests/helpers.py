@@ -135,6 +135,19 @@ class Project:
         finally:
             conn.close()
 
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """A write outside pipeledger (a person at a SQL prompt), committed."""
+        if self.warehouse_url:
+            with psycopg.connect(self.warehouse_url) as conn:
+                conn.execute(sql, params or None)  # type: ignore[call-overload]
+            return
+        conn = sqlite3.connect(self.root / ".pipeledger" / "warehouse.db")
+        try:
+            conn.execute(sql.replace("%s", "?"), params)
+            conn.commit()
+        finally:
+            conn.close()
+
     def table(self, name: str = "analytics.orders") -> str:
         if self.backend == "sqlite":
             return f'"{name}"'

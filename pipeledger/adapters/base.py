@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 
 from pipeledger.load.sql import Dialect
@@ -28,6 +29,11 @@ class Session(Protocol):
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Run a query and return every row (for small results only)."""
+        ...
+
+    def fetch_int64(self, sql: str, params: Sequence[Any] = ()) -> np.ndarray[Any, Any]:
+        """The single bigint column of a query's rows as a numpy array, unordered and
+        without a Python object per row (for up to millions of values)."""
         ...
 
     def stage(self, batches: Iterable[pa.RecordBatch]) -> None:

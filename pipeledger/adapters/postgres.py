@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 import psycopg
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -65,6 +66,21 @@ class PostgresSession:
             return list(cursor.fetchall())
         except psycopg.Error as exc:
             raise _translate(exc, "query failed") from exc
+
+    def fetch_int64(self, statement: str, params: Sequence[Any] = ()) -> np.ndarray[Any, Any]:
+        # one bytea of big-endian int8s: a row per COPY message would cost ~0.6 us each
+        packed = f"SELECT string_agg(int8send(v), ''::bytea) FROM ({statement}) AS fetched(v)"
+        data = self.query_binary(packed, params)
+        if data is None:
+            return np.zeros(0, dtype=np.int64)
+        return np.frombuffer(data, dtype=">i8").astype(np.int64)
+
+    def query_binary(self, statement: str, params: Sequence[Any]) -> bytes | None:
+        try:
+            row = self._conn.execute(statement, params or None, binary=True).fetchone()
+        except psycopg.Error as exc:
+            raise _translate(exc, "query failed") from exc
+        return None if row is None or row[0] is None else bytes(row[0])
 
     def stage(self, batches: Iterable[pa.RecordBatch]) -> None:
         stream = iter(batches)

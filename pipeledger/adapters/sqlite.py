@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -96,6 +97,13 @@ class SqliteSession:
     def query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         try:
             return list(self._conn.execute(statement, [_value(p) for p in params]).fetchall())
+        except sqlite3.Error as exc:
+            raise _translate(exc, "query failed") from exc
+
+    def fetch_int64(self, statement: str, params: Sequence[Any] = ()) -> np.ndarray[Any, Any]:
+        try:
+            rows = self._conn.execute(statement, [_value(p) for p in params])
+            return np.fromiter((value for (value,) in rows), dtype=np.int64)
         except sqlite3.Error as exc:
             raise _translate(exc, "query failed") from exc
 

@@ -156,6 +156,14 @@ def backfill(
     name: Annotated[str, typer.Argument(help="Pipeline to backfill.")],
     start: Annotated[str, typer.Option("--start", help="First cursor value (inclusive).")],
     end: Annotated[str, typer.Option("--end", help="Last cursor value (inclusive).")],
+    full_compare: Annotated[
+        bool,
+        typer.Option(
+            "--full-compare",
+            help="Stage and compare every row, also those whose stored fingerprint matches "
+            "(repairs target rows edited outside pipeledger).",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Reprocess exactly start <= cursor <= end; the live watermark does not move."""
@@ -163,7 +171,9 @@ def backfill(
         config = load()
         try:
             with _progress(not as_json) as on_progress:
-                result = runner.backfill(config, name, start, end, on_progress=on_progress)
+                result = runner.backfill(
+                    config, name, start, end, on_progress=on_progress, full_compare=full_compare
+                )
         except PipeledgerError as exc:
             if as_json:
                 print_json([_failed_json(name, exc)])

@@ -42,6 +42,12 @@ def result_lines(result: LoadResult) -> list[str]:
             f"  [yellow]note:[/] {c.superseded:,} row(s) lost to a newer row of the same key "
             "in this run"
         )
+    skipped = result.rows_read - result.rows_staged
+    if result.mode == "backfill" and result.status != "failed" and skipped > 0:
+        lines.append(
+            f"  note: {skipped:,} row(s) matched the stored fingerprint of the target's row "
+            "and were not staged (--full-compare compares every row)"
+        )
     return lines
 
 

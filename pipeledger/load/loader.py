@@ -20,7 +20,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -32,11 +32,12 @@ from pipeledger.errors import ConflictError, WarehouseError
 from pipeledger.extract import ReadSpec, Source, SourceBatch, open_source
 from pipeledger.ledger.schema import migrate_database
 from pipeledger.load import sql
+from pipeledger.load.known import KnownRows
 from pipeledger.load.result import LoadResult, MergeCounts, Mode, Status, StepResult
 from pipeledger.load.steps import StepClock
 from pipeledger.quality.gate import GateSpec, recheck_keys, run_gate
 from pipeledger.quality.report import GateReport
-from pipeledger.schema import arrow_type
+from pipeledger.schema import ROW_HASH_COLUMN, arrow_type
 from pipeledger.transform.conform import (
     Shape,
     check_lateness,
@@ -45,6 +46,7 @@ from pipeledger.transform.conform import (
     shape_from_table,
 )
 from pipeledger.transform.drift import Drift, align, detect_all, evolved
+from pipeledger.transform.fingerprint import with_row_hash
 from pipeledger.watermark import (
     CursorValue,
     WatermarkTracker,
@@ -102,27 +104,42 @@ class _Run:
     part_schemas: list[pa.Schema] = field(default_factory=list)
     tracker: WatermarkTracker | None = None
     promotable: bool = False  # staged into a table that becomes the new target
+    full_compare: bool = False  # backfill: stage every row, even those the target holds
+    fingerprinted: bool = True  # the existing target has a fingerprint column
+    known: KnownRows | None = None  # backfill: what the target already holds
+    restaged: int = 0  # rows the shortcut skipped that the merge needed after all
+
+    @property
+    def rows_staged(self) -> int:
+        return self.rows_read - (self.known.skipped if self.known else 0)
 
     def execute(self, session: Session) -> None:
         session.lock_pipeline(self.name)
         self.before = read_watermarks(session, self.name)
         self.after = dict(self.before)
         self.shape = self._existing_shape(session)
+        if self.shape is not None and not self.fingerprinted:  # made before fingerprints
+            target = self.pipeline.target_name
+            session.execute(sql.add_column(session.dialect, target, sql.ROW_HASH))
         window = self.window or incremental_window(
             self.before, self.pipeline.lateness, self.pipeline.partition_by is not None
         )
         self.window = window
         tracker = self.tracker = WatermarkTracker(self.pipeline.cursor, self.pipeline.partition_by)
         self._stage(session, window, tracker)
-        if self.rows_read and self.shape is not None:
+        if self.rows_staged and self.shape is not None:
             with self.clock.measure("load"):
                 self._publish(session, self.shape, tracker)
+        if self.known is not None:
+            unchanged = self.counts.unchanged + self.known.skipped - self.restaged
+            self.counts = replace(self.counts, unchanged=unchanged)
 
     def _existing_shape(self, session: Session) -> Shape | None:
         rows = session.table_columns(self.pipeline.target_name)
         if rows is None:
             return None
         p = self.pipeline
+        self.fingerprinted = any(name == ROW_HASH_COLUMN for name, _ in rows)
         shape = shape_from_table(rows, p.key, p.cursor, p.partition_by)
         check_lateness(shape, p.lateness)
         return shape
@@ -141,6 +158,8 @@ class _Run:
             self.part_schemas = source.schemas(self._read_spec(window))
             if self.shape is not None and self.part_schemas:
                 self.drift = self._resolve_drift(session, self.part_schemas, self.shape, checks)
+        with self.clock.measure("load"):
+            self.known = self._known_rows(session, window)
         batches = self._conformed(session, source, window, tracker)
         first = next(batches, None)
         if first is None or self.shape is None:
@@ -167,10 +186,29 @@ class _Run:
                 batch = self._transform(session, item)
             tracker.observe(batch)
             self.rows_read += batch.num_rows
-            log.info("pipeline %s run %s: staged %d rows", self.name, self.run_id, self.rows_read)
             if self.on_progress:
                 self.on_progress(self.name, self.rows_read)
-            yield batch
+            if self.known is not None:
+                batch = self.known.unseen(batch)
+            staged, read = self.rows_staged, self.rows_read
+            log.info(
+                "pipeline %s run %s: staged %d of %d rows read",
+                self.name,
+                self.run_id,
+                staged,
+                read,
+            )
+            if batch.num_rows:
+                yield batch
+
+    def _known_rows(self, session: Session, window: Window) -> KnownRows | None:
+        """A backfill's view of the target rows in its range (see ``load.known``)."""
+        p = self.pipeline
+        if self.mode != "backfill" or self.shape is None or self.new_target:
+            return None
+        if self.full_compare or not self.fingerprinted or p.checks is not None:
+            return None
+        return KnownRows.fetch(session, p.target_name, p.cursor, window)
 
     def _transform(self, session: Session, item: SourceBatch) -> pa.RecordBatch:
         checks = self.pipeline.checks
@@ -184,7 +222,8 @@ class _Run:
         else:
             aligned = SourceBatch(align(item.batch, self.shape), item.origin, item.row_numbers)
             batch = conform(aligned, self.shape, gated_keys=True)
-        return self._window_filter(batch) if item.unfiltered else batch
+        batch = self._window_filter(batch) if item.unfiltered else batch
+        return with_row_hash(batch, [c.name for c in self.shape.columns])
 
     def _window_filter(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         p, window = self.pipeline, self.window
@@ -222,12 +261,14 @@ class _Run:
         spec = self._merge_spec(shape)
         checks = self.pipeline.checks
         if checks is None:
-            self.counts = self._merge(session, spec, self.rows_read)
+            if self.known is not None:
+                self.restaged = self.known.restage_versions(session, spec)
+            self.counts = self._merge(session, spec, self.rows_staged + self.restaged)
             return self._after_merge(session, shape, tracker)
         gate = self._gate_spec(shape, checks, session.dialect.name == "postgres")
         with self.clock.measure("quality"):
             self.report = run_gate(session, gate)
-        kept = self.rows_read - self.report.quarantined_rows
+        kept = self.rows_staged - self.report.quarantined_rows
         if not gate.key_proven_by_target:
             self.counts = self._merge(session, spec, kept)
             return self._after_merge(session, shape, tracker)
@@ -241,7 +282,7 @@ class _Run:
                 raise
             with self.clock.measure("quality"):
                 self.report = recheck_keys(session, gate, self.report)
-            kept = self.rows_read - self.report.quarantined_rows
+            kept = self.rows_staged - self.report.quarantined_rows
             self.counts = first_load(
                 session, spec, kept, self.run_id, self.started_at, True, self.promotable
             )
@@ -284,11 +325,12 @@ class _Run:
     def steps(self) -> list[StepResult]:
         written = self.counts.inserted + self.counts.updated
         rejected = self.report.quarantined_rows if self.report else 0
+        staged = self.rows_staged
         rows = {
             "extract": (None, self.rows_read),
-            "transform": (self.rows_read, self.rows_read),
-            "quality": (self.rows_read, self.rows_read - rejected),
-            "load": (self.rows_read - rejected, written),
+            "transform": (self.rows_read, staged),
+            "quality": (staged, staged - rejected),
+            "load": (staged - rejected, written),
         }
         return self.clock.results(rows, self.bytes_read, {"quality": rejected})
 
@@ -303,6 +345,7 @@ class _Run:
             started_at=self.started_at,
             duration_s=duration,
             rows_read=0 if failed else self.rows_read,
+            rows_staged=0 if failed else self.rows_staged + self.restaged,
             counts=MergeCounts() if failed else self.counts,
             watermark_before=_texts(self.before),
             watermark_after=_texts(self.before if failed else self.after),
@@ -345,18 +388,19 @@ def _texts(marks: dict[str, CursorValue]) -> dict[str, str]:
 
 def _start_stage(session: Session, shape: Shape, run: _Run, promotable: bool) -> None:
     d = session.dialect
+    columns = [*shape.columns, sql.ROW_HASH]
     if promotable:
         schema = sql.create_schema(d, run.pipeline.target_name)
         if schema:
             session.execute(schema)
         target = run.pipeline.target_name
-        for statement in sql.create_promotable_stage(target, shape.columns, shape.cursor):
+        for statement in sql.create_promotable_stage(target, columns, shape.cursor):
             session.execute(statement)
         return
     if d.name == "sqlite":
         for statement in sql.drop_stage(d):
             session.execute(statement)
-    session.execute(sql.create_stage(d, shape.columns))
+    session.execute(sql.create_stage(d, columns))
 
 
 def first_load(
@@ -495,12 +539,14 @@ def load_pipeline(
     observer: LoadObserver | None = None,
     run_id: str | None = None,
     history: Sequence[int] | None = None,
+    full_compare: bool = False,
 ) -> LoadResult:
     """Run one pipeline once. On failure nothing is written and the error is re-raised
     unchanged, with a note saying what happened to the target and the watermark."""
     run = _Run(name, config.pipeline(name), config, mode, window, on_progress)
     run.run_id = run_id or run.run_id
     run.history = history
+    run.full_compare = full_compare
     clock = time.monotonic()
     try:
         migrate_database(warehouse, "state")

@@ -50,6 +50,7 @@ class LoadResult:
     started_at: datetime
     duration_s: float
     rows_read: int = 0
+    rows_staged: int = 0  # compared in the warehouse; a backfill skips rows it knows
     counts: MergeCounts = MergeCounts()
     watermark_before: dict[str, str] = field(default_factory=dict)
     watermark_after: dict[str, str] = field(default_factory=dict)
@@ -76,6 +77,7 @@ class LoadResult:
             "status": self.status,
             "target": self.target,
             "rows_read": self.rows_read,
+            "rows_staged": self.rows_staged,
             "rows_inserted": self.counts.inserted,
             "rows_updated": self.counts.updated,
             "rows_unchanged": self.counts.unchanged,

@@ -14,12 +14,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from pipeledger.schema import LOADED_AT_COLUMN, RUN_ID_COLUMN, Column, TableName
+from pipeledger.schema import (
+    LOADED_AT_COLUMN,
+    ROW_HASH_COLUMN,
+    RUN_ID_COLUMN,
+    Column,
+    TableName,
+)
 
 DialectName = Literal["postgres", "sqlite"]
 STAGE = "_pipeledger_stage"
 STAGE_UNIQUE = "_pipeledger_stage_unique"
 STATE_TABLE = TableName("pipeledger", "pipeline_state")
+# staged beside the data columns and stored with each target row (NULL: not known)
+ROW_HASH = Column(ROW_HASH_COLUMN, "bigint")
 
 
 def quote(name: str) -> str:
@@ -88,6 +96,11 @@ class MergeSpec:
         return [c.name for c in self.columns]
 
     @property
+    def stored(self) -> list[str]:
+        """What the stage carries into the target: the data columns and the fingerprint."""
+        return [*self.names, ROW_HASH_COLUMN]
+
+    @property
     def values(self) -> list[str]:
         """Non-key columns: the content compared to decide 'unchanged'."""
         return [c.name for c in self.columns if c.name not in self.key]
@@ -107,6 +120,7 @@ def create_target(d: Dialect, spec: MergeSpec, primary_key: bool = True) -> str:
         f"{quote(c.name)} {d.column_type(c.sql_type)}" + (" NOT NULL" if c.name in required else "")
         for c in spec.columns
     ]
+    lines.append(f"{quote(ROW_HASH_COLUMN)} bigint")
     lines.append(f"{quote(RUN_ID_COLUMN)} text NOT NULL")
     lines.append(f"{quote(LOADED_AT_COLUMN)} timestamptz NOT NULL")
     if primary_key:
@@ -128,7 +142,7 @@ def add_column(d: Dialect, target: TableName, column: Column) -> str:
 
 def insert_new(d: Dialect, spec: MergeSpec, source: str) -> str:
     """A plain insert, for a target created by this very run (nothing to conflict with)."""
-    names = ", ".join(quote(c) for c in spec.names)
+    names = ", ".join(quote(c) for c in spec.stored)
     meta = f"{quote(RUN_ID_COLUMN)}, {quote(LOADED_AT_COLUMN)}"
     return (
         f"INSERT INTO {d.table(spec.target)} ({names}, {meta}) "
@@ -191,6 +205,36 @@ def copy_stage(columns: Sequence[str]) -> str:
     return f"COPY {quote(STAGE)} ({names}) FROM STDIN (FORMAT csv)"
 
 
+def stored_hashes(d: Dialect, target: TableName, where: str) -> str:
+    """Fingerprints of the target rows matching ``where`` (a cursor window), at most as
+    many as the last parameter says."""
+    h = quote(ROW_HASH_COLUMN)
+    return f"SELECT {h} FROM {d.table(target)} WHERE {h} IS NOT NULL AND {where} LIMIT {d.param}"
+
+
+def staged_key_hashes(d: Dialect, spec: MergeSpec) -> str:
+    """The fingerprints the target holds for the keys that were staged."""
+    join = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in spec.key)
+    h = quote(ROW_HASH_COLUMN)
+    return (
+        f"SELECT t.{h} FROM {d.table(spec.target)} AS t JOIN {d.stage()} AS s ON {join} "
+        f"WHERE t.{h} IS NOT NULL"
+    )
+
+
+def restage_from_target(d: Dialect, spec: MergeSpec, count: int) -> str:
+    """Stage again, from the target, the rows of staged keys with these fingerprints."""
+    stored = ", ".join(quote(c) for c in spec.stored)
+    selected = ", ".join(f"t.{quote(c)}" for c in spec.stored)
+    join = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in spec.key)
+    marks = ", ".join([d.param] * count)
+    return (
+        f"INSERT INTO {d.stage()} ({stored}) SELECT {selected} FROM {d.table(spec.target)} AS t "
+        f"WHERE t.{quote(ROW_HASH_COLUMN)} IN ({marks}) "
+        f"AND EXISTS (SELECT 1 FROM {d.stage()} AS s WHERE {join})"
+    )
+
+
 def insert_stage(d: Dialect, columns: Sequence[str]) -> str:
     names = ", ".join(quote(c) for c in columns)
     marks = ", ".join([d.param] * len(columns))
@@ -204,7 +248,7 @@ def duplicate_keys(d: Dialect, spec: MergeSpec) -> str:
 
 def dedupe_stage(d: Dialect, spec: MergeSpec) -> str:
     """One row per key: greatest cursor wins, then the greatest row text (deterministic)."""
-    names = ", ".join(quote(c) for c in spec.names)
+    names = ", ".join(quote(c) for c in spec.stored)
     keys = ", ".join(quote(k) for k in spec.key)
     order = f"{quote(spec.cursor)} DESC, {d.row_text('s', spec.values)} DESC"
     ranked = (
@@ -296,7 +340,7 @@ def merge(d: Dialect, spec: MergeSpec, source: str) -> str:
     returns (inserted, updated) from the statement itself. SQLite's row count is inserted +
     updated, and the caller counts new keys beforehand.
     """
-    names = ", ".join(quote(c) for c in spec.names)
+    names = ", ".join(quote(c) for c in spec.stored)
     meta = f"{quote(RUN_ID_COLUMN)}, {quote(LOADED_AT_COLUMN)}"
     keys = ", ".join(quote(k) for k in spec.key)
     condition = update_condition(d, spec)
@@ -304,6 +348,7 @@ def merge(d: Dialect, spec: MergeSpec, source: str) -> str:
         action = "DO NOTHING"
     else:
         sets = ", ".join(f"{quote(c)} = excluded.{quote(c)}" for c in [*spec.values])
+        sets += f", {quote(ROW_HASH_COLUMN)} = excluded.{quote(ROW_HASH_COLUMN)}"
         sets += f", {quote(RUN_ID_COLUMN)} = excluded.{quote(RUN_ID_COLUMN)}"
         sets += f", {quote(LOADED_AT_COLUMN)} = excluded.{quote(LOADED_AT_COLUMN)}"
         action = f"DO UPDATE SET {sets} WHERE {condition}"
@@ -312,7 +357,7 @@ def merge(d: Dialect, spec: MergeSpec, source: str) -> str:
             f"INSERT INTO {d.table(spec.target)} AS t ({names}, {meta}) "
             f"SELECT {names}, ?, ? FROM {source} WHERE true ON CONFLICT ({keys}) {action}"
         )
-    selected = ", ".join(f"s.{quote(c)}" for c in spec.names)
+    selected = ", ".join(f"s.{quote(c)}" for c in spec.stored)
     insert = (
         f"INSERT INTO {d.table(spec.target)} AS t ({names}, {meta}) "
         f"SELECT {selected}, %s, %s FROM {_changed_rows(d, spec, source)} "

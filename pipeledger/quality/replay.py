@@ -56,8 +56,9 @@ from pipeledger.load.loader import merge_staged, read_watermarks
 from pipeledger.load.result import MergeCounts
 from pipeledger.quality import checks as q
 from pipeledger.quality.gate import GateSpec, evaluate
-from pipeledger.schema import Column, TableName
+from pipeledger.schema import ROW_HASH_COLUMN, Column, TableName
 from pipeledger.transform.conform import Shape, conform, shape_from_table
+from pipeledger.transform.fingerprint import with_row_hash
 from pipeledger.watermark import to_text
 
 ROW_ID = "_pipeledger_quarantine_id"
@@ -246,9 +247,9 @@ def replay_batch(shape: Shape, rows: Sequence[_Row], origin: str) -> pa.RecordBa
         [pa.array([_text(r.values.get(n)) for r in rows], pa.string()) for n in names],
         names=names,
     )
-    conformed = conform(SourceBatch(raw, origin), shape, gated_keys=True)
+    conformed = with_row_hash(conform(SourceBatch(raw, origin), shape, gated_keys=True), names)
     ids = pa.array([r.row_id for r in rows], pa.string())
-    return pa.RecordBatch.from_arrays([*conformed.columns, ids], names=[*names, ROW_ID])
+    return conformed.append_column(ROW_ID, ids)
 
 
 def failing_ids(d: sql.Dialect, check: q.RowCheck) -> str:
@@ -286,6 +287,8 @@ def _shape(session: Session, name: str, pipeline: PipelineConfig) -> Shape:
             f"pipeline {name}: target {pipeline.target} does not exist, so its quarantined "
             "rows have nowhere to go; nothing was replayed"
         )
+    if all(column != ROW_HASH_COLUMN for column, _ in columns):  # a target made before fingerprints
+        session.execute(sql.add_column(session.dialect, pipeline.target_name, sql.ROW_HASH))
     return shape_from_table(columns, pipeline.key, pipeline.cursor, pipeline.partition_by)
 
 
@@ -296,7 +299,7 @@ def _stage(session: Session, shape: Shape, batch: pa.RecordBatch) -> None:
     if d.name == "sqlite":
         for statement in sql.drop_stage(d):
             session.execute(statement)
-    session.execute(sql.create_stage(d, [*shape.columns, Column(ROW_ID, "text")]))
+    session.execute(sql.create_stage(d, [*shape.columns, sql.ROW_HASH, Column(ROW_ID, "text")]))
     session.stage([batch])
 
 

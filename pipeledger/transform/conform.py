@@ -19,6 +19,7 @@ from pipeledger.extract.base import SourceBatch
 from pipeledger.schema import (
     CURSOR_TYPES,
     LOADED_AT_COLUMN,
+    ROW_HASH_COLUMN,
     RUN_ID_COLUMN,
     Column,
     canonical_type,
@@ -86,7 +87,7 @@ def shape_from_table(
     rows: Sequence[tuple[str, str]], key: Sequence[str], cursor: str, partition_by: str | None
 ) -> Shape:
     """The shape of an existing target, read from the database catalog."""
-    meta = {RUN_ID_COLUMN, LOADED_AT_COLUMN}
+    meta = {RUN_ID_COLUMN, LOADED_AT_COLUMN, ROW_HASH_COLUMN}
     columns = tuple(Column(name, canonical_type(kind)) for name, kind in rows if name not in meta)
     shape = Shape(columns, tuple(key), cursor, partition_by)
     _check_roles(shape)
