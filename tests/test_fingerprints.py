@@ -224,13 +224,39 @@ def test_a_key_in_two_versions_is_merged_as_if_every_row_were_staged(project: Pr
     }
 
 
-def test_a_row_edited_by_hand_is_repaired_by_a_full_compare(project: Project) -> None:
+def fingerprint_of(project: Project, order_id: int) -> Any:
+    sql = f"SELECT _pipeledger_row_hash FROM {project.table()} WHERE order_id = %s"
+    return project.query(sql, [order_id])[0][0]
+
+
+def test_a_row_edited_by_hand_is_compared_in_full_by_the_next_backfill(project: Project) -> None:
     project.configure(orders=orders_pipeline(on_conflict="update"))  # the source is the truth
     project.write_csv("orders_1.csv", [order(i, day(i)) for i in range(1, 6)])
     project.run()
     project.execute(f"UPDATE {project.table()} SET status = 'typo' WHERE order_id = 3")
-    # its stored fingerprint still says "as loaded": the shortcut cannot see the edit
-    assert backfill(project)["rows_updated"] == 0
+    # the target's trigger cleared the fingerprint that no longer describes the row
+    assert fingerprint_of(project, 3) is None and fingerprint_of(project, 2) is not None
+    repaired = backfill(project)
+    assert (repaired["rows_staged"], repaired["rows_updated"]) == (1, 1)
+    assert ("3", "completed", "10.00") in project.rows()
+    assert fingerprint_of(project, 3) is not None
+    assert backfill(project)["rows_staged"] == 0
+
+
+def drop_trigger(project: Project) -> None:
+    if project.backend == "postgres":
+        project.execute(f'DROP TRIGGER "_pipeledger_forget_row_hash" ON {project.table()}')
+    else:
+        project.execute('DROP TRIGGER "_pipeledger_forget_row_hash:analytics.orders"')
+
+
+def test_full_compare_repairs_an_edit_the_trigger_did_not_see(project: Project) -> None:
+    project.configure(orders=orders_pipeline(on_conflict="update"))
+    project.write_csv("orders_1.csv", [order(i, day(i)) for i in range(1, 6)])
+    project.run()
+    drop_trigger(project)
+    project.execute(f"UPDATE {project.table()} SET status = 'typo' WHERE order_id = 3")
+    assert backfill(project)["rows_updated"] == 0  # its stale fingerprint still matches
     assert ("3", "typo", "10.00") in project.rows()
     repaired = backfill(project, "--full-compare")
     assert (repaired["rows_staged"], repaired["rows_updated"]) == (5, 1)
@@ -243,6 +269,7 @@ def test_a_target_without_fingerprints_gets_the_column_and_is_compared_in_full(
     project.configure(orders=orders_pipeline())
     project.write_csv("orders_1.csv", [order(i, day(i)) for i in range(1, 6)])
     project.run()
+    drop_trigger(project)  # as a target made before fingerprints
     project.execute(f"ALTER TABLE {project.table()} DROP COLUMN _pipeledger_row_hash")
     first = backfill(project)  # the column comes back, empty: every row is compared
     assert (first["rows_staged"], first["rows_updated"], first["rows_unchanged"]) == (5, 0, 5)
@@ -255,6 +282,9 @@ def test_a_target_without_fingerprints_gets_the_column_and_is_compared_in_full(
     # the other four have none yet; order 2's older version (orders_1.csv) is staged, and
     # with it the stored version it is resolved against
     assert backfill(project)["rows_staged"] == 6
+    # and the trigger is back: an outside edit clears a fingerprint again
+    project.execute(f"UPDATE {project.table()} SET qty = 2 WHERE order_id = 2")
+    assert fingerprint_of(project, 2) is None
 
 
 def test_a_gated_backfill_stages_every_row(project: Project) -> None:

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from pipeledger.adapters.base import Session, Warehouse
-from pipeledger.load.sql import STATE_TABLE, Dialect, quote
+from pipeledger.load.sql import STATE_TABLE, Dialect, forget_hash_function, quote
 from pipeledger.schema import TableName
 
 Component = Literal["state", "ledger"]
@@ -102,7 +102,11 @@ def migrations(d: Dialect, component: Component) -> list[tuple[int, str, list[st
     """Versioned schema changes of one component, applied in order, each once."""
     schema = [f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}"] if d.name == "postgres" else []
     if component == "state":
-        return [(1, "watermark state per pipeline and partition", [*schema, *_state(d)])]
+        forget = [forget_hash_function()] if d.name == "postgres" else []
+        return [
+            (1, "watermark state per pipeline and partition", [*schema, *_state(d)]),
+            (2, "trigger function: an outside UPDATE clears the row's fingerprint", forget),
+        ]
     return [
         (1, "run ledger: pipelines, runs, tasks, audit, snapshots, dependencies",
          [*schema, *_ledger(d)]),

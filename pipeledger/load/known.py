@@ -12,11 +12,15 @@ different version, because the merge first resolves a key's versions among thems
 (greatest cursor wins). Those rows are staged again from the target before the merge, so
 the merge sees exactly what it would have seen without this shortcut.
 
+A row edited in the target by hand has no fingerprint: the target's trigger
+(``sql.forget_hash_trigger``) clears it on any UPDATE that does not set a new one, which
+pipeledger's own writes always do. A source row never matches a missing fingerprint, so it
+is staged and compared in full, and the backfill repairs the edit.
+
 The shortcut is not taken, and every row is staged and compared, when quality checks are
-configured (the gate judges every row a run reads), for ``backfill --full-compare`` (which
-also repairs rows edited in the target by hand, whose stored fingerprint is stale), for
-targets whose rows carry no fingerprint yet, and when the range holds more than
-:data:`LIMIT` rows (to bound memory: 8 bytes a row).
+configured (the gate judges every row a run reads), for ``backfill --full-compare`` (for
+edits the trigger could not see: triggers disabled, or a fingerprint set by hand), and
+when the range holds more than :data:`LIMIT` rows (to bound memory: 8 bytes a row).
 """
 
 from __future__ import annotations

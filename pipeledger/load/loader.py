@@ -118,9 +118,8 @@ class _Run:
         self.before = read_watermarks(session, self.name)
         self.after = dict(self.before)
         self.shape = self._existing_shape(session)
-        if self.shape is not None and not self.fingerprinted:  # made before fingerprints
-            target = self.pipeline.target_name
-            session.execute(sql.add_column(session.dialect, target, sql.ROW_HASH))
+        if self.shape is not None:
+            self._keep_fingerprints_honest(session)
         window = self.window or incremental_window(
             self.before, self.pipeline.lateness, self.pipeline.partition_by is not None
         )
@@ -143,6 +142,19 @@ class _Run:
         shape = shape_from_table(rows, p.key, p.cursor, p.partition_by)
         check_lateness(shape, p.lateness)
         return shape
+
+    def _keep_fingerprints_honest(self, session: Session) -> None:
+        """An existing target gets the fingerprint column and the trigger that clears a
+        fingerprint on an outside UPDATE, if it was made before they existed."""
+        d, target = session.dialect, self.pipeline.target_name
+        if not self.fingerprinted:
+            session.execute(sql.add_column(d, target, sql.ROW_HASH))
+        if d.name == "sqlite":
+            session.execute(sql.forget_hash_trigger(d, target))  # IF NOT EXISTS: no lookup
+            return
+        params = [sql.POSTGRES.table(target), sql.FORGET_TRIGGER]
+        if not session.query(sql.has_forget_trigger(), params)[0][0]:
+            session.execute(sql.forget_hash_trigger(d, target))
 
     def _read_spec(self, window: Window) -> ReadSpec:
         if self.shape is not None:
@@ -296,6 +308,9 @@ class _Run:
         return merge_staged(session, spec, kept, self.run_id, self.started_at)
 
     def _after_merge(self, session: Session, shape: Shape, tracker: WatermarkTracker) -> None:
+        if self.new_target:
+            target = self.pipeline.target_name
+            session.execute(sql.forget_hash_trigger(session.dialect, target))
         if self.mode == "incremental":
             self._advance(session, shape, tracker)
 

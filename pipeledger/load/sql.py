@@ -205,6 +205,42 @@ def copy_stage(columns: Sequence[str]) -> str:
     return f"COPY {quote(STAGE)} ({names}) FROM STDIN (FORMAT csv)"
 
 
+FORGET_TRIGGER = "_pipeledger_forget_row_hash"
+FORGET_FUNCTION = f"{quote(STATE_TABLE.schema or '')}.{quote('forget_row_hash')}"
+
+
+def forget_hash_function() -> str:
+    """PostgreSQL: the trigger function of :func:`forget_hash_trigger` (a state migration)."""
+    return (
+        f"CREATE OR REPLACE FUNCTION {FORGET_FUNCTION}() RETURNS trigger LANGUAGE plpgsql "
+        f"AS $$ BEGIN NEW.{quote(ROW_HASH_COLUMN)} := NULL; RETURN NEW; END $$"
+    )
+
+
+def forget_hash_trigger(d: Dialect, target: TableName) -> str:
+    """An UPDATE that leaves a row's fingerprint as it was did not come from pipeledger
+    (whose writes carry the new row's fingerprint): the stored fingerprint may no longer
+    describe the row, so it is cleared, and the next backfill compares that row in full."""
+    h = quote(ROW_HASH_COLUMN)
+    kept = f"NEW.{h} IS NOT NULL AND NEW.{h} IS NOT DISTINCT FROM OLD.{h}"
+    if d.name == "postgres":
+        return (
+            f"CREATE TRIGGER {quote(FORGET_TRIGGER)} BEFORE UPDATE ON {d.table(target)} "
+            f"FOR EACH ROW WHEN ({kept}) EXECUTE PROCEDURE {FORGET_FUNCTION}()"
+        )
+    kept = f"NEW.{h} IS NOT NULL AND NEW.{h} IS OLD.{h}"
+    return (
+        f"CREATE TRIGGER IF NOT EXISTS {quote(f'{FORGET_TRIGGER}:{target}')} AFTER UPDATE ON "
+        f"{d.table(target)} FOR EACH ROW WHEN {kept} BEGIN UPDATE {d.table(target)} "
+        f"SET {h} = NULL WHERE rowid = NEW.rowid; END"
+    )
+
+
+def has_forget_trigger() -> str:
+    """PostgreSQL: whether a target has the trigger (parameters: target, trigger name)."""
+    return "SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass(%s) AND tgname = %s"
+
+
 def stored_hashes(d: Dialect, target: TableName, where: str) -> str:
     """Fingerprints of the target rows matching ``where`` (a cursor window), at most as
     many as the last parameter says."""
