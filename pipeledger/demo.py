@@ -81,8 +81,10 @@ class Tour:
             result = runner.run_one(config, "orders")
         c = result.counts
         before = result.watermark(result.watermark_before) or "(none)"
+        staged = f"staged {result.rows_staged:,} · " if result.mode == "backfill" else ""
         self.console.print(
-            f"  [bold]{result.mode}[/]: read {result.rows_read:,} · inserted {c.inserted:,} · "
+            f"  [bold]{result.mode}[/]: read {result.rows_read:,} · {staged}"
+            f"inserted {c.inserted:,} · "
             f"updated {c.updated:,} · unchanged {c.unchanged:,}\n"
             f"  watermark {before} -> {result.watermark(result.watermark_after)}",
             highlight=False,
@@ -172,6 +174,12 @@ class Tour:
             highlight=False,
         )
         self.load((5, 0), start, end)
+        self.console.print(
+            "  the same backfill again must change nothing; it does not even stage the rows:"
+            " each matches the fingerprint stored with the target's row:",
+            highlight=False,
+        )
+        self.load((0, 0), start, end)
 
     def ledger(self) -> None:
         config = load_config(self.config_path)
