@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import struct
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -11,11 +12,17 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from pipeledger.schema import Column, sql_type_for
 from pipeledger.transform.fingerprint import row_hashes, with_row_hash
 
 from .helpers import Project, order, orders_pipeline
 
 # -- the definition, read literally in plain Python ------------------------------------
+
+
+def columns(schema: pa.Schema) -> list[Column]:
+    return [Column(field.name, sql_type_for(field.type)) for field in schema]
+
 
 M = 1 << 64
 
@@ -28,17 +35,18 @@ def mix(h: int) -> int:
     return h ^ (h >> 33)
 
 
-def name_seed(name: str) -> int:
-    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "little")
+def column_seed(column: Column) -> int:
+    text = f"{column.name}\0{column.sql_type}".encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little")
 
 
 def text_word(data: bytes) -> int:
-    h = mix(len(data) ^ 0x243F6A8885A308D3)
-    if len(data) > 256:
-        return h ^ int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
-    for start in range(0, len(data), 8):
-        h = (mix(h ^ int.from_bytes(data[start : start + 8], "little")) + 0x9E3779B97F4A7C15) % M
-    return h
+    seed = 0x243F6A8885A308D3
+    total = 0
+    for k in range(0, (len(data) + 7) // 8):
+        word = int.from_bytes(data[8 * k : 8 * k + 8], "little")  # short: zero-padded
+        total += mix(word ^ mix((k * 0x9E3779B97F4A7C15 + seed) % M))
+    return mix((mix(len(data) ^ seed) + total) % M)
 
 
 def value_word(value: Any, kind: pa.DataType) -> int:
@@ -63,7 +71,9 @@ def reference(row: dict[str, Any], schema: pa.Schema) -> int:
     total = 0
     for name, value in row.items():
         if value is not None:
-            total += mix(value_word(value, schema.field(name).type) ^ name_seed(name))
+            kind = schema.field(name).type
+            column = Column(name, sql_type_for(kind))
+            total += mix(value_word(value, kind) ^ column_seed(column))
     h = mix(total % M)
     return h - M if h >= 1 << 63 else h
 
@@ -109,12 +119,17 @@ def test_fingerprint_is_the_definition_for_every_type_null_and_text_length() -> 
     rows = sample_rows()
     batch = pa.RecordBatch.from_pylist(rows, schema=TYPES)
     expected = [reference(row, TYPES) for row in rows]
-    assert row_hashes(batch, TYPES.names).to_pylist() == expected
+    assert row_hashes(batch, columns(TYPES)).to_pylist() == expected
     # a slice (an offset into the buffers) sees the same values
-    assert row_hashes(batch.slice(5, 11), TYPES.names).to_pylist() == expected[5:16]
+    assert row_hashes(batch.slice(5, 11), columns(TYPES)).to_pylist() == expected[5:16]
     # large_string is the same text
     large = batch.set_column(9, "note", batch.column("note").cast(pa.large_string()))
-    assert row_hashes(large, TYPES.names).to_pylist() == expected
+    assert row_hashes(large, columns(TYPES)).to_pylist() == expected
+    # values of up to 32 bytes take a shorter path to the same definition
+    texts = [{"note": t} for t in ["", "a", "abcdefgh", "x" * 31, "y" * 32, None, "é" * 16]]
+    short = pa.RecordBatch.from_pylist(texts, schema=pa.schema([("note", pa.string())]))
+    expected = [reference(row, short.schema) for row in texts]
+    assert row_hashes(short, columns(short.schema)).to_pylist() == expected
 
 
 def test_fingerprints_are_pinned_across_releases() -> None:
@@ -126,24 +141,36 @@ def test_fingerprints_are_pinned_across_releases() -> None:
             [("order_id", pa.int64()), ("amount", pa.decimal128(12, 2)), ("status", pa.string())]
         ),
     )
-    assert row_hashes(batch, batch.schema.names).to_pylist() == [reference(
+    assert row_hashes(batch, columns(batch.schema)).to_pylist() == [reference(
         {"order_id": 1, "amount": Decimal("10.00"), "status": "completed"}, batch.schema
     )] == [PINNED]  # fmt: skip
 
 
-PINNED = 7576051501570342412
+PINNED = 7886997300583190821
 
 
-def test_width_and_an_added_null_column_keep_a_fingerprint_swapped_values_do_not() -> None:
-    narrow = pa.record_batch({"a": pa.array([5, -3], pa.int32()), "b": pa.array([7, 8])})
-    wide = pa.record_batch({"a": pa.array([5, -3], pa.int64()), "b": pa.array([7, 8])})
-    assert row_hashes(narrow, ["a", "b"]).equals(row_hashes(wide, ["a", "b"]))
-    evolved = wide.append_column("c", pa.array([None, None], pa.string()))
-    assert row_hashes(evolved, ["a", "b", "c"]).equals(row_hashes(wide, ["a", "b"]))
+def test_an_added_null_column_keeps_a_fingerprint_swapped_values_and_types_do_not() -> None:
+    table = pa.record_batch({"a": pa.array([5, -3]), "b": pa.array([7, 8])})
+    before = row_hashes(table, columns(table.schema)).to_pylist()
+    evolved = table.append_column("c", pa.array([None, None], pa.string()))
+    assert row_hashes(evolved, columns(evolved.schema)).to_pylist() == before
     swapped = pa.record_batch({"a": pa.array([7, 8]), "b": pa.array([5, -3])})
-    assert set(row_hashes(swapped, ["a", "b"]).to_pylist()).isdisjoint(
-        row_hashes(wide, ["a", "b"]).to_pylist()
-    )
+    assert set(row_hashes(swapped, columns(swapped.schema)).to_pylist()).isdisjoint(before)
+    # the same numbers under another type: a target retyped by hand is compared in full
+    narrow = [Column("a", "integer"), Column("b", "bigint")]
+    assert set(row_hashes(table, narrow).to_pylist()).isdisjoint(before)
+    cents = pa.record_batch({"x": pa.array([Decimal("10.50")], pa.decimal128(12, 2))})
+    scaled = pa.record_batch({"x": pa.array([Decimal("0.1050")], pa.decimal128(12, 4))})
+    assert row_hashes(cents, columns(cents.schema)) != row_hashes(scaled, columns(scaled.schema))
+
+
+def test_long_text_costs_no_python_loop_and_every_byte_counts() -> None:
+    base = "é" + "x" * 2998
+    values = [base, base[:-1] + "y", "y" + base[1:], base + "\0", base[:-8], None] * 2000
+    batch = pa.record_batch({"note": pa.array(values)})
+    hashes = row_hashes(batch, columns(batch.schema)).to_pylist()
+    assert len(set(hashes)) == 6  # five texts and a null, whatever the length
+    assert hashes[:6] == [reference({"note": v}, batch.schema) for v in values[:6]]
 
 
 def test_near_identical_rows_get_distinct_fingerprints() -> None:
@@ -157,7 +184,7 @@ def test_near_identical_rows_get_distinct_fingerprints() -> None:
     )
     same_key = batch.set_column(0, "id", pa.array([0] * n))  # only the values differ
     for table in (batch, same_key):
-        hashes = with_row_hash(table, table.schema.names).column("_pipeledger_row_hash")
+        hashes = with_row_hash(table, columns(table.schema)).column("_pipeledger_row_hash")
         distinct = len(set(hashes.to_pylist()))
         values = zip(*table.to_pydict().values(), strict=True)
         expected = n if table is batch else len({(row[1], row[2]) for row in values})
@@ -193,6 +220,12 @@ def test_backfill_stages_only_rows_the_target_does_not_hold(project: Project, po
     assert (same["rows_read"], same["rows_staged"]) == (20, 0)
     assert (same["rows_inserted"], same["rows_updated"], same["rows_unchanged"]) == (0, 0, 20)
     assert run_ids(project) == before
+    # the ledger keeps what was compared: the audit event of the backfill says 0 staged
+    audit = project.table("pipeledger.audit_events")
+    sql = f"SELECT metadata FROM {audit} WHERE event_type = 'BACKFILL' AND run_id = %s"
+    (metadata,) = project.query(sql, [same["run_id"]])[0]
+    metadata = json.loads(metadata) if isinstance(metadata, str) else metadata
+    assert (metadata["rows_staged"], metadata["start"]) == (0, "2024-01-01")
     # a correction of two rows (same cursors) and one new row
     rows[4] = order(5, day(5), status="refunded")
     rows[9] = order(10, day(10), amount="99.50")
@@ -214,7 +247,7 @@ def test_a_key_in_two_versions_is_merged_as_if_every_row_were_staged(project: Pr
     project.run()
     project.write_csv("orders_0.csv", [order(1, day(3), status="pending")])  # older version
     shortcut = backfill(project)
-    assert (shortcut["rows_read"], shortcut["rows_staged"]) == (3, 2)
+    assert (shortcut["rows_read"], shortcut["rows_staged"]) == (3, 1)
     assert shortcut["rows_updated"] == 0
     assert project.rows() == [("1", "shipped", "10.00"), ("2", "completed", "10.00")]
     full = backfill(project, "--full-compare")
@@ -279,9 +312,9 @@ def test_a_target_without_fingerprints_gets_the_column_and_is_compared_in_full(
         f"SELECT order_id FROM {project.table()} WHERE _pipeledger_row_hash IS NOT NULL"
     )
     assert [int(r[0]) for r in stored] == [2]
-    # the other four have none yet; order 2's older version (orders_1.csv) is staged, and
-    # with it the stored version it is resolved against
-    assert backfill(project)["rows_staged"] == 6
+    # the other four have none yet, and order 2's older version (orders_1.csv) is staged
+    # (its stored version goes back to the stage beside it, not counted as read)
+    assert backfill(project)["rows_staged"] == 5
     # and the trigger is back: an outside edit clears a fingerprint again
     project.execute(f"UPDATE {project.table()} SET qty = 2 WHERE order_id = 2")
     assert fingerprint_of(project, 2) is None
@@ -293,3 +326,41 @@ def test_a_gated_backfill_stages_every_row(project: Project) -> None:
     project.run()
     result = backfill(project)
     assert (result["rows_staged"], result["rows_unchanged"]) == (5, 5)
+
+
+@pytest.mark.parametrize("policy", ["update", "newer_wins", "ignore"])
+def test_the_shortcut_counts_and_merges_exactly_like_a_full_compare(
+    project: Project, policy: str
+) -> None:
+    """Two pipelines over the same files: one backfills with the shortcut, one compares
+    every row. Duplicates of a stored row, and other versions beside it, must come out the
+    same in the table and in every count."""
+    pipelines = {
+        name: orders_pipeline(on_conflict=policy, target=f"analytics.orders_{name}")
+        for name in ("short", "full")
+    }
+    project.configure(**pipelines)
+    project.write_csv("orders_1.csv", [order(i, day(10)) for i in range(1, 6)])
+    project.run()
+    project.write_csv(
+        "orders_2.csv",
+        [
+            order(1, day(10)),  # a copy of the stored row
+            order(1, day(10)),  # and another
+            order(2, day(10)),  # a copy of the stored row of a key that also...
+            order(2, day(12), status="shipped"),  # ...arrives newer
+            order(3, day(4), status="pending"),  # an older version beside the stored one
+            order(9, day(11)),  # a new key
+        ],
+    )
+    short = project.run_json("backfill", "short", *BACKFILL)[0]
+    full = project.run_json("backfill", "full", *BACKFILL, "--full-compare")[0]
+    assert (short["rows_read"], full["rows_read"]) == (11, 11)
+    assert full["rows_staged"] == 11 and short["rows_staged"] < 11
+    counted = ("rows_inserted", "rows_updated", "rows_unchanged", "rows_superseded")
+    assert {k: short[k] for k in counted} == {k: full[k] for k in counted}
+    assert sum(short[k] for k in counted) == 11
+    columns = "order_id, status, amount, updated_at"
+    assert project.rows(columns, "analytics.orders_short") == project.rows(
+        columns, "analytics.orders_full"
+    )

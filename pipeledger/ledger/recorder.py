@@ -137,7 +137,7 @@ class LoadRecorder:
         if shape is not None and session.table_columns(TableName.parse(result.target)):
             previous = self.run.ledger.previous_snapshot(result.target, session)
             written = Written(
-                result.counts.inserted, result.rows_read, result.target_created,
+                result.counts.inserted, result.rows_staged, result.target_created,
                 result.staged_max_cursor,
             )  # fmt: skip
             snapshot = take_snapshot(
@@ -192,7 +192,8 @@ class LoadRecorder:
         )  # fmt: skip
         run.record.watermark_before = watermark_text(result.watermark_before, result.partitioned)
         run.record.watermark_after = watermark_text(result.watermark_after, result.partitioned)
-        run.record.extra.update({"mode": result.mode, "rows_superseded": c.superseded})
+        extra = {"mode": result.mode, "rows_superseded": c.superseded}
+        run.record.extra.update({**extra, "rows_staged": result.rows_staged})
         for step in result.steps:
             run.add_task(task_from(run.run_id, step))
         self._events(result)
@@ -205,8 +206,10 @@ class LoadRecorder:
             run.audit("RECORD_UPDATED", target_table=target, record_count=c.updated)
         if result.mode == "backfill":
             start, end = result.window
+            # rows_staged < record_count: rows recognised by fingerprint were not compared
+            window = {"start": start, "end": end, "rows_staged": result.rows_staged}
             run.audit("BACKFILL", target_table=target, record_count=result.rows_read,
-                      metadata={"start": start, "end": end})  # fmt: skip
+                      metadata=window)  # fmt: skip
         before, after = result.watermark_before, result.watermark_after
         moved = sorted(p for p, mark in after.items() if before.get(p) != mark)
         if moved:  # surgical: only the partitions that moved

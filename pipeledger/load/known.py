@@ -95,10 +95,18 @@ class KnownRows:
         if not len(held):
             return 0
         at, found = self._lookup(held)
-        again = np.unique(held[found & self.matched[at]])
-        added = 0
+        again = [int(v) for v in np.unique(held[found & self.matched[at]])]
+        d, added = session.dialect, 0
+        if again and d.name == "postgres":  # one statement, the fingerprints as one array
+            return session.execute(sql.restage_from_target(d, spec), [again])
         for start in range(0, len(again), _CHUNK):
-            chunk = [int(v) for v in again[start : start + _CHUNK]]
-            statement = sql.restage_from_target(session.dialect, spec, len(chunk))
-            added += session.execute(statement, chunk)
+            chunk = again[start : start + _CHUNK]
+            added += session.execute(sql.restage_from_target(d, spec, len(chunk)), chunk)
         return added
+
+    def counts(self, restaged: int) -> tuple[int, int]:
+        """(unchanged, superseded) for the rows skipped, as a full comparison counts them:
+        of n copies of a stored row one is unchanged (unless it was staged again, then the
+        merge counts it) and n - 1 are superseded."""
+        distinct = int(self.matched.sum())
+        return distinct - restaged, self.skipped - distinct

@@ -130,8 +130,11 @@ class _Run:
             with self.clock.measure("load"):
                 self._publish(session, self.shape, tracker)
         if self.known is not None:
-            unchanged = self.counts.unchanged + self.known.skipped - self.restaged
-            self.counts = replace(self.counts, unchanged=unchanged)
+            unchanged, superseded = self.known.counts(self.restaged)
+            c = self.counts
+            self.counts = replace(
+                c, unchanged=c.unchanged + unchanged, superseded=c.superseded + superseded
+            )
 
     def _existing_shape(self, session: Session) -> Shape | None:
         rows = session.table_columns(self.pipeline.target_name)
@@ -235,7 +238,7 @@ class _Run:
             aligned = SourceBatch(align(item.batch, self.shape), item.origin, item.row_numbers)
             batch = conform(aligned, self.shape, gated_keys=True)
         batch = self._window_filter(batch) if item.unfiltered else batch
-        return with_row_hash(batch, [c.name for c in self.shape.columns])
+        return with_row_hash(batch, self.shape.columns)
 
     def _window_filter(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         p, window = self.pipeline, self.window
@@ -340,12 +343,11 @@ class _Run:
     def steps(self) -> list[StepResult]:
         written = self.counts.inserted + self.counts.updated
         rejected = self.report.quarantined_rows if self.report else 0
-        staged = self.rows_staged
-        rows = {
+        rows = {  # a backfill's skipped rows are the load's business (load.known)
             "extract": (None, self.rows_read),
-            "transform": (self.rows_read, staged),
-            "quality": (staged, staged - rejected),
-            "load": (staged - rejected, written),
+            "transform": (self.rows_read, self.rows_read),
+            "quality": (self.rows_read, self.rows_read - rejected),
+            "load": (self.rows_read - rejected, written),
         }
         return self.clock.results(rows, self.bytes_read, {"quality": rejected})
 
@@ -360,7 +362,7 @@ class _Run:
             started_at=self.started_at,
             duration_s=duration,
             rows_read=0 if failed else self.rows_read,
-            rows_staged=0 if failed else self.rows_staged + self.restaged,
+            rows_staged=0 if failed else self.rows_staged,
             counts=MergeCounts() if failed else self.counts,
             watermark_before=_texts(self.before),
             watermark_after=_texts(self.before if failed else self.after),

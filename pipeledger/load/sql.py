@@ -258,16 +258,20 @@ def staged_key_hashes(d: Dialect, spec: MergeSpec) -> str:
     )
 
 
-def restage_from_target(d: Dialect, spec: MergeSpec, count: int) -> str:
-    """Stage again, from the target, the rows of staged keys with these fingerprints."""
+def restage_from_target(d: Dialect, spec: MergeSpec, count: int = 0) -> str:
+    """Stage again, from the target, the rows of staged keys with these fingerprints: the
+    staged keys drive the join to the target's key (the fingerprint has no index).
+    PostgreSQL takes the fingerprints as one array parameter, SQLite as ``count``."""
     stored = ", ".join(quote(c) for c in spec.stored)
     selected = ", ".join(f"t.{quote(c)}" for c in spec.stored)
+    keys = ", ".join(quote(k) for k in spec.key)
     join = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in spec.key)
-    marks = ", ".join([d.param] * count)
+    h = f"t.{quote(ROW_HASH_COLUMN)}"
+    wanted = f"{h} = ANY(%s)" if d.name == "postgres" else f"{h} IN ({', '.join('?' * count)})"
     return (
-        f"INSERT INTO {d.stage()} ({stored}) SELECT {selected} FROM {d.table(spec.target)} AS t "
-        f"WHERE t.{quote(ROW_HASH_COLUMN)} IN ({marks}) "
-        f"AND EXISTS (SELECT 1 FROM {d.stage()} AS s WHERE {join})"
+        f"INSERT INTO {d.stage()} ({stored}) SELECT {selected} "
+        f"FROM (SELECT DISTINCT {keys} FROM {d.stage()}) AS s "
+        f"JOIN {d.table(spec.target)} AS t ON {join} WHERE {wanted}"
     )
 
 

@@ -247,7 +247,8 @@ def replay_batch(shape: Shape, rows: Sequence[_Row], origin: str) -> pa.RecordBa
         [pa.array([_text(r.values.get(n)) for r in rows], pa.string()) for n in names],
         names=names,
     )
-    conformed = with_row_hash(conform(SourceBatch(raw, origin), shape, gated_keys=True), names)
+    conformed = conform(SourceBatch(raw, origin), shape, gated_keys=True)
+    conformed = with_row_hash(conformed, shape.columns)
     ids = pa.array([r.row_id for r in rows], pa.string())
     return conformed.append_column(ROW_ID, ids)
 
