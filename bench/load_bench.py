@@ -250,7 +250,7 @@ class Clock:
 
 
 PRODUCE = "extract + conform (CSV parse, window filter, cast)"
-ENCODE = "stage: encode batches as CSV"
+ENCODE = "stage: encode batches (binary COPY, or CSV)"
 COPY = "stage: COPY to staging (waiting on the server)"
 SQL_OTHER = "sql: other (lock, state, DDL, settings, migrate)"
 
@@ -284,6 +284,7 @@ def instrument(clock: Clock) -> None:
     left of ``stage`` once the time spent producing and encoding batches in it is
     subtracted, i.e. the client writing to and waiting on the server.
     """
+    from pipeledger.adapters import pg_binary
     from pipeledger.adapters import postgres as pg_adapter
     from pipeledger.load import loader
 
@@ -292,6 +293,8 @@ def instrument(clock: Clock) -> None:
     run_cls: Any = loader._Run
     execute, query, stage = session_cls.execute, session_cls.query, session_cls.stage
     csv_bytes, conformed = adapter._csv_bytes, run_cls._conformed
+    binary: Any = pg_binary
+    encode = binary.encode
 
     def timed_execute(self: Any, statement: str, params: Any = ()) -> int:
         t = time.perf_counter()
@@ -323,6 +326,13 @@ def instrument(clock: Clock) -> None:
         finally:
             clock.add(ENCODE, time.perf_counter() - t)
 
+    def timed_encode(batch: pa.RecordBatch) -> Any:
+        t = time.perf_counter()
+        try:
+            return encode(batch)
+        finally:
+            clock.add(ENCODE, time.perf_counter() - t)
+
     def timed_conformed(self: Any, *args: Any, **kwargs: Any) -> Iterator[pa.RecordBatch]:
         inner = conformed(self, *args, **kwargs)
         while True:
@@ -336,6 +346,7 @@ def instrument(clock: Clock) -> None:
     session_cls.execute, session_cls.query = timed_execute, timed_query
     session_cls.stage = timed_stage
     adapter._csv_bytes = timed_csv_bytes
+    binary.encode = timed_encode
     run_cls._conformed = timed_conformed
 
 

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 from psycopg import errors as pgerrors
 
+from pipeledger.adapters import pg_binary
 from pipeledger.errors import ConcurrentRunError, WarehouseError
 from pipeledger.load import sql
 from pipeledger.redact import redact
@@ -87,13 +88,18 @@ class PostgresSession:
         first = next(stream, None)
         if first is None:
             return
+        binary = pg_binary.supports(first.schema)  # every batch has the target's columns
         try:
             with (
                 self._conn.cursor() as cursor,
-                cursor.copy(sql.copy_stage(first.schema.names)) as copy,
+                cursor.copy(sql.copy_stage(first.schema.names, binary)) as copy,
             ):
+                if binary:
+                    copy.write(pg_binary.HEADER)
                 for batch in itertools.chain([first], stream):
-                    copy.write(_csv_bytes(batch))
+                    copy.write(pg_binary.encode(batch) if binary else _csv_bytes(batch))
+                if binary:
+                    copy.write(pg_binary.TRAILER)
         except psycopg.Error as exc:
             raise _translate(exc, "COPY into staging failed") from exc
 

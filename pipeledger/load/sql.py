@@ -200,9 +200,9 @@ def drop_stage(d: Dialect) -> list[str]:
     return [f"DROP TABLE IF EXISTS {d.stage_unique()}", f"DROP TABLE IF EXISTS {d.stage()}"]
 
 
-def copy_stage(columns: Sequence[str]) -> str:
+def copy_stage(columns: Sequence[str], binary: bool = False) -> str:
     names = ", ".join(quote(c) for c in columns)
-    return f"COPY {quote(STAGE)} ({names}) FROM STDIN (FORMAT csv)"
+    return f"COPY {quote(STAGE)} ({names}) FROM STDIN (FORMAT {'binary' if binary else 'csv'})"
 
 
 FORGET_TRIGGER = "_pipeledger_forget_row_hash"

@@ -1,0 +1,170 @@
+"""PostgreSQL's binary COPY format, written from Arrow batches with numpy (no Python per row).
+
+A text (CSV) COPY makes the server parse every value: timestamps and numerics most of all.
+In binary the server copies integers as they are and the client encodes whole columns at
+once, so a load spends less CPU on both sides of the wire (two cores shared by both).
+
+Covered: smallint, integer, bigint, real, double precision, boolean, text, date,
+timestamp(tz) in microseconds and numeric(p, s) with p <= 18. :func:`supports` says whether
+a batch's columns are all covered; the caller uses CSV otherwise.
+
+The format (PostgreSQL docs, "COPY: Binary Format"): a header, then per row a 16-bit field
+count and per field a 32-bit length (-1 for NULL) and the value in the type's binary send
+format, big-endian; a trailer of -1. Dates count days and timestamps microseconds from
+2000-01-01. A numeric is its digit count, weight, sign and display scale, then base-10000
+digits, most significant first (here a fixed number per column: the server strips zeros).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, header extension length
+TRAILER = b"\xff\xff"
+_DAYS_2000 = 10_957  # 1970-01-01 .. 2000-01-01
+_MICROS_2000 = _DAYS_2000 * 86_400_000_000
+_NUMERIC_NEGATIVE = 0x4000
+_MAX_PRECISION = 18  # unscaled values fit in an int64
+_NOTHING = pa.scalar(b"", pa.large_binary())  # the separator when joining a row's fields
+
+Array = np.ndarray[Any, Any]
+_FIXED = {
+    pa.int16(): ">i2",
+    pa.int32(): ">i4",
+    pa.int64(): ">i8",
+    pa.float32(): ">f4",
+    pa.float64(): ">f8",
+}
+
+
+def supports(schema: pa.Schema) -> bool:
+    return all(_supported(field.type) for field in schema)
+
+
+def _supported(kind: pa.DataType) -> bool:
+    if kind in _FIXED or pa.types.is_boolean(kind) or pa.types.is_date32(kind):
+        return True
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return True
+    if pa.types.is_timestamp(kind):
+        return bool(kind.unit == "us")
+    return bool(pa.types.is_decimal128(kind) and kind.precision <= _MAX_PRECISION)
+
+
+def _values(array: pa.Array, dtype: str) -> Array:
+    """A fixed-width array's values (arbitrary under nulls), little-endian ``dtype``."""
+    buffer = array.buffers()[1]
+    if buffer is None:
+        return np.zeros(len(array), dtype=dtype)
+    return np.frombuffer(buffer, dtype=dtype)[array.offset : array.offset + len(array)]
+
+
+def _big_endian(values: Array, dtype: str) -> Array:
+    """(rows, width) bytes of ``values`` in the big-endian ``dtype``."""
+    return np.ascontiguousarray(values.astype(dtype)).view(np.uint8).reshape(len(values), -1)
+
+
+def _numeric(array: pa.Array) -> Array:
+    """numeric(p, s) with a fixed digit count per column; one row of bytes per value."""
+    precision, scale = array.type.precision, array.type.scale
+    halves = np.frombuffer(array.buffers()[1], dtype="<i8").reshape(-1, 2)
+    unscaled = halves[array.offset : array.offset + len(array), 0]  # p <= 18: the low half
+    whole, fraction = np.divmod(np.abs(unscaled), np.int64(10) ** scale)
+    whole_groups, fraction_groups = -(-(precision - scale) // 4), -(-scale // 4)
+    pad = 4 * fraction_groups - scale  # the last group is padded with zeros on the right
+    out = np.empty((len(array), 4 + whole_groups + fraction_groups), dtype=">u2")
+    out[:, 0] = whole_groups + fraction_groups
+    out[:, 1] = (whole_groups - 1) & 0xFFFF
+    out[:, 2] = np.where(unscaled < 0, _NUMERIC_NEGATIVE, 0)
+    out[:, 3] = scale
+    _base_10000(whole, out[:, 4 : 4 + whole_groups])
+    if scale + pad <= _MAX_PRECISION:
+        _base_10000(fraction * 10**pad, out[:, 4 + whole_groups :])
+    else:  # fraction * 10**pad could overflow: take each group directly
+        for j in range(fraction_groups):
+            shift = 4 * (fraction_groups - 1 - j) - pad
+            column = 4 + whole_groups + j
+            if shift >= 0:
+                out[:, column] = fraction // 10**shift % 10_000
+            else:
+                out[:, column] = fraction % 10 ** (4 + shift) * 10 ** (-shift)
+    return out.view(np.uint8).reshape(len(array), -1)
+
+
+def _base_10000(values: Array, digits: Array) -> None:
+    """Write ``values`` into the columns of ``digits``, most significant first."""
+    rest = values
+    for column in reversed(range(digits.shape[1])):
+        rest, digits[:, column] = np.divmod(rest, 10_000)
+
+
+def _fixed_bytes(array: pa.Array) -> Array:
+    """(rows, width) big-endian bytes of every value (arbitrary under nulls)."""
+    kind = array.type
+    if kind in _FIXED:
+        little = "<" + _FIXED[kind][1:]
+        return _big_endian(_values(array, little), _FIXED[kind])
+    if pa.types.is_boolean(kind):
+        flags = array.fill_null(False).to_numpy(zero_copy_only=False)
+        return np.asarray(flags, dtype=np.uint8).reshape(-1, 1)
+    if pa.types.is_date32(kind):
+        return _big_endian(_values(array, "<i4") - np.int32(_DAYS_2000), ">i4")
+    if pa.types.is_timestamp(kind):
+        return _big_endian(_values(array, "<i8") - np.int64(_MICROS_2000), ">i8")
+    return _numeric(array)
+
+
+def encode(batch: pa.RecordBatch) -> memoryview:
+    """Every row of ``batch`` as binary COPY tuples (without header and trailer): each
+    column becomes one binary value per row (length, then data), and Arrow joins them row
+    by row in C++."""
+    n = batch.num_rows
+    count = _binary(np.tile(np.frombuffer(batch.num_columns.to_bytes(2, "big"), np.uint8), n), 2)
+    fields = [count, *(_field(array) for array in batch.columns)]
+    rows = pc.binary_join_element_wise(*fields, _NOTHING)
+    offsets = np.frombuffer(rows.buffers()[1], dtype="<i8")
+    start, end = int(offsets[rows.offset]), int(offsets[rows.offset + n])
+    return memoryview(rows.buffers()[2])[start:end]
+
+
+def _binary(flat: Array, width: int) -> pa.Array:
+    """``flat`` bytes cut into values of ``width`` bytes, as a binary array (no copy)."""
+    n = len(flat) // width
+    offsets = pa.py_buffer(np.arange(0, (n + 1) * width, width, dtype=np.int64))
+    data = pa.py_buffer(np.ascontiguousarray(flat))
+    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [None, offsets, data])
+
+
+def _field(array: pa.Array) -> pa.Array:
+    """Per row: the 32-bit length (-1 for NULL) and the value's bytes."""
+    n = len(array)
+    valid = np.ones(n, bool) if not array.null_count else _validity(array)
+    if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+        text = pc.fill_null(array, "").cast(pa.large_binary())
+        lengths = pc.binary_length(text).to_numpy().astype(np.int64)
+        prefix = _binary(_big_endian(np.where(valid, lengths, -1), ">i4").reshape(-1), 4)
+        return pc.binary_join_element_wise(prefix, text, _NOTHING)
+    values = _fixed_bytes(array)
+    width = values.shape[1]
+    out = np.empty((n, 4 + width), dtype=np.uint8)
+    out[:, :4] = _big_endian(np.where(valid, width, -1), ">i4")
+    out[:, 4:] = values
+    if valid.all():
+        return _binary(out.reshape(-1), 4 + width)
+    # a NULL is its length alone: drop the value bytes of null rows
+    keep = np.ones((n, 4 + width), dtype=bool)
+    keep[~valid, 4:] = False
+    sizes = np.where(valid, 4 + width, 4)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    data = pa.py_buffer(np.ascontiguousarray(out[keep]))
+    return pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), n, [None, pa.py_buffer(offsets), data]
+    )
+
+
+def _validity(array: pa.Array) -> Array:
+    return np.asarray(array.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
