@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import math
+import re
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
 import psycopg
 import pyarrow as pa
+import pytest
 
 from pipeledger.adapters import pg_binary
 from pipeledger.adapters.postgres import _csv_bytes
+from pipeledger.errors import SourceError
 
 from .helpers import Project, order, orders_pipeline
 
@@ -127,3 +130,33 @@ def test_a_load_with_a_wide_numeric_goes_as_csv_and_lands_exactly(project: Proje
     project.write_csv("orders_1.csv", [order(1, "2024-01-01T00:00:00Z", amount=big)])
     assert project.run()["rows_inserted"] == 1
     assert project.rows() == [("1", "completed", big)]
+
+
+def _raw(kind: pa.DataType, data: bytes, rows: int = 1) -> pa.Array:
+    return pa.Array.from_buffers(kind, rows, [None, pa.py_buffer(data)])
+
+
+def test_values_a_column_cannot_hold_are_refused_not_changed() -> None:
+    """Arrow does not enforce a decimal's precision (a Parquet decimal(4,0) can hold
+    12345): binary COPY must refuse it, as the server refuses it in text."""
+    cases = [
+        (pa.decimal128(4, 0), (12345).to_bytes(16, "little", signed=True), "numeric(4,0)"),
+        (pa.decimal128(18, 2), (2**64 + 5).to_bytes(16, "little", signed=True), "numeric(18,2)"),
+        (pa.decimal128(18, 0), (-(2**63)).to_bytes(16, "little", signed=True), "numeric(18,0)"),
+        (pa.date32(), (-(2**31) + 5).to_bytes(4, "little", signed=True), "first date"),
+        (pa.timestamp("us"), (-(2**63) + 1).to_bytes(8, "little", signed=True), "first timestamp"),
+    ]
+    for kind, data, words in cases:
+        batch = pa.record_batch({"v": _raw(kind, data)})
+        with pytest.raises(SourceError, match=re.escape(words)) as caught:
+            pg_binary.encode(batch)
+        assert "column 'v'" in str(caught.value)
+    assert not pg_binary.supports(pa.schema([("x", pa.decimal128(5, -2))]))
+    assert not pg_binary.supports(pa.schema([("x", pa.decimal128(2, 7))]))
+
+
+def test_encode_takes_empty_batches_and_buffers_longer_than_the_values() -> None:
+    assert bytes(pg_binary.encode(batch().slice(0, 0))) == b""
+    exact = pa.record_batch({"n": _raw(pa.int32(), (7).to_bytes(4, "little"))})
+    padded = pa.record_batch({"n": _raw(pa.int32(), (7).to_bytes(4, "little") + b"\0\0")})
+    assert bytes(pg_binary.encode(padded)) == bytes(pg_binary.encode(exact))

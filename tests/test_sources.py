@@ -111,3 +111,32 @@ def test_sql_query_source_from_sqlite(project: Project) -> None:
     second = project.run()
     assert (second["rows_read"], second["rows_inserted"]) == (2, 1)
     assert second["watermark_after"] == "510"
+
+
+def test_a_parquet_decimal_beyond_its_precision_is_refused_naming_file_and_column(
+    project: Project,
+) -> None:
+    """Arrow does not enforce a decimal's declared precision, so a Parquet file can carry
+    decimal(4,0) values of five digits; they are refused before anything is written."""
+    unscaled = b"".join(v.to_bytes(16, "little", signed=True) for v in (5, 1234, 12345))
+    amounts = pa.Array.from_buffers(pa.decimal128(4, 0), 3, [None, pa.py_buffer(unscaled)])
+    table = pa.table(
+        {
+            "order_id": pa.array([1, 2, 3], pa.int64()),
+            "amount": amounts,
+            "updated_at": pa.array([datetime(2024, 1, d, tzinfo=UTC) for d in (1, 2, 3)]),
+        }
+    )
+    pq.write_table(table, project.root / "data" / "money.parquet")
+    project.configure(
+        money={
+            "source": {"kind": "parquet", "path": "data/money.parquet"},
+            "target": "analytics.money", "key": ["order_id"], "cursor": "updated_at",
+            "on_conflict": "update",
+        }
+    )  # fmt: skip
+    code, _, err = project.cli("run", "money")
+    assert code == 1
+    assert "money.parquet" in err and "'amount'" in err  # Parquet rows carry no number
+    assert "12345 has more digits than numeric(4,0) holds" in err
+    assert not project.exists("analytics.money")

@@ -23,6 +23,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeledger.errors import SourceError
+
 HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, header extension length
 TRAILER = b"\xff\xff"
 _DAYS_2000 = 10_957  # 1970-01-01 .. 2000-01-01
@@ -52,27 +54,49 @@ def _supported(kind: pa.DataType) -> bool:
         return True
     if pa.types.is_timestamp(kind):
         return bool(kind.unit == "us")
-    return bool(pa.types.is_decimal128(kind) and kind.precision <= _MAX_PRECISION)
+    if not pa.types.is_decimal128(kind):
+        return False
+    return bool(kind.precision <= _MAX_PRECISION and 0 <= kind.scale <= kind.precision)
 
 
-def _values(array: pa.Array, dtype: str) -> Array:
-    """A fixed-width array's values (arbitrary under nulls), little-endian ``dtype``."""
+class _Unrepresentable(ValueError):
+    """A value the column's PostgreSQL type cannot hold (text COPY would be refused too)."""
+
+
+def _values(array: pa.Array, dtype: str, lanes: int = 1) -> Array:
+    """A fixed-width array's values (arbitrary under nulls), little-endian ``dtype``;
+    ``lanes`` values of ``dtype`` per element (a decimal128 is two int64 halves)."""
     buffer = array.buffers()[1]
+    size = (array.offset + len(array)) * lanes
     if buffer is None:
-        return np.zeros(len(array), dtype=dtype)
-    return np.frombuffer(buffer, dtype=dtype)[array.offset : array.offset + len(array)]
+        return np.zeros((len(array), lanes) if lanes > 1 else len(array), dtype=dtype)
+    values = np.frombuffer(buffer, dtype=dtype, count=size)  # a buffer may be longer
+    values = values.reshape(-1, lanes) if lanes > 1 else values
+    return values[array.offset :]
 
 
 def _big_endian(values: Array, dtype: str) -> Array:
     """(rows, width) bytes of ``values`` in the big-endian ``dtype``."""
-    return np.ascontiguousarray(values.astype(dtype)).view(np.uint8).reshape(len(values), -1)
+    width = np.dtype(dtype).itemsize
+    return np.ascontiguousarray(values.astype(dtype)).view(np.uint8).reshape(len(values), width)
+
+
+def _check(array: pa.Array, bad: Array, what: str) -> None:
+    """Refuse a batch in which a (non-null) value is ``bad``."""
+    if array.null_count:
+        bad = bad & _validity(array)
+    if bad.any():
+        raise _Unrepresentable(f"{int(bad.sum())} value(s) {what}")
 
 
 def _numeric(array: pa.Array) -> Array:
     """numeric(p, s) with a fixed digit count per column; one row of bytes per value."""
     precision, scale = array.type.precision, array.type.scale
-    halves = np.frombuffer(array.buffers()[1], dtype="<i8").reshape(-1, 2)
-    unscaled = halves[array.offset : array.offset + len(array), 0]  # p <= 18: the low half
+    halves = _values(array, "<i8", lanes=2)
+    unscaled = halves[:, 0]  # p <= 18: the low half holds it, the high half its sign
+    lowest = unscaled == np.iinfo(np.int64).min  # np.abs cannot negate it
+    too_wide = (halves[:, 1] != unscaled >> 63) | lowest | (np.abs(unscaled) >= 10**precision)
+    _check(array, too_wide, f"with more digits than numeric({precision},{scale}) holds")
     whole, fraction = np.divmod(np.abs(unscaled), np.int64(10) ** scale)
     whole_groups, fraction_groups = -(-(precision - scale) // 4), -(-scale // 4)
     pad = 4 * fraction_groups - scale  # the last group is padded with zeros on the right
@@ -112,9 +136,14 @@ def _fixed_bytes(array: pa.Array) -> Array:
         flags = array.fill_null(False).to_numpy(zero_copy_only=False)
         return np.asarray(flags, dtype=np.uint8).reshape(-1, 1)
     if pa.types.is_date32(kind):
-        return _big_endian(_values(array, "<i4") - np.int32(_DAYS_2000), ">i4")
+        days = _values(array, "<i4").astype(np.int64) - _DAYS_2000
+        _check(array, days <= np.iinfo(np.int32).min, "before PostgreSQL's first date")
+        return _big_endian(days, ">i4")
     if pa.types.is_timestamp(kind):
-        return _big_endian(_values(array, "<i8") - np.int64(_MICROS_2000), ">i8")
+        micros = _values(array, "<i8")
+        early = micros <= np.iinfo(np.int64).min + _MICROS_2000  # would wrap, or be -infinity
+        _check(array, early, "before PostgreSQL's first timestamp")
+        return _big_endian(micros - np.int64(_MICROS_2000), ">i8")
     return _numeric(array)
 
 
@@ -123,8 +152,15 @@ def encode(batch: pa.RecordBatch) -> memoryview:
     column becomes one binary value per row (length, then data), and Arrow joins them row
     by row in C++."""
     n = batch.num_rows
+    if not n:
+        return memoryview(b"")
     count = _binary(np.tile(np.frombuffer(batch.num_columns.to_bytes(2, "big"), np.uint8), n), 2)
-    fields = [count, *(_field(array) for array in batch.columns)]
+    fields = [count]
+    for name, array in zip(batch.schema.names, batch.columns, strict=True):
+        try:
+            fields.append(_field(array))
+        except _Unrepresentable as exc:
+            raise SourceError(f"column {name!r}: {exc}") from None
     rows = pc.binary_join_element_wise(*fields, _NOTHING)
     offsets = np.frombuffer(rows.buffers()[1], dtype="<i8")
     start, end = int(offsets[rows.offset]), int(offsets[rows.offset + n])

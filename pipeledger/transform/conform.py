@@ -151,11 +151,28 @@ def _drift_message(origin: str, missing: list[str], added: list[str]) -> str:
 def _cast(source: SourceBatch, column: Column) -> pa.Array:
     array = source.batch.column(column.name)
     if array.type == column.arrow:
+        if pa.types.is_decimal(array.type):  # Arrow does not enforce a decimal's precision
+            _check_precision(source, array, column)
         return array
     try:
         return array.cast(column.arrow)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         raise SourceError(_cast_problem(source, array, column, exc)) from None
+
+
+def _check_precision(source: SourceBatch, array: pa.Array, column: Column) -> None:
+    """A Parquet decimal(4,0) may hold 12345: refuse it here, on every backend."""
+    try:
+        array.validate(full=True)
+    except pa.ArrowInvalid:
+        for index in range(len(array)):
+            try:
+                array.slice(index, 1).validate(full=True)
+            except pa.ArrowInvalid:
+                raise SourceError(
+                    f"{source.where(index)}, column {column.name!r}: {array[index].as_py()} "
+                    f"has more digits than {column.sql_type} holds"
+                ) from None
 
 
 def _cast_problem(source: SourceBatch, array: pa.Array, column: Column, exc: Exception) -> str:
