@@ -6,7 +6,9 @@ One run measures, each step in a fresh subprocess so its peak RSS is its own:
                    empty, unindexed table with matching types (the physical baseline);
 * ``first-load``   pipeledger's first load of that CSV into an empty target;
 * ``rerun``        the identical run again (the watermark should make it read ~0 rows);
-* ``backfill``     a backfill over the whole cursor range (reprocesses everything, writes 0);
+* ``backfill``     a backfill over the whole cursor range (reprocesses everything, writes 0;
+                   rows whose stored fingerprint matches are not staged: load/known.py);
+* ``backfill-full`` the same with ``--full-compare``: every row staged and compared (info);
 * ``incremental``  a second file (10% of the keys changed, 5% new keys) added next to the
                    first one, so the run also re-scans the old file (CSV cannot be pruned).
 
@@ -403,9 +405,10 @@ def step_pipeledger(
     instrument(clock)
     config = _config(url, work, source)
     started = time.perf_counter()
-    if step == "backfill":
+    if step in ("backfill", "backfill-full"):
         assert start is not None and end is not None
-        result = runner.backfill(config, PIPELINE, start, end)
+        full = step == "backfill-full"
+        result = runner.backfill(config, PIPELINE, start, end, full_compare=full)
     else:
         result = runner.run_one(config, PIPELINE)
     seconds = time.perf_counter() - started
@@ -720,6 +723,13 @@ def information(ms: dict[str, Measurement], factor: int) -> list[str]:
             f"{net / incr.rows_read * 1e6:.2f} us/row net of the re-scan; "
             f"first load {first.us_per_row:.2f} us/row"
         )
+    back, full = ms.get("backfill"), ms.get("backfill-full")
+    if back is not None and full is not None:
+        out.append(
+            f"backfill --full-compare (stages and compares all {full.rows_read:,} rows): "
+            f"{full.seconds:.2f} s, against {back.seconds:.2f} s with the fingerprint "
+            f"shortcut and {first.seconds:.2f} s for the first load"
+        )
     scale = ms.get(f"first-load-{factor}x")
     if scale is not None:
         out.append(
@@ -979,6 +989,10 @@ def load_series(
             ms["backfill" + suffix] = run_step(
                 "backfill" + suffix, "backfill", family, rows, rows, db, common + window, log
             )
+            ms["backfill-full" + suffix] = run_step(
+                "backfill-full" + suffix, "backfill-full", family, rows, rows, db,
+                common + window, log,
+            )  # fmt: skip
         assert data.incremental is not None
         os.link(data.incremental, source / data.incremental.name)
         ms["incremental" + suffix] = run_step(
@@ -1125,7 +1139,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # internal: one step in this (fresh) process
     p.add_argument(
         "--step",
-        choices=["generate", "raw-copy", "run", "backfill"],
+        choices=["generate", "raw-copy", "run", "backfill", "backfill-full"],
         help=argparse.SUPPRESS,
     )
     p.add_argument("--url", help=argparse.SUPPRESS)
