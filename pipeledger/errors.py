@@ -90,6 +90,7 @@ class WarehouseError(PipeledgerError):
 
     UNIQUE_VIOLATION = "23505"
     CARDINALITY_VIOLATION = "21000"
+    INSUFFICIENT_PRIVILEGE = "42501"
 
     def __init__(self, message: str, *, transient: bool = False, sqlstate: str | None = None):
         super().__init__(message)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+import uuid
 from datetime import UTC, date, datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -364,3 +366,44 @@ def test_the_shortcut_counts_and_merges_exactly_like_a_full_compare(
     assert project.rows(columns, "analytics.orders_short") == project.rows(
         columns, "analytics.orders_full"
     )
+
+
+def test_a_role_that_may_write_but_not_alter_an_old_target_still_loads(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """A target made before fingerprints, loaded by a role without ownership: the column
+    and the trigger cannot be added, so rows go without fingerprints and backfills compare
+    every row, instead of the run failing."""
+    owner = Project(tmp_path, postgres_url)
+    owner.configure(orders=orders_pipeline())
+    owner.write_csv("orders_1.csv", [order(i, day(i)) for i in range(1, 6)])
+    owner.run()
+    drop_trigger(owner)  # as a target made before fingerprints
+    owner.execute(f"ALTER TABLE {owner.table()} DROP COLUMN _pipeledger_row_hash")
+    role = f"writer_{uuid.uuid4().hex[:8]}"  # roles are server-wide: one of its own
+    for statement in (
+        f"CREATE ROLE {role} LOGIN",
+        f"GRANT USAGE ON SCHEMA analytics, pipeledger TO {role}",
+        "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA analytics, pipeledger "
+        f"TO {role}",
+    ):
+        owner.execute(statement)
+    try:
+        _load_as(Project(tmp_path, postgres_url.replace("postgres@", f"{role}@", 1)), owner)
+    finally:
+        owner.execute(f"DROP OWNED BY {role}")
+        owner.execute(f"DROP ROLE {role}")
+
+
+def _load_as(writer: Project, owner: Project) -> None:
+    writer.configure(orders=orders_pipeline())
+    writer.write_csv("orders_2.csv", [order(2, day(20), status="late"), order(9, day(21))])
+    result = writer.run()
+    assert (result["rows_inserted"], result["rows_updated"]) == (1, 1)
+    assert "_pipeledger_row_hash" not in {
+        name for (name,) in owner.query(
+            "SELECT attname FROM pg_attribute WHERE attrelid = 'analytics.orders'::regclass"
+        )
+    }  # fmt: skip
+    full = writer.run_json("backfill", "orders", *BACKFILL)[0]
+    assert (full["rows_read"], full["rows_staged"], full["rows_updated"]) == (7, 7, 0)

@@ -139,24 +139,23 @@ def migrate(session: Session, component: Component) -> list[int]:
     d = session.dialect
     if d.name == "postgres":
         session.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK])
+    bookkeeping, p = d.table(MIGRATIONS), d.param
+    done: set[int] = set()
+    if session.table_columns(MIGRATIONS) is not None:
+        query = f"SELECT version FROM {bookkeeping} WHERE component = {p}"
+        done = {int(row[0]) for row in session.query(query, [component])}
+    pending = [m for m in migrations(d, component) if m[0] not in done]
+    if not pending:  # nothing to create: a role that may not create anything runs too
+        return []
+    if d.name == "postgres":
         session.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
-    bookkeeping = d.table(MIGRATIONS)
     session.execute(
         f"CREATE TABLE IF NOT EXISTS {bookkeeping} (component text NOT NULL, "
         "version integer NOT NULL, description text NOT NULL, applied_at timestamptz NOT NULL, "
         "PRIMARY KEY (component, version))"
     )
-    p = d.param
-    done = {
-        row[0]
-        for row in session.query(
-            f"SELECT version FROM {bookkeeping} WHERE component = {p}", [component]
-        )
-    }
     applied: list[int] = []
-    for version, description, statements in migrations(d, component):
-        if version in done:
-            continue
+    for version, description, statements in pending:
         for statement in statements:
             session.execute(statement)
         session.execute(

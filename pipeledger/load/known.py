@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeledger.adapters.base import Session
+from pipeledger.errors import WarehouseError
 from pipeledger.extract.sql import window_predicate
 from pipeledger.load import sql
 from pipeledger.schema import ROW_HASH_COLUMN, TableName
@@ -42,6 +43,36 @@ log = logging.getLogger("pipeledger.load")
 
 LIMIT = 8_000_000
 _CHUNK = 500
+
+
+def guard_fingerprints(session: Session, target: TableName, has_column: bool) -> tuple[bool, bool]:
+    """Give an existing target what the shortcut relies on, if it was made before: the
+    fingerprint column, and the trigger that clears a fingerprint on an outside UPDATE.
+    Returns (the target has the column, it has the trigger). A role that may write the
+    target but not alter it gets neither: its rows are then stored without fingerprints,
+    or without the trigger, and its backfills compare every row."""
+    d = session.dialect
+    if not has_column:
+        has_column = _altered(session, sql.add_column(d, target, sql.ROW_HASH), target)
+    if d.name == "sqlite":
+        session.execute(sql.forget_hash_trigger(d, target))  # IF NOT EXISTS: no lookup
+        return has_column, has_column
+    params = [sql.POSTGRES.table(target), sql.FORGET_TRIGGER]
+    if session.query(sql.has_forget_trigger(), params)[0][0]:
+        return has_column, True
+    return has_column, has_column and _altered(session, sql.forget_hash_trigger(d, target), target)
+
+
+def _altered(session: Session, statement: str, target: TableName) -> bool:
+    try:
+        with session.savepoint():
+            session.execute(statement)
+        return True
+    except WarehouseError as exc:
+        if exc.sqlstate != WarehouseError.INSUFFICIENT_PRIVILEGE:
+            raise
+    log.warning("target %s: this role may not alter it; backfills compare every row", target)
+    return False
 
 
 @dataclass

@@ -32,7 +32,7 @@ from pipeledger.errors import ConflictError, WarehouseError
 from pipeledger.extract import ReadSpec, Source, SourceBatch, open_source
 from pipeledger.ledger.schema import migrate_database
 from pipeledger.load import sql
-from pipeledger.load.known import KnownRows
+from pipeledger.load.known import KnownRows, guard_fingerprints
 from pipeledger.load.result import LoadResult, MergeCounts, Mode, Status, StepResult
 from pipeledger.load.steps import StepClock
 from pipeledger.quality.gate import GateSpec, recheck_keys, run_gate
@@ -105,7 +105,8 @@ class _Run:
     tracker: WatermarkTracker | None = None
     promotable: bool = False  # staged into a table that becomes the new target
     full_compare: bool = False  # backfill: stage every row, even those the target holds
-    fingerprinted: bool = True  # the existing target has a fingerprint column
+    fingerprinted: bool = True  # the target has the fingerprint column
+    guarded: bool = True  # ...and the trigger that clears one on an outside UPDATE
     known: KnownRows | None = None  # backfill: what the target already holds
     restaged: int = 0  # rows the shortcut skipped that the merge needed after all
 
@@ -119,7 +120,10 @@ class _Run:
         self.after = dict(self.before)
         self.shape = self._existing_shape(session)
         if self.shape is not None:
-            self._keep_fingerprints_honest(session)
+            target = self.pipeline.target_name
+            self.fingerprinted, self.guarded = guard_fingerprints(
+                session, target, self.fingerprinted
+            )
         window = self.window or incremental_window(
             self.before, self.pipeline.lateness, self.pipeline.partition_by is not None
         )
@@ -145,19 +149,6 @@ class _Run:
         shape = shape_from_table(rows, p.key, p.cursor, p.partition_by)
         check_lateness(shape, p.lateness)
         return shape
-
-    def _keep_fingerprints_honest(self, session: Session) -> None:
-        """An existing target gets the fingerprint column and the trigger that clears a
-        fingerprint on an outside UPDATE, if it was made before they existed."""
-        d, target = session.dialect, self.pipeline.target_name
-        if not self.fingerprinted:
-            session.execute(sql.add_column(d, target, sql.ROW_HASH))
-        if d.name == "sqlite":
-            session.execute(sql.forget_hash_trigger(d, target))  # IF NOT EXISTS: no lookup
-            return
-        params = [sql.POSTGRES.table(target), sql.FORGET_TRIGGER]
-        if not session.query(sql.has_forget_trigger(), params)[0][0]:
-            session.execute(sql.forget_hash_trigger(d, target))
 
     def _read_spec(self, window: Window) -> ReadSpec:
         if self.shape is not None:
@@ -221,7 +212,7 @@ class _Run:
         p = self.pipeline
         if self.mode != "backfill" or self.shape is None or self.new_target:
             return None
-        if self.full_compare or not self.fingerprinted or p.checks is not None:
+        if self.full_compare or not self.guarded or p.checks is not None:
             return None
         return KnownRows.fetch(session, p.target_name, p.cursor, window)
 
@@ -270,7 +261,9 @@ class _Run:
 
     def _merge_spec(self, shape: Shape) -> sql.MergeSpec:
         p = self.pipeline
-        return sql.MergeSpec(p.target_name, shape.columns, tuple(p.key), p.cursor, p.on_conflict)
+        return sql.MergeSpec(
+            p.target_name, shape.columns, tuple(p.key), p.cursor, p.on_conflict, self.fingerprinted
+        )
 
     def _publish(self, session: Session, shape: Shape, tracker: WatermarkTracker) -> None:
         spec = self._merge_spec(shape)

@@ -90,6 +90,7 @@ class MergeSpec:
     key: tuple[str, ...]
     cursor: str
     policy: str
+    fingerprints: bool = True  # the target has the fingerprint column
 
     @property
     def names(self) -> list[str]:
@@ -98,7 +99,7 @@ class MergeSpec:
     @property
     def stored(self) -> list[str]:
         """What the stage carries into the target: the data columns and the fingerprint."""
-        return [*self.names, ROW_HASH_COLUMN]
+        return [*self.names, ROW_HASH_COLUMN] if self.fingerprints else self.names
 
     @property
     def values(self) -> list[str]:
@@ -388,7 +389,8 @@ def merge(d: Dialect, spec: MergeSpec, source: str) -> str:
         action = "DO NOTHING"
     else:
         sets = ", ".join(f"{quote(c)} = excluded.{quote(c)}" for c in [*spec.values])
-        sets += f", {quote(ROW_HASH_COLUMN)} = excluded.{quote(ROW_HASH_COLUMN)}"
+        if spec.fingerprints:
+            sets += f", {quote(ROW_HASH_COLUMN)} = excluded.{quote(ROW_HASH_COLUMN)}"
         sets += f", {quote(RUN_ID_COLUMN)} = excluded.{quote(RUN_ID_COLUMN)}"
         sets += f", {quote(LOADED_AT_COLUMN)} = excluded.{quote(LOADED_AT_COLUMN)}"
         action = f"DO UPDATE SET {sets} WHERE {condition}"

@@ -52,6 +52,7 @@ from pipeledger.ledger.model import RunStatus, TriggerType
 from pipeledger.ledger.recorder import Written, take_snapshot, watermark_text
 from pipeledger.ledger.schema import migrate_database
 from pipeledger.load import sql
+from pipeledger.load.known import guard_fingerprints
 from pipeledger.load.loader import merge_staged, read_watermarks
 from pipeledger.load.result import MergeCounts
 from pipeledger.quality import checks as q
@@ -281,16 +282,18 @@ def _chunks(ids: Sequence[str]) -> Iterator[Sequence[str]]:
         yield ids[start : start + _CHUNK]
 
 
-def _shape(session: Session, name: str, pipeline: PipelineConfig) -> Shape:
+def _shape(session: Session, name: str, pipeline: PipelineConfig) -> tuple[Shape, bool]:
+    """The target's shape, and whether it stores fingerprints."""
     columns = session.table_columns(pipeline.target_name)
     if columns is None:
         raise SchemaError(
             f"pipeline {name}: target {pipeline.target} does not exist, so its quarantined "
             "rows have nowhere to go; nothing was replayed"
         )
-    if all(column != ROW_HASH_COLUMN for column, _ in columns):  # a target made before fingerprints
-        session.execute(sql.add_column(session.dialect, pipeline.target_name, sql.ROW_HASH))
-    return shape_from_table(columns, pipeline.key, pipeline.cursor, pipeline.partition_by)
+    has_column = any(column == ROW_HASH_COLUMN for column, _ in columns)
+    fingerprinted, _ = guard_fingerprints(session, pipeline.target_name, has_column)
+    shape = shape_from_table(columns, pipeline.key, pipeline.cursor, pipeline.partition_by)
+    return shape, fingerprinted
 
 
 def _stage(session: Session, shape: Shape, batch: pa.RecordBatch) -> None:
@@ -360,7 +363,7 @@ def _replay_in(
     rows = distinct_rows(read_entries(session, name, target, resolved=False, run=run))
     if not rows:
         return empty, None
-    shape = _shape(session, name, pipeline)
+    shape, fingerprinted = _shape(session, name, pipeline)
     _stage(session, shape, replay_batch(shape, rows, str(q.quarantine_table(target))))
     spec = GateSpec(name, run_id, target, shape, pipeline.checks or ChecksConfig())
     failing, failed_checks = _todays_failures(session, spec)
@@ -375,7 +378,7 @@ def _replay_in(
     counts = MergeCounts()
     if passed:
         merge = sql.MergeSpec(target, shape.columns, tuple(pipeline.key), pipeline.cursor,
-                              pipeline.on_conflict)  # fmt: skip
+                              pipeline.on_conflict, fingerprinted)  # fmt: skip
         counts = merge_staged(session, merge, len(passed), run_id, now)
     return replace(
         empty, replayed=len(rows), still_failing=len(still), counts=counts,
