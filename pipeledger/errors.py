@@ -91,6 +91,9 @@ class WarehouseError(PipeledgerError):
     UNIQUE_VIOLATION = "23505"
     CARDINALITY_VIOLATION = "21000"
     INSUFFICIENT_PRIVILEGE = "42501"
+    LOCK_NOT_AVAILABLE = "55P03"
+    DUPLICATE_COLUMN = "42701"
+    DUPLICATE_OBJECT = "42710"
 
     def __init__(self, message: str, *, transient: bool = False, sqlstate: str | None = None):
         super().__init__(message)

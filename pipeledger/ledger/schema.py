@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from pipeledger.adapters.base import Session, Warehouse
-from pipeledger.load.sql import STATE_TABLE, Dialect, forget_hash_function, quote
+from pipeledger.errors import WarehouseError
+from pipeledger.load.sql import STATE_TABLE, Dialect, fingerprint_guard_schema, quote
 from pipeledger.schema import TableName
 
 Component = Literal["state", "ledger"]
@@ -102,11 +103,11 @@ def migrations(d: Dialect, component: Component) -> list[tuple[int, str, list[st
     """Versioned schema changes of one component, applied in order, each once."""
     schema = [f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}"] if d.name == "postgres" else []
     if component == "state":
-        forget = [forget_hash_function()] if d.name == "postgres" else []
         return [
             (1, "watermark state per pipeline and partition", [*schema, *_state(d)]),
-            (2, "trigger function: an outside UPDATE clears the row's fingerprint", forget),
-        ]
+            (2, "fingerprint guards: since when a target's trigger has cleared the "
+             "fingerprint of rows updated outside pipeledger", fingerprint_guard_schema(d)),
+        ]  # fmt: skip
     return [
         (1, "run ledger: pipelines, runs, tasks, audit, snapshots, dependencies",
          [*schema, *_ledger(d)]),
@@ -147,6 +148,24 @@ def migrate(session: Session, component: Component) -> list[int]:
     pending = [m for m in migrations(d, component) if m[0] not in done]
     if not pending:  # nothing to create: a role that may not create anything runs too
         return []
+    try:
+        return _apply(session, component, pending)
+    except WarehouseError as exc:
+        if exc.sqlstate != WarehouseError.INSUFFICIENT_PRIVILEGE:
+            raise
+        versions = ", ".join(str(version) for version, _, _ in pending)
+        raise WarehouseError(
+            f"pipeledger's {component} tables need migration {versions}, which this role may "
+            "not apply: run `pipeledger ledger migrate` once as a role that may create objects "
+            f"(the owner), then run again; nothing was written ({exc})"
+        ) from None
+
+
+def _apply(
+    session: Session, component: Component, pending: list[tuple[int, str, list[str]]]
+) -> list[int]:
+    d = session.dialect
+    bookkeeping, p = d.table(MIGRATIONS), d.param
     if d.name == "postgres":
         session.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
     session.execute(

@@ -12,28 +12,28 @@ different version, because the merge first resolves a key's versions among thems
 (greatest cursor wins). Those rows are staged again from the target before the merge, so
 the merge sees exactly what it would have seen without this shortcut.
 
-A row edited in the target by hand has no fingerprint: the target's trigger
-(``sql.forget_hash_trigger``) clears it on any UPDATE that does not set a new one, which
-pipeledger's own writes always do. A source row never matches a missing fingerprint, so it
-is staged and compared in full, and the backfill repairs the edit.
+Only fingerprints the target's trigger has guarded are used (``load.guard``): a row edited
+in the target by hand has none, so it is staged and compared in full, and the backfill
+repairs the edit.
 
 The shortcut is not taken, and every row is staged and compared, when quality checks are
 configured (the gate judges every row a run reads), for ``backfill --full-compare`` (for
-edits the trigger could not see: triggers disabled, or a fingerprint set by hand), and
-when the range holds more than :data:`LIMIT` rows (to bound memory: 8 bytes a row).
+what the trigger cannot see, such as a fingerprint set by hand), for a target without a
+guard, and when the range holds more than :data:`LIMIT` rows (to bound memory: 8 bytes a
+row).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from pipeledger.adapters.base import Session
-from pipeledger.errors import WarehouseError
 from pipeledger.extract.sql import window_predicate
 from pipeledger.load import sql
 from pipeledger.schema import ROW_HASH_COLUMN, TableName
@@ -43,36 +43,6 @@ log = logging.getLogger("pipeledger.load")
 
 LIMIT = 8_000_000
 _CHUNK = 500
-
-
-def guard_fingerprints(session: Session, target: TableName, has_column: bool) -> tuple[bool, bool]:
-    """Give an existing target what the shortcut relies on, if it was made before: the
-    fingerprint column, and the trigger that clears a fingerprint on an outside UPDATE.
-    Returns (the target has the column, it has the trigger). A role that may write the
-    target but not alter it gets neither: its rows are then stored without fingerprints,
-    or without the trigger, and its backfills compare every row."""
-    d = session.dialect
-    if not has_column:
-        has_column = _altered(session, sql.add_column(d, target, sql.ROW_HASH), target)
-    if d.name == "sqlite":
-        session.execute(sql.forget_hash_trigger(d, target))  # IF NOT EXISTS: no lookup
-        return has_column, has_column
-    params = [sql.POSTGRES.table(target), sql.FORGET_TRIGGER]
-    if session.query(sql.has_forget_trigger(), params)[0][0]:
-        return has_column, True
-    return has_column, has_column and _altered(session, sql.forget_hash_trigger(d, target), target)
-
-
-def _altered(session: Session, statement: str, target: TableName) -> bool:
-    try:
-        with session.savepoint():
-            session.execute(statement)
-        return True
-    except WarehouseError as exc:
-        if exc.sqlstate != WarehouseError.INSUFFICIENT_PRIVILEGE:
-            raise
-    log.warning("target %s: this role may not alter it; backfills compare every row", target)
-    return False
 
 
 @dataclass
@@ -90,13 +60,19 @@ class KnownRows:
 
     @classmethod
     def fetch(
-        cls, session: Session, target: TableName, cursor: str, window: Window
+        cls, session: Session, target: TableName, cursor: str, window: Window, since: datetime
     ) -> KnownRows | None:
-        where, params = window_predicate(
-            session.dialect, Window(window.lower, window.upper), cursor, None
-        )
-        statement = sql.stored_hashes(session.dialect, target, where)
-        hashes = session.fetch_int64(statement, [*params, LIMIT + 1])
+        """The fingerprints of the target's rows in ``window`` written since ``since``
+        (``load.guard``). On PostgreSQL the target is first held against other writers
+        until the run ends: a row changed between this read and the merge would otherwise
+        keep the change a full comparison would have undone."""
+        d = session.dialect
+        lock = sql.lock_against_writers(d, target)
+        if lock:
+            session.execute(lock)
+        where, params = window_predicate(d, Window(window.lower, window.upper), cursor, None)
+        statement = sql.stored_hashes(d, target, where)
+        hashes = session.fetch_int64(statement, [*params, since, LIMIT + 1])
         if len(hashes) > LIMIT:
             log.info("target %s: over %d rows in range; every row is staged", target, LIMIT)
             return None

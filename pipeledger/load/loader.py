@@ -20,6 +20,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Protocol
@@ -32,7 +33,8 @@ from pipeledger.errors import ConflictError, WarehouseError
 from pipeledger.extract import ReadSpec, Source, SourceBatch, open_source
 from pipeledger.ledger.schema import migrate_database
 from pipeledger.load import sql
-from pipeledger.load.known import KnownRows, guard_fingerprints
+from pipeledger.load.guard import Sessions, guard_new_target, read_guard, upgrade_target
+from pipeledger.load.known import KnownRows
 from pipeledger.load.result import LoadResult, MergeCounts, Mode, Status, StepResult
 from pipeledger.load.steps import StepClock
 from pipeledger.quality.gate import GateSpec, recheck_keys, run_gate
@@ -106,7 +108,8 @@ class _Run:
     promotable: bool = False  # staged into a table that becomes the new target
     full_compare: bool = False  # backfill: stage every row, even those the target holds
     fingerprinted: bool = True  # the target has the fingerprint column
-    guarded: bool = True  # ...and the trigger that clears one on an outside UPDATE
+    guarded_since: datetime | None = None  # its fingerprints are trusted from then (guard)
+    sessions: Sessions | None = None  # opens other transactions (a target's upgrade)
     known: KnownRows | None = None  # backfill: what the target already holds
     restaged: int = 0  # rows the shortcut skipped that the merge needed after all
 
@@ -120,10 +123,7 @@ class _Run:
         self.after = dict(self.before)
         self.shape = self._existing_shape(session)
         if self.shape is not None:
-            target = self.pipeline.target_name
-            self.fingerprinted, self.guarded = guard_fingerprints(
-                session, target, self.fingerprinted
-            )
+            self._guard(session)
         window = self.window or incremental_window(
             self.before, self.pipeline.lateness, self.pipeline.partition_by is not None
         )
@@ -149,6 +149,19 @@ class _Run:
         shape = shape_from_table(rows, p.key, p.cursor, p.partition_by)
         check_lateness(shape, p.lateness)
         return shape
+
+    def _guard(self, session: Session) -> None:
+        """Whether the existing target stores fingerprints and since when they are guarded;
+        a target that lacks either is upgraded first (not by a dry run)."""
+        target = self.pipeline.target_name
+        guard = read_guard(session, target)
+        if not guard.complete and self.mode != "check":
+            if session.dialect.name == "postgres" and self.sessions is not None:
+                upgrade_target(self.sessions, target)  # short transactions of its own
+            else:  # SQLite: this transaction holds the database's write lock
+                upgrade_target(lambda: nullcontext(session), target)
+            guard = read_guard(session, target)
+        self.fingerprinted, self.guarded_since = guard.fingerprinted, guard.since
 
     def _read_spec(self, window: Window) -> ReadSpec:
         if self.shape is not None:
@@ -212,9 +225,9 @@ class _Run:
         p = self.pipeline
         if self.mode != "backfill" or self.shape is None or self.new_target:
             return None
-        if self.full_compare or not self.guarded or p.checks is not None:
+        if self.full_compare or self.guarded_since is None or p.checks is not None:
             return None
-        return KnownRows.fetch(session, p.target_name, p.cursor, window)
+        return KnownRows.fetch(session, p.target_name, p.cursor, window, self.guarded_since)
 
     def _transform(self, session: Session, item: SourceBatch) -> pa.RecordBatch:
         checks = self.pipeline.checks
@@ -305,8 +318,7 @@ class _Run:
 
     def _after_merge(self, session: Session, shape: Shape, tracker: WatermarkTracker) -> None:
         if self.new_target:
-            target = self.pipeline.target_name
-            session.execute(sql.forget_hash_trigger(session.dialect, target))
+            guard_new_target(session, self.pipeline.target_name, self.started_at)
         if self.mode == "incremental":
             self._advance(session, shape, tracker)
 
@@ -557,6 +569,7 @@ def load_pipeline(
     run.run_id = run_id or run.run_id
     run.history = history
     run.full_compare = full_compare
+    run.sessions = warehouse.session
     clock = time.monotonic()
     try:
         migrate_database(warehouse, "state")

@@ -208,45 +208,100 @@ def copy_stage(columns: Sequence[str], binary: bool = False) -> str:
 
 FORGET_TRIGGER = "_pipeledger_forget_row_hash"
 FORGET_FUNCTION = f"{quote(STATE_TABLE.schema or '')}.{quote('forget_row_hash')}"
+# per target: since when its trigger has guarded its fingerprints (load.known)
+GUARDS_TABLE = TableName("pipeledger", "fingerprint_guards")
 
 
-def forget_hash_function() -> str:
-    """PostgreSQL: the trigger function of :func:`forget_hash_trigger` (a state migration)."""
-    return (
+def fingerprint_guard_schema(d: Dialect) -> list[str]:
+    """State migration 2: the guards table, and on PostgreSQL the trigger function."""
+    timestamp = "timestamptz" if d.name == "postgres" else "text"
+    table = (
+        f"CREATE TABLE IF NOT EXISTS {d.table(GUARDS_TABLE)} "
+        f"(target text PRIMARY KEY, since {timestamp} NOT NULL)"
+    )
+    if d.name == "sqlite":
+        return [table]
+    function = (
         f"CREATE OR REPLACE FUNCTION {FORGET_FUNCTION}() RETURNS trigger LANGUAGE plpgsql "
         f"AS $$ BEGIN NEW.{quote(ROW_HASH_COLUMN)} := NULL; RETURN NEW; END $$"
     )
+    return [table, function]
+
+
+def _trigger_name(d: Dialect, target: TableName) -> str:
+    """PostgreSQL names triggers per table; SQLite per database."""
+    return FORGET_TRIGGER if d.name == "postgres" else f"{FORGET_TRIGGER}:{target}"
 
 
 def forget_hash_trigger(d: Dialect, target: TableName) -> str:
     """An UPDATE that leaves a row's fingerprint as it was did not come from pipeledger
     (whose writes carry the new row's fingerprint): the stored fingerprint may no longer
     describe the row, so it is cleared, and the next backfill compares that row in full."""
-    h = quote(ROW_HASH_COLUMN)
-    kept = f"NEW.{h} IS NOT NULL AND NEW.{h} IS NOT DISTINCT FROM OLD.{h}"
+    h, name = quote(ROW_HASH_COLUMN), quote(_trigger_name(d, target))
     if d.name == "postgres":
+        kept = f"NEW.{h} IS NOT NULL AND NEW.{h} IS NOT DISTINCT FROM OLD.{h}"
         return (
-            f"CREATE TRIGGER {quote(FORGET_TRIGGER)} BEFORE UPDATE ON {d.table(target)} "
+            f"CREATE TRIGGER {name} BEFORE UPDATE ON {d.table(target)} "
             f"FOR EACH ROW WHEN ({kept}) EXECUTE PROCEDURE {FORGET_FUNCTION}()"
         )
     kept = f"NEW.{h} IS NOT NULL AND NEW.{h} IS OLD.{h}"
     return (
-        f"CREATE TRIGGER IF NOT EXISTS {quote(f'{FORGET_TRIGGER}:{target}')} AFTER UPDATE ON "
-        f"{d.table(target)} FOR EACH ROW WHEN {kept} BEGIN UPDATE {d.table(target)} "
-        f"SET {h} = NULL WHERE rowid = NEW.rowid; END"
+        f"CREATE TRIGGER {name} AFTER UPDATE ON {d.table(target)} FOR EACH ROW WHEN {kept} "
+        f"BEGIN UPDATE {d.table(target)} SET {h} = NULL WHERE rowid = NEW.rowid; END"
     )
 
 
-def has_forget_trigger() -> str:
-    """PostgreSQL: whether a target has the trigger (parameters: target, trigger name)."""
-    return "SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass(%s) AND tgname = %s"
+def guarding_trigger(d: Dialect) -> str:
+    """How many enabled fingerprint triggers a target has (parameters: target, name)."""
+    if d.name == "postgres":
+        return (
+            "SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass(%s) "
+            "AND tgname = %s AND tgenabled <> 'D'"
+        )
+    return "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ? AND name = ?"
+
+
+def trigger_params(d: Dialect, target: TableName) -> list[str]:
+    table = d.table(target) if d.name == "postgres" else str(target)
+    return [table, _trigger_name(d, target)]
+
+
+def guarded_since(d: Dialect) -> str:
+    return f"SELECT since FROM {d.table(GUARDS_TABLE)} WHERE target = {d.param}"
+
+
+def record_guard(d: Dialect) -> str:
+    """Parameters: target, since."""
+    p = d.param
+    return (
+        f"INSERT INTO {d.table(GUARDS_TABLE)} (target, since) VALUES ({p}, {p}) "
+        "ON CONFLICT (target) DO UPDATE SET since = excluded.since"
+    )
+
+
+def add_fingerprint_column(d: Dialect, target: TableName) -> str:
+    exists = " IF NOT EXISTS" if d.name == "postgres" else ""  # two pipelines, one target
+    h = quote(ROW_HASH_COLUMN)
+    return f"ALTER TABLE {d.table(target)} ADD COLUMN{exists} {h} bigint"
+
+
+def lock_against_writers(d: Dialect, target: TableName) -> str | None:
+    """PostgreSQL: hold off other writers of the target until this transaction ends
+    (self-exclusive, so two such transactions queue instead of deadlocking)."""
+    if d.name != "postgres":
+        return None  # SQLite's write transaction already excludes every other writer
+    return f"LOCK TABLE {d.table(target)} IN SHARE ROW EXCLUSIVE MODE"
 
 
 def stored_hashes(d: Dialect, target: TableName, where: str) -> str:
-    """Fingerprints of the target rows matching ``where`` (a cursor window), at most as
-    many as the last parameter says."""
-    h = quote(ROW_HASH_COLUMN)
-    return f"SELECT {h} FROM {d.table(target)} WHERE {h} IS NOT NULL AND {where} LIMIT {d.param}"
+    """Fingerprints of the target rows matching ``where`` (a cursor window) written since
+    the target's trigger guards them (a parameter before the limit), at most as many as
+    the last parameter says."""
+    h, at = quote(ROW_HASH_COLUMN), quote(LOADED_AT_COLUMN)
+    return (
+        f"SELECT {h} FROM {d.table(target)} WHERE {h} IS NOT NULL AND {where} "
+        f"AND {at} >= {d.param} LIMIT {d.param}"
+    )
 
 
 def staged_key_hashes(d: Dialect, spec: MergeSpec) -> str:

@@ -52,7 +52,6 @@ from pipeledger.ledger.model import RunStatus, TriggerType
 from pipeledger.ledger.recorder import Written, take_snapshot, watermark_text
 from pipeledger.ledger.schema import migrate_database
 from pipeledger.load import sql
-from pipeledger.load.known import guard_fingerprints
 from pipeledger.load.loader import merge_staged, read_watermarks
 from pipeledger.load.result import MergeCounts
 from pipeledger.quality import checks as q
@@ -290,10 +289,9 @@ def _shape(session: Session, name: str, pipeline: PipelineConfig) -> tuple[Shape
             f"pipeline {name}: target {pipeline.target} does not exist, so its quarantined "
             "rows have nowhere to go; nothing was replayed"
         )
-    has_column = any(column == ROW_HASH_COLUMN for column, _ in columns)
-    fingerprinted, _ = guard_fingerprints(session, pipeline.target_name, has_column)
+    fingerprinted = any(column == ROW_HASH_COLUMN for column, _ in columns)
     shape = shape_from_table(columns, pipeline.key, pipeline.cursor, pipeline.partition_by)
-    return shape, fingerprinted
+    return shape, fingerprinted  # a target is upgraded by its next run, not by a replay
 
 
 def _stage(session: Session, shape: Shape, batch: pa.RecordBatch) -> None:
