@@ -438,14 +438,54 @@ def _load_as(writer: Project, owner: Project, role: str) -> None:
     assert (full["rows_read"], full["rows_staged"], full["rows_updated"]) == (7, 7, 0)
     # a pending migration (as after upgrading pipeledger) stops this role, and says why
     owner.execute(
-        "DELETE FROM pipeledger.schema_migrations WHERE component = 'state' AND version = 2"
+        "DELETE FROM pipeledger.schema_migrations WHERE component = 'state' AND version = 3"
     )
     owner.execute("DROP TABLE pipeledger.fingerprint_guards")
     code, out, err = writer.cli("run", "orders")
     assert code == 1
-    assert "need migration 2" in err and "pipeledger ledger migrate" in err, out + err
+    assert "need migration 3" in err and "pipeledger ledger migrate" in err, out + err
     owner.configure(orders=orders_pipeline())  # the same folder: its config names the owner
     assert owner.cli("ledger", "migrate")[0] == 0
     owner.execute(f"GRANT SELECT, INSERT, UPDATE ON pipeledger.fingerprint_guards TO {role}")
     writer.configure(orders=orders_pipeline())
     assert writer.run()["status"] == "success"
+
+
+def test_a_database_of_the_previous_state_version_is_migrated_and_trusts_no_old_row(
+    project: Project,
+) -> None:
+    project.configure(orders=orders_pipeline(on_conflict="update"))
+    project.write_csv("orders_1.csv", [order(i, day(i)) for i in range(1, 6)])
+    project.run()
+    migrations, guards = (
+        project.table("pipeledger.schema_migrations"),
+        project.table("pipeledger.fingerprint_guards"),
+    )
+    project.execute(f"DELETE FROM {migrations} WHERE component = 'state' AND version = 3")
+    project.execute(f"DROP TABLE {guards}")  # as a database of state version 2 was
+    first = backfill(project)  # migrates, then guards the target from its newest row on
+    assert (first["rows_staged"], first["rows_updated"]) == (5, 0)
+    assert project.query(f"SELECT count(*) FROM {guards}")[0][0] == 1
+    project.write_csv("orders_2.csv", [order(6, day(26))])
+    project.run()
+    assert backfill(project)["rows_staged"] == 5  # order 6, loaded since, is trusted
+
+
+def test_a_trigger_disabled_or_switched_to_replica_mode_voids_the_guard(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """The usual bulk fix: disable the trigger, edit, enable it again. The guard names the
+    trigger's version, so the rows loaded before are no longer trusted."""
+    project = Project(tmp_path, postgres_url)
+    project.configure(orders=orders_pipeline(on_conflict="update"))
+    project.write_csv("orders_1.csv", [order(i, day(i)) for i in range(1, 6)])
+    project.run()
+    table = project.table()
+    project.execute(f'ALTER TABLE {table} DISABLE TRIGGER "_pipeledger_forget_row_hash"')
+    project.execute(f"UPDATE {table} SET status = 'typo' WHERE order_id = 3")
+    project.execute(f'ALTER TABLE {table} ENABLE TRIGGER "_pipeledger_forget_row_hash"')
+    repaired = backfill(project)
+    assert (repaired["rows_staged"], repaired["rows_updated"]) == (5, 1)
+    assert ("3", "completed", "10.00") in project.rows()
+    project.execute(f'ALTER TABLE {table} ENABLE REPLICA TRIGGER "_pipeledger_forget_row_hash"')
+    assert backfill(project)["rows_staged"] == 5  # a replica-only trigger guards nothing

@@ -13,7 +13,13 @@ from typing import Literal
 
 from pipeledger.adapters.base import Session, Warehouse
 from pipeledger.errors import WarehouseError
-from pipeledger.load.sql import STATE_TABLE, Dialect, fingerprint_guard_schema, quote
+from pipeledger.load.sql import (
+    STATE_TABLE,
+    Dialect,
+    fingerprint_guard_table,
+    forget_hash_function,
+    quote,
+)
 from pipeledger.schema import TableName
 
 Component = Literal["state", "ledger"]
@@ -103,10 +109,12 @@ def migrations(d: Dialect, component: Component) -> list[tuple[int, str, list[st
     """Versioned schema changes of one component, applied in order, each once."""
     schema = [f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}"] if d.name == "postgres" else []
     if component == "state":
+        forget = [forget_hash_function()] if d.name == "postgres" else []
         return [
             (1, "watermark state per pipeline and partition", [*schema, *_state(d)]),
-            (2, "fingerprint guards: since when a target's trigger has cleared the "
-             "fingerprint of rows updated outside pipeledger", fingerprint_guard_schema(d)),
+            (2, "trigger function: an outside UPDATE clears the row's fingerprint", forget),
+            (3, "fingerprint guards: which trigger guards a target, and since when",
+             [fingerprint_guard_table(d), *forget]),
         ]  # fmt: skip
     return [
         (1, "run ledger: pipelines, runs, tasks, audit, snapshots, dependencies",

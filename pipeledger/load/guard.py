@@ -4,16 +4,20 @@ A backfill skips source rows whose fingerprint the target holds (``load.known``)
 safe only for rows nobody changed behind pipeledger's back, so every target has a trigger
 that clears the fingerprint of a row updated outside pipeledger (``sql.forget_hash_trigger``;
 pipeledger's own writes always set the new row's fingerprint), and the guards table says
-since when the trigger has been in place. Fingerprints are trusted only on rows that
-pipeledger wrote since then (``_pipeledger_loaded_at >= since``): rows edited while the
-trigger was missing, or disabled, are compared in full.
+since when, for which trigger: on PostgreSQL the guard names the trigger's oid and row
+version, so a trigger re-created, disabled or re-enabled (by anyone) voids it, and the
+target's oid, so every name that reaches the table shares it. Fingerprints are trusted only
+on rows that pipeledger wrote since then (``_pipeledger_loaded_at >= since``): rows edited
+while the trigger was missing or disabled are compared in full. Rows older than a guard
+stay untrusted until pipeledger rewrites them (an unchanged row is never rewritten).
 
-A new target gets its trigger in the transaction that creates it. A target made before
-fingerprints existed, or whose trigger was dropped, is upgraded by :func:`upgrade_target`:
-on PostgreSQL in short transactions of its own, with a lock timeout, so that the table is
-not locked for a whole run. A role that may write the target but not alter it, a lock
-that is not granted in time, or another process upgrading the same target at once leave
-it as it is: it keeps loading, and its backfills compare every row.
+A new target gets its trigger and guard in the transaction that creates it, from the run's
+start. A target made before fingerprints, or whose guard is void, is upgraded by
+:func:`upgrade_target` in a short transaction of its own (PostgreSQL; lock timeout 5 s), so
+that the table is not locked for a whole run; holding writers off, it starts the guard
+after the newest row already there, so writers' clocks do not matter. A role that may
+write the target but not alter it, a lock not granted in time, or another process
+upgrading it at once leave it as it is: it keeps loading, its backfills compare every row.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from pipeledger.adapters.base import Session
 from pipeledger.errors import WarehouseError
@@ -36,8 +40,9 @@ _TOLERATED = {
     WarehouseError.INSUFFICIENT_PRIVILEGE: "this role may not alter it",
     WarehouseError.LOCK_NOT_AVAILABLE: "it stayed locked by another session",
     WarehouseError.DUPLICATE_COLUMN: "another process is upgrading it",
-    WarehouseError.DUPLICATE_OBJECT: "its trigger exists but is disabled",
+    WarehouseError.DUPLICATE_OBJECT: "its trigger exists but does not fire, or was just made",
 }
+_TICK = timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)
@@ -51,48 +56,65 @@ class Guard:
 
 
 def read_guard(session: Session, target: TableName) -> Guard:
+    """What ``target`` offers now: its guard counts only while the very trigger it was
+    recorded for is in place and enabled (re-created, disabled or re-enabled: none)."""
     columns = session.table_columns(target) or []
     if all(name != ROW_HASH_COLUMN for name, _ in columns):
         return Guard(False, None)
-    if not _has_trigger(session, target):
+    version = _trigger_version(session, target)
+    if version is None:
         return Guard(True, None)
-    rows = session.query(sql.guarded_since(session.dialect), [str(target)])
-    return Guard(True, _instant(rows[0][0]) if rows else None)
+    rows = session.query(sql.read_guard_row(session.dialect), [_key(session, target)])
+    if not rows or rows[0][0] != version:
+        return Guard(True, None)
+    return Guard(True, _instant(rows[0][1]))
 
 
 def guard_new_target(session: Session, target: TableName, since: datetime) -> None:
     """In the transaction that creates ``target``: its trigger, guarding it from ``since``
     (the run's start, the load time of every row it writes)."""
-    if try_ddl(session, sql.forget_hash_trigger(session.dialect, target), target):
-        session.execute(sql.record_guard(session.dialect), [str(target), since])
+    if attempt(session, sql.forget_hash_trigger(session.dialect, target), [], target):
+        _record(session, target, since)
 
 
 def upgrade_target(sessions: Sessions, target: TableName) -> None:
-    """Add what an existing target lacks: the fingerprint column, the trigger, and (after
-    the trigger took effect) the time from which it guards the target."""
+    """Give an existing target what it lacks (the fingerprint column, the trigger, a guard
+    for the trigger in place), in one transaction that holds its writers off, so that the
+    guard's start is after every row already there, whatever the writers' clocks said."""
     with sessions() as session:
         d = session.dialect
         if d.name == "postgres":
             session.execute("SET LOCAL lock_timeout = '5s'")
         guard = read_guard(session, target)
+        if guard.complete:
+            return
         column = sql.add_fingerprint_column(d, target)
-        if not guard.fingerprinted and not try_ddl(session, column, target):
+        if not guard.fingerprinted and not attempt(session, column, [], target):
             return
-        if not _has_trigger(session, target):
-            if not try_ddl(session, sql.forget_hash_trigger(d, target), target):
-                return
-        elif guard.since is not None:
+        if _trigger_version(session, target) is None:
+            statement = sql.forget_hash_trigger(d, target)  # takes SHARE ROW EXCLUSIVE too
+        else:
+            statement = sql.lock_against_writers(d, target) or "SELECT 1"
+        if not attempt(session, statement, [], target):
             return
-    with sessions() as session:  # only rows loaded after this are known to be guarded
-        session.execute(sql.record_guard(session.dialect), [str(target), datetime.now(UTC)])
+        newest = session.query(sql.newest_load(d, target))[0][0]
+        since = datetime.now(UTC) if newest is None else _instant(newest) + _TICK
+        _record(session, target, since)
 
 
-def try_ddl(session: Session, statement: str, target: TableName) -> bool:
+def _record(session: Session, target: TableName, since: datetime) -> None:
+    version = _trigger_version(session, target)
+    if version is not None:
+        params = [_key(session, target), version, since]
+        attempt(session, sql.record_guard(session.dialect), params, target)
+
+
+def attempt(session: Session, statement: str, params: list[object], target: TableName) -> bool:
     """Run ``statement`` under a savepoint; False (and a warning) if it was refused for a
     reason that should not fail the run."""
     try:
         with session.savepoint():
-            session.execute(statement)
+            session.execute(statement, params)
         return True
     except WarehouseError as exc:
         reason = _TOLERATED.get(exc.sqlstate or "")
@@ -102,9 +124,17 @@ def try_ddl(session: Session, statement: str, target: TableName) -> bool:
     return False
 
 
-def _has_trigger(session: Session, target: TableName) -> bool:
+def _trigger_version(session: Session, target: TableName) -> str | None:
     d = session.dialect
-    return bool(session.query(sql.guarding_trigger(d), sql.trigger_params(d, target))[0][0])
+    rows = session.query(sql.trigger_version(d), sql.trigger_params(d, target))
+    return str(rows[0][0]) if rows else None
+
+
+def _key(session: Session, target: TableName) -> str:
+    statement = sql.guard_key(session.dialect)
+    if statement is None:
+        return str(target).lower()  # SQLite: names are the identity, case-insensitive
+    return str(session.query(statement, [sql.POSTGRES.table(target)])[0][0])
 
 
 def _instant(value: object) -> datetime:

@@ -63,13 +63,8 @@ class KnownRows:
         cls, session: Session, target: TableName, cursor: str, window: Window, since: datetime
     ) -> KnownRows | None:
         """The fingerprints of the target's rows in ``window`` written since ``since``
-        (``load.guard``). On PostgreSQL the target is first held against other writers
-        until the run ends: a row changed between this read and the merge would otherwise
-        keep the change a full comparison would have undone."""
+        (``load.guard``); the caller holds the target against other writers."""
         d = session.dialect
-        lock = sql.lock_against_writers(d, target)
-        if lock:
-            session.execute(lock)
         where, params = window_predicate(d, Window(window.lower, window.upper), cursor, None)
         statement = sql.stored_hashes(d, target, where)
         hashes = session.fetch_int64(statement, [*params, since, LIMIT + 1])

@@ -33,13 +33,19 @@ from pipeledger.errors import ConflictError, WarehouseError
 from pipeledger.extract import ReadSpec, Source, SourceBatch, open_source
 from pipeledger.ledger.schema import migrate_database
 from pipeledger.load import sql
-from pipeledger.load.guard import Sessions, guard_new_target, read_guard, upgrade_target
+from pipeledger.load.guard import (
+    Sessions,
+    attempt,
+    guard_new_target,
+    read_guard,
+    upgrade_target,
+)
 from pipeledger.load.known import KnownRows
 from pipeledger.load.result import LoadResult, MergeCounts, Mode, Status, StepResult
 from pipeledger.load.steps import StepClock
 from pipeledger.quality.gate import GateSpec, recheck_keys, run_gate
 from pipeledger.quality.report import GateReport
-from pipeledger.schema import ROW_HASH_COLUMN, arrow_type
+from pipeledger.schema import ROW_HASH_COLUMN, TableName, arrow_type
 from pipeledger.transform.conform import (
     Shape,
     check_lateness,
@@ -108,7 +114,6 @@ class _Run:
     promotable: bool = False  # staged into a table that becomes the new target
     full_compare: bool = False  # backfill: stage every row, even those the target holds
     fingerprinted: bool = True  # the target has the fingerprint column
-    guarded_since: datetime | None = None  # its fingerprints are trusted from then (guard)
     sessions: Sessions | None = None  # opens other transactions (a target's upgrade)
     known: KnownRows | None = None  # backfill: what the target already holds
     restaged: int = 0  # rows the shortcut skipped that the merge needed after all
@@ -151,17 +156,17 @@ class _Run:
         return shape
 
     def _guard(self, session: Session) -> None:
-        """Whether the existing target stores fingerprints and since when they are guarded;
-        a target that lacks either is upgraded first (not by a dry run)."""
+        """Whether the existing target stores fingerprints; a target that lacks them or a
+        valid guard is upgraded first (not by a dry run)."""
         target = self.pipeline.target_name
         guard = read_guard(session, target)
         if not guard.complete and self.mode != "check":
             if session.dialect.name == "postgres" and self.sessions is not None:
-                upgrade_target(self.sessions, target)  # short transactions of its own
+                upgrade_target(self.sessions, target)  # a short transaction of its own
             else:  # SQLite: this transaction holds the database's write lock
                 upgrade_target(lambda: nullcontext(session), target)
             guard = read_guard(session, target)
-        self.fingerprinted, self.guarded_since = guard.fingerprinted, guard.since
+        self.fingerprinted = guard.fingerprinted
 
     def _read_spec(self, window: Window) -> ReadSpec:
         if self.shape is not None:
@@ -225,9 +230,14 @@ class _Run:
         p = self.pipeline
         if self.mode != "backfill" or self.shape is None or self.new_target:
             return None
-        if self.full_compare or self.guarded_since is None or p.checks is not None:
+        if self.full_compare or not self.fingerprinted or p.checks is not None:
             return None
-        return KnownRows.fetch(session, p.target_name, p.cursor, window, self.guarded_since)
+        if not _hold_off_writers(session, p.target_name):
+            return None
+        since = read_guard(session, p.target_name).since  # read under the lock: it holds
+        if since is None:
+            return None
+        return KnownRows.fetch(session, p.target_name, p.cursor, window, since)
 
     def _transform(self, session: Session, item: SourceBatch) -> pa.RecordBatch:
         checks = self.pipeline.checks
@@ -394,6 +404,20 @@ class _Run:
         if self.report is not None and self.report.new_entries:
             return "partial"
         return "success"
+
+
+def _hold_off_writers(session: Session, target: TableName) -> bool:
+    """PostgreSQL: keep other writers (and DDL) off the target until this run commits, so
+    that no row or trigger changes between the fingerprints' read and the merge; give up
+    after 5 s (the backfill then compares every row)."""
+    lock = sql.lock_against_writers(session.dialect, target)
+    if lock is None:
+        return True  # SQLite: the run's write transaction already excludes other writers
+    (previous,) = session.query("SELECT current_setting('lock_timeout')")[0]
+    session.query("SELECT set_config('lock_timeout', '5s', true)")
+    held = attempt(session, lock, [], target)
+    session.query("SELECT set_config('lock_timeout', %s, true)", [previous])
+    return held
 
 
 def _window_texts(window: Window | None) -> tuple[str | None, str | None]:

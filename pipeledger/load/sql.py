@@ -212,20 +212,22 @@ FORGET_FUNCTION = f"{quote(STATE_TABLE.schema or '')}.{quote('forget_row_hash')}
 GUARDS_TABLE = TableName("pipeledger", "fingerprint_guards")
 
 
-def fingerprint_guard_schema(d: Dialect) -> list[str]:
-    """State migration 2: the guards table, and on PostgreSQL the trigger function."""
-    timestamp = "timestamptz" if d.name == "postgres" else "text"
-    table = (
-        f"CREATE TABLE IF NOT EXISTS {d.table(GUARDS_TABLE)} "
-        f"(target text PRIMARY KEY, since {timestamp} NOT NULL)"
-    )
-    if d.name == "sqlite":
-        return [table]
-    function = (
+def forget_hash_function() -> str:
+    """PostgreSQL: the function of :func:`forget_hash_trigger` (state migrations 2 and 3)."""
+    return (
         f"CREATE OR REPLACE FUNCTION {FORGET_FUNCTION}() RETURNS trigger LANGUAGE plpgsql "
         f"AS $$ BEGIN NEW.{quote(ROW_HASH_COLUMN)} := NULL; RETURN NEW; END $$"
     )
-    return [table, function]
+
+
+def fingerprint_guard_table(d: Dialect) -> str:
+    """State migration 3: per target (its oid on PostgreSQL), which trigger guards it and
+    since when."""
+    timestamp = "timestamptz" if d.name == "postgres" else "text"
+    return (
+        f"CREATE TABLE IF NOT EXISTS {d.table(GUARDS_TABLE)} (target text PRIMARY KEY, "
+        f"trigger_version text NOT NULL, since {timestamp} NOT NULL)"
+    )
 
 
 def _trigger_name(d: Dialect, target: TableName) -> str:
@@ -246,37 +248,48 @@ def forget_hash_trigger(d: Dialect, target: TableName) -> str:
         )
     kept = f"NEW.{h} IS NOT NULL AND NEW.{h} IS OLD.{h}"
     return (
-        f"CREATE TRIGGER {name} AFTER UPDATE ON {d.table(target)} FOR EACH ROW WHEN {kept} "
-        f"BEGIN UPDATE {d.table(target)} SET {h} = NULL WHERE rowid = NEW.rowid; END"
+        f"CREATE TRIGGER IF NOT EXISTS {name} AFTER UPDATE ON {d.table(target)} FOR EACH ROW "
+        f"WHEN {kept} BEGIN UPDATE {d.table(target)} SET {h} = NULL WHERE rowid = NEW.rowid; END"
     )
 
 
-def guarding_trigger(d: Dialect) -> str:
-    """How many enabled fingerprint triggers a target has (parameters: target, name)."""
+def trigger_version(d: Dialect) -> str:
+    """The target's fingerprint trigger if it fires on ordinary writes: on PostgreSQL its
+    oid and row version (both change when it is re-created, disabled or enabled)."""
     if d.name == "postgres":
         return (
-            "SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass(%s) "
-            "AND tgname = %s AND tgenabled <> 'D'"
+            "SELECT t.oid::text || ':' || t.xmin::text FROM pg_trigger t "
+            "WHERE t.tgrelid = to_regclass(%s) AND t.tgname = %s AND t.tgenabled IN ('O', 'A')"
         )
-    return "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ? AND name = ?"
+    return "SELECT 'sqlite' FROM sqlite_master WHERE type = 'trigger' AND name = ? COLLATE NOCASE"
 
 
 def trigger_params(d: Dialect, target: TableName) -> list[str]:
-    table = d.table(target) if d.name == "postgres" else str(target)
-    return [table, _trigger_name(d, target)]
+    return [d.table(target), FORGET_TRIGGER] if d.name == "postgres" else [_trigger_name(d, target)]
 
 
-def guarded_since(d: Dialect) -> str:
-    return f"SELECT since FROM {d.table(GUARDS_TABLE)} WHERE target = {d.param}"
+def guard_key(d: Dialect) -> str | None:
+    """PostgreSQL: the target's oid, whatever name reaches it (SQLite: its lower-case name)."""
+    return "SELECT to_regclass(%s)::oid::text" if d.name == "postgres" else None
+
+
+def read_guard_row(d: Dialect) -> str:
+    table = d.table(GUARDS_TABLE)
+    return f"SELECT trigger_version, since FROM {table} WHERE target = {d.param}"
 
 
 def record_guard(d: Dialect) -> str:
-    """Parameters: target, since."""
+    """Parameters: target key, trigger version, since."""
     p = d.param
     return (
-        f"INSERT INTO {d.table(GUARDS_TABLE)} (target, since) VALUES ({p}, {p}) "
-        "ON CONFLICT (target) DO UPDATE SET since = excluded.since"
+        f"INSERT INTO {d.table(GUARDS_TABLE)} (target, trigger_version, since) "
+        f"VALUES ({p}, {p}, {p}) ON CONFLICT (target) DO UPDATE SET "
+        "trigger_version = excluded.trigger_version, since = excluded.since"
     )
+
+
+def newest_load(d: Dialect, target: TableName) -> str:
+    return f"SELECT max({quote(LOADED_AT_COLUMN)}) FROM {d.table(target)}"
 
 
 def add_fingerprint_column(d: Dialect, target: TableName) -> str:
