@@ -94,6 +94,7 @@ class WarehouseError(PipeledgerError):
     LOCK_NOT_AVAILABLE = "55P03"
     DUPLICATE_COLUMN = "42701"
     DUPLICATE_OBJECT = "42710"
+    QUERY_CANCELED = "57014"
 
     def __init__(self, message: str, *, transient: bool = False, sqlstate: str | None = None):
         super().__init__(message)

@@ -113,8 +113,9 @@ def migrations(d: Dialect, component: Component) -> list[tuple[int, str, list[st
         return [
             (1, "watermark state per pipeline and partition", [*schema, *_state(d)]),
             (2, "trigger function: an outside UPDATE clears the row's fingerprint", forget),
+            # never CREATE OR REPLACE the function again: that voids every guard
             (3, "fingerprint guards: which trigger guards a target, and since when",
-             [fingerprint_guard_table(d), *forget]),
+             fingerprint_guard_table(d)),
         ]  # fmt: skip
     return [
         (1, "run ledger: pipelines, runs, tasks, audit, snapshots, dependencies",

@@ -64,7 +64,13 @@ def read_guard(session: Session, target: TableName) -> Guard:
     version = _trigger_version(session, target)
     if version is None:
         return Guard(True, None)
-    rows = session.query(sql.read_guard_row(session.dialect), [_key(session, target)])
+    try:
+        with session.savepoint():  # a role without rights on the guards: no guard
+            rows = session.query(sql.read_guard_row(session.dialect), [_key(session, target)])
+    except WarehouseError as exc:
+        if exc.sqlstate != WarehouseError.INSUFFICIENT_PRIVILEGE:
+            raise
+        return Guard(True, None)
     if not rows or rows[0][0] != version:
         return Guard(True, None)
     return Guard(True, _instant(rows[0][1]))
@@ -81,25 +87,62 @@ def upgrade_target(sessions: Sessions, target: TableName) -> None:
     """Give an existing target what it lacks (the fingerprint column, the trigger, a guard
     for the trigger in place), in one transaction that holds its writers off, so that the
     guard's start is after every row already there, whatever the writers' clocks said."""
-    with sessions() as session:
-        d = session.dialect
-        if d.name == "postgres":
-            session.execute("SET LOCAL lock_timeout = '5s'")
+    with sessions() as session:  # the column: a moment of ACCESS EXCLUSIVE, then commit
+        _limit(session)
         guard = read_guard(session, target)
         if guard.complete:
             return
-        column = sql.add_fingerprint_column(d, target)
+        column = sql.add_fingerprint_column(session.dialect, target)
         if not guard.fingerprinted and not attempt(session, column, [], target):
             return
-        if _trigger_version(session, target) is None:
-            statement = sql.forget_hash_trigger(d, target)  # takes SHARE ROW EXCLUSIVE too
-        else:
-            statement = sql.lock_against_writers(d, target) or "SELECT 1"
-        if not attempt(session, statement, [], target):
+    with sessions() as session:  # the trigger and its guard: writers held off until commit
+        _limit(session)
+        d = session.dialect
+        allowed = sql.may_record_guards(d)
+        if allowed is not None and not session.query(allowed)[0][0]:
+            log.warning("target %s: this role may not record guards; backfills compare "
+                        "every row", target)  # fmt: skip
             return
-        newest = session.query(sql.newest_load(d, target))[0][0]
-        since = datetime.now(UTC) if newest is None else _instant(newest) + _TICK
-        _record(session, target, since)
+        if not attempt(session, _guarding_statement(session, target), [], target):
+            return
+        since = _guard_start(session, target)
+        if since is not None:
+            _record(session, target, since)
+
+
+def _limit(session: Session) -> None:
+    if session.dialect.name == "postgres":  # wait 5 s at most for a lock, a minute to scan
+        session.execute("SET LOCAL lock_timeout = '5s'")
+        session.execute("SET LOCAL statement_timeout = '60s'")
+
+
+def _guarding_statement(session: Session, target: TableName) -> str:
+    """What puts a firing trigger on ``target`` and holds its writers off (both take
+    SHARE ROW EXCLUSIVE): create it, make it fire always, or just lock."""
+    d = session.dialect
+    if _trigger_version(session, target) is not None:
+        return sql.lock_against_writers(d, target) or "SELECT 1"
+    if d.name == "sqlite":
+        return sql.forget_hash_trigger(d, target)
+    params = sql.trigger_params(d, target)
+    if session.query(sql.trigger_exists(d), params)[0][0]:  # there, but not firing always
+        return sql.always_fire(target)
+    return sql.forget_hash_trigger(d, target)
+
+
+def _guard_start(session: Session, target: TableName) -> datetime | None:
+    """Just after the newest load time in ``target`` (now, if it is empty); None when the
+    scan took too long (the target then stays unguarded)."""
+    try:
+        with session.savepoint():
+            newest = session.query(sql.newest_load(session.dialect, target))[0][0]
+    except WarehouseError as exc:
+        if exc.sqlstate != WarehouseError.QUERY_CANCELED:
+            raise
+        log.warning("target %s: not guarded (too big to scan now); backfills compare "
+                    "every row", target)  # fmt: skip
+        return None
+    return datetime.now(UTC) if newest is None else _instant(newest) + _TICK
 
 
 def _record(session: Session, target: TableName, since: datetime) -> None:

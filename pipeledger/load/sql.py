@@ -220,14 +220,16 @@ def forget_hash_function() -> str:
     )
 
 
-def fingerprint_guard_table(d: Dialect) -> str:
+def fingerprint_guard_table(d: Dialect) -> list[str]:
     """State migration 3: per target (its oid on PostgreSQL), which trigger guards it and
-    since when."""
+    since when. A guards table of an earlier shape is replaced: guards are rebuilt by the
+    next runs (until then backfills compare every row)."""
     timestamp = "timestamptz" if d.name == "postgres" else "text"
-    return (
-        f"CREATE TABLE IF NOT EXISTS {d.table(GUARDS_TABLE)} (target text PRIMARY KEY, "
-        f"trigger_version text NOT NULL, since {timestamp} NOT NULL)"
-    )
+    return [
+        f"DROP TABLE IF EXISTS {d.table(GUARDS_TABLE)}",
+        f"CREATE TABLE {d.table(GUARDS_TABLE)} (target text PRIMARY KEY, "
+        f"trigger_version text NOT NULL, since {timestamp} NOT NULL)",
+    ]
 
 
 def _trigger_name(d: Dialect, target: TableName) -> str:
@@ -244,7 +246,8 @@ def forget_hash_trigger(d: Dialect, target: TableName) -> str:
         kept = f"NEW.{h} IS NOT NULL AND NEW.{h} IS NOT DISTINCT FROM OLD.{h}"
         return (
             f"CREATE TRIGGER {name} BEFORE UPDATE ON {d.table(target)} "
-            f"FOR EACH ROW WHEN ({kept}) EXECUTE PROCEDURE {FORGET_FUNCTION}()"
+            f"FOR EACH ROW WHEN ({kept}) EXECUTE PROCEDURE {FORGET_FUNCTION}(); "
+            f"{always_fire(target)}"
         )
     kept = f"NEW.{h} IS NOT NULL AND NEW.{h} IS OLD.{h}"
     return (
@@ -253,19 +256,38 @@ def forget_hash_trigger(d: Dialect, target: TableName) -> str:
     )
 
 
+def always_fire(target: TableName) -> str:
+    """PostgreSQL: fire also in replica mode (logical replication's apply workers and
+    ``session_replication_role = replica`` skip triggers that are merely enabled)."""
+    return f"ALTER TABLE {POSTGRES.table(target)} ENABLE ALWAYS TRIGGER {quote(FORGET_TRIGGER)}"
+
+
 def trigger_version(d: Dialect) -> str:
-    """The target's fingerprint trigger if it fires on ordinary writes: on PostgreSQL its
-    oid and row version (both change when it is re-created, disabled or enabled)."""
+    """The target's fingerprint trigger if it fires on every write: on PostgreSQL the
+    trigger's oid and row version and its function's row version (any change to either,
+    re-created, disabled, re-enabled or replaced, gives another version)."""
     if d.name == "postgres":
         return (
-            "SELECT t.oid::text || ':' || t.xmin::text FROM pg_trigger t "
-            "WHERE t.tgrelid = to_regclass(%s) AND t.tgname = %s AND t.tgenabled IN ('O', 'A')"
+            "SELECT t.oid::text || ':' || t.xmin::text || ':' || p.xmin::text "
+            "FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid "
+            "WHERE t.tgrelid = to_regclass(%s) AND t.tgname = %s AND t.tgenabled = 'A'"
         )
     return "SELECT 'sqlite' FROM sqlite_master WHERE type = 'trigger' AND name = ? COLLATE NOCASE"
 
 
 def trigger_params(d: Dialect, target: TableName) -> list[str]:
     return [d.table(target), FORGET_TRIGGER] if d.name == "postgres" else [_trigger_name(d, target)]
+
+
+def trigger_exists(d: Dialect) -> str:
+    """PostgreSQL: whether the target has the trigger at all (enabled or not)."""
+    return "SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass(%s) AND tgname = %s"
+
+
+def may_record_guards(d: Dialect) -> str | None:
+    if d.name != "postgres":
+        return None
+    return f"SELECT has_table_privilege('{GUARDS_TABLE}', 'INSERT')"
 
 
 def guard_key(d: Dialect) -> str | None:
