@@ -19,6 +19,7 @@ from pipeledger.load.sql import (
     fingerprint_guard_table,
     forget_hash_function,
     quote,
+    renewed_guard_table,
 )
 from pipeledger.schema import TableName
 
@@ -113,9 +114,12 @@ def migrations(d: Dialect, component: Component) -> list[tuple[int, str, list[st
         return [
             (1, "watermark state per pipeline and partition", [*schema, *_state(d)]),
             (2, "trigger function: an outside UPDATE clears the row's fingerprint", forget),
-            # never CREATE OR REPLACE the function again: that voids every guard
             (3, "fingerprint guards: which trigger guards a target, and since when",
-             fingerprint_guard_table(d)),
+             [fingerprint_guard_table(d), *forget]),
+            # committed migrations never change; never CREATE OR REPLACE the trigger
+            # function again either: that voids every guard
+            (4, "fingerprint guards replace a guards table of an earlier shape",
+             renewed_guard_table(d)),
         ]  # fmt: skip
     return [
         (1, "run ledger: pipelines, runs, tasks, audit, snapshots, dependencies",
@@ -176,6 +180,9 @@ def _apply(
     d = session.dialect
     bookkeeping, p = d.table(MIGRATIONS), d.param
     if d.name == "postgres":
+        # a migration waits at most 30 s for a table that a long run still uses (the run
+        # that needs it then fails and says so), instead of queueing every run behind it
+        session.execute("SET LOCAL lock_timeout = '30s'")
         session.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
     session.execute(
         f"CREATE TABLE IF NOT EXISTS {bookkeeping} (component text NOT NULL, "

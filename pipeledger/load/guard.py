@@ -43,6 +43,7 @@ _TOLERATED = {
     WarehouseError.DUPLICATE_OBJECT: "its trigger exists but does not fire, or was just made",
 }
 _TICK = timedelta(microseconds=1)
+_SKEW = timedelta(hours=1)  # how far ahead a writer's clock may be, when it cannot be measured
 
 
 @dataclass(frozen=True)
@@ -98,22 +99,20 @@ def upgrade_target(sessions: Sessions, target: TableName) -> None:
     with sessions() as session:  # the trigger and its guard: writers held off until commit
         _limit(session)
         d = session.dialect
-        allowed = sql.may_record_guards(d)
-        if allowed is not None and not session.query(allowed)[0][0]:
+        allowed, guards = sql.may_record_guards(d), d.table(sql.GUARDS_TABLE)
+        if allowed is not None and not session.query(allowed, [guards, guards])[0][0]:
             log.warning("target %s: this role may not record guards; backfills compare "
                         "every row", target)  # fmt: skip
             return
         if not attempt(session, _guarding_statement(session, target), [], target):
             return
-        since = _guard_start(session, target)
-        if since is not None:
-            _record(session, target, since)
+        _record(session, target, _guard_start(session, target))
 
 
 def _limit(session: Session) -> None:
-    if session.dialect.name == "postgres":  # wait 5 s at most for a lock, a minute to scan
+    if session.dialect.name == "postgres":  # wait 5 s at most for a lock, 10 s to scan
         session.execute("SET LOCAL lock_timeout = '5s'")
-        session.execute("SET LOCAL statement_timeout = '60s'")
+        session.execute("SET LOCAL statement_timeout = '10s'")
 
 
 def _guarding_statement(session: Session, target: TableName) -> str:
@@ -130,18 +129,19 @@ def _guarding_statement(session: Session, target: TableName) -> str:
     return sql.forget_hash_trigger(d, target)
 
 
-def _guard_start(session: Session, target: TableName) -> datetime | None:
-    """Just after the newest load time in ``target`` (now, if it is empty); None when the
-    scan took too long (the target then stays unguarded)."""
+def _guard_start(session: Session, target: TableName) -> datetime:
+    """Just after the newest load time in ``target`` (now, if it is empty). A table too big
+    to scan in 10 s (writers are held off meanwhile) starts its guard at now plus
+    :data:`_SKEW`: rows are trusted from then on if no writer's clock is further ahead."""
     try:
         with session.savepoint():
             newest = session.query(sql.newest_load(session.dialect, target))[0][0]
     except WarehouseError as exc:
         if exc.sqlstate != WarehouseError.QUERY_CANCELED:
             raise
-        log.warning("target %s: not guarded (too big to scan now); backfills compare "
-                    "every row", target)  # fmt: skip
-        return None
+        log.info("target %s: too big to scan for its newest row; guarded from now + %s",
+                 target, _SKEW)  # fmt: skip
+        return datetime.now(UTC) + _SKEW
     return datetime.now(UTC) if newest is None else _instant(newest) + _TICK
 
 

@@ -220,16 +220,23 @@ def forget_hash_function() -> str:
     )
 
 
-def fingerprint_guard_table(d: Dialect) -> list[str]:
-    """State migration 3: per target (its oid on PostgreSQL), which trigger guards it and
-    since when. A guards table of an earlier shape is replaced: guards are rebuilt by the
-    next runs (until then backfills compare every row)."""
+def _guards_columns(d: Dialect) -> str:
     timestamp = "timestamptz" if d.name == "postgres" else "text"
-    return [
-        f"DROP TABLE IF EXISTS {d.table(GUARDS_TABLE)}",
-        f"CREATE TABLE {d.table(GUARDS_TABLE)} (target text PRIMARY KEY, "
-        f"trigger_version text NOT NULL, since {timestamp} NOT NULL)",
-    ]
+    return f"(target text PRIMARY KEY, trigger_version text NOT NULL, since {timestamp} NOT NULL)"
+
+
+def fingerprint_guard_table(d: Dialect) -> str:
+    """State migration 3 (as first committed): per target (its oid on PostgreSQL), which
+    trigger guards it and since when."""
+    return f"CREATE TABLE IF NOT EXISTS {d.table(GUARDS_TABLE)} {_guards_columns(d)}"
+
+
+def renewed_guard_table(d: Dialect) -> list[str]:
+    """State migration 4: the guards table again, replacing one of an earlier shape that
+    migration 3 kept (guards are rebuilt by the next runs; until then backfills compare
+    every row)."""
+    table = d.table(GUARDS_TABLE)
+    return [f"DROP TABLE IF EXISTS {table}", f"CREATE TABLE {table} {_guards_columns(d)}"]
 
 
 def _trigger_name(d: Dialect, target: TableName) -> str:
@@ -285,9 +292,10 @@ def trigger_exists(d: Dialect) -> str:
 
 
 def may_record_guards(d: Dialect) -> str | None:
+    """PostgreSQL: whether this role may upsert a guard (parameters: the table, twice)."""
     if d.name != "postgres":
         return None
-    return f"SELECT has_table_privilege('{GUARDS_TABLE}', 'INSERT')"
+    return "SELECT has_table_privilege(%s, 'INSERT') AND has_table_privilege(%s, 'UPDATE')"
 
 
 def guard_key(d: Dialect) -> str | None:
