@@ -95,6 +95,9 @@ class WarehouseError(PipeledgerError):
     DUPLICATE_COLUMN = "42701"
     DUPLICATE_OBJECT = "42710"
     QUERY_CANCELED = "57014"
+    WRONG_OBJECT_TYPE = "42809"
+    TOO_MANY_COLUMNS = "54011"
+    FEATURE_NOT_SUPPORTED = "0A000"
 
     def __init__(self, message: str, *, transient: bool = False, sqlstate: str | None = None):
         super().__init__(message)

@@ -505,3 +505,27 @@ def test_a_trigger_disabled_or_switched_to_replica_mode_voids_the_guard(
         conn.execute("SET session_replication_role = replica")
         conn.execute(f"UPDATE {table} SET qty = 9 WHERE order_id = 4")
     assert fingerprint_of(project, 4) is None
+
+
+def test_a_sqlite_target_without_rowid_loads_without_the_shortcut(tmp_path: Path) -> None:
+    """The trigger finds rows by rowid: a target someone rebuilt WITHOUT ROWID gets none,
+    keeps loading (updates included), and its backfills compare every row."""
+    project = Project(tmp_path, None)
+    project.configure(orders=orders_pipeline())
+    project.write_csv("orders_1.csv", [order(i, day(i)) for i in range(1, 6)])
+    project.run()
+    (ddl,) = project.query(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'analytics.orders'"
+    )[0]
+    rebuilt = str(ddl).replace('"analytics.orders"', '"rebuilt"', 1) + " WITHOUT ROWID"
+    for statement in (
+        rebuilt,
+        'INSERT INTO "rebuilt" SELECT * FROM "analytics.orders"',
+        'DROP TABLE "analytics.orders"',
+        'ALTER TABLE "rebuilt" RENAME TO "analytics.orders"',
+    ):
+        project.execute(statement)
+    project.write_csv("orders_2.csv", [order(2, day(20), status="late")])
+    assert project.run()["rows_updated"] == 1
+    again = backfill(project)
+    assert (again["rows_read"], again["rows_staged"], again["rows_updated"]) == (6, 6, 0)

@@ -41,6 +41,9 @@ _TOLERATED = {
     WarehouseError.LOCK_NOT_AVAILABLE: "it stayed locked by another session",
     WarehouseError.DUPLICATE_COLUMN: "another process is upgrading it",
     WarehouseError.DUPLICATE_OBJECT: "its trigger exists but does not fire, or was just made",
+    WarehouseError.WRONG_OBJECT_TYPE: "it cannot have row triggers (a partitioned table?)",
+    WarehouseError.TOO_MANY_COLUMNS: "it has no room for one more column",
+    WarehouseError.FEATURE_NOT_SUPPORTED: "this database does not support it",
 }
 _TICK = timedelta(microseconds=1)
 _SKEW = timedelta(hours=1)  # how far ahead a writer's clock may be, when it cannot be measured
@@ -50,6 +53,7 @@ _SKEW = timedelta(hours=1)  # how far ahead a writer's clock may be, when it can
 class Guard:
     fingerprinted: bool  # rows store fingerprints (the column exists)
     since: datetime | None  # rows written since then have trustworthy fingerprints
+    version: str | None = None  # of the trigger that guards them
 
     @property
     def complete(self) -> bool:
@@ -73,8 +77,26 @@ def read_guard(session: Session, target: TableName) -> Guard:
             raise
         return Guard(True, None)
     if not rows or rows[0][0] != version:
-        return Guard(True, None)
-    return Guard(True, _instant(rows[0][1]))
+        return Guard(True, None, version)
+    return Guard(True, _instant(rows[0][1]), version)
+
+
+def may_upgrade(session: Session, target: TableName) -> bool:
+    """Whether this role could upgrade ``target`` (own it, record guards): checked in the
+    run's transaction, so that a role that cannot opens no other connection, run after run.
+    SQLite: yes, unless the table has no rowid (the trigger finds rows by rowid)."""
+    d = session.dialect
+    if d.name == "sqlite":
+        try:
+            with session.savepoint():
+                return not session.query(sql.without_rowid(), [str(target)])
+        except WarehouseError:  # SQLite before 3.37 has no pragma_table_list
+            return True
+    guards = d.table(sql.GUARDS_TABLE)
+    allowed = session.query(sql.may_upgrade(d), [d.table(target), guards, guards])[0][0]
+    if not allowed:
+        log.info("target %s: this role may not upgrade it; backfills compare every row", target)
+    return bool(allowed)
 
 
 def guard_new_target(session: Session, target: TableName, since: datetime) -> None:
@@ -98,12 +120,6 @@ def upgrade_target(sessions: Sessions, target: TableName) -> None:
             return
     with sessions() as session:  # the trigger and its guard: writers held off until commit
         _limit(session)
-        d = session.dialect
-        allowed, guards = sql.may_record_guards(d), d.table(sql.GUARDS_TABLE)
-        if allowed is not None and not session.query(allowed, [guards, guards])[0][0]:
-            log.warning("target %s: this role may not record guards; backfills compare "
-                        "every row", target)  # fmt: skip
-            return
         if not attempt(session, _guarding_statement(session, target), [], target):
             return
         _record(session, target, _guard_start(session, target))

@@ -63,7 +63,7 @@ class KnownRows:
         cls, session: Session, target: TableName, cursor: str, window: Window, since: datetime
     ) -> KnownRows | None:
         """The fingerprints of the target's rows in ``window`` written since ``since``
-        (``load.guard``); the caller holds the target against other writers."""
+        (``load.guard``)."""
         d = session.dialect
         where, params = window_predicate(d, Window(window.lower, window.upper), cursor, None)
         statement = sql.stored_hashes(d, target, where)

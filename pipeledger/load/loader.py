@@ -35,8 +35,8 @@ from pipeledger.ledger.schema import migrate_database
 from pipeledger.load import sql
 from pipeledger.load.guard import (
     Sessions,
-    attempt,
     guard_new_target,
+    may_upgrade,
     read_guard,
     upgrade_target,
 )
@@ -45,7 +45,7 @@ from pipeledger.load.result import LoadResult, MergeCounts, Mode, Status, StepRe
 from pipeledger.load.steps import StepClock
 from pipeledger.quality.gate import GateSpec, recheck_keys, run_gate
 from pipeledger.quality.report import GateReport
-from pipeledger.schema import ROW_HASH_COLUMN, TableName, arrow_type
+from pipeledger.schema import ROW_HASH_COLUMN, arrow_type
 from pipeledger.transform.conform import (
     Shape,
     check_lateness,
@@ -160,9 +160,9 @@ class _Run:
         valid guard is upgraded first (not by a dry run)."""
         target = self.pipeline.target_name
         guard = read_guard(session, target)
-        if not guard.complete and self.mode != "check":
+        if not guard.complete and self.mode != "check" and may_upgrade(session, target):
             if session.dialect.name == "postgres" and self.sessions is not None:
-                upgrade_target(self.sessions, target)  # a short transaction of its own
+                upgrade_target(self.sessions, target)  # short transactions of their own
             else:  # SQLite: this transaction holds the database's write lock
                 upgrade_target(lambda: nullcontext(session), target)
             guard = read_guard(session, target)
@@ -232,12 +232,13 @@ class _Run:
             return None
         if self.full_compare or not self.fingerprinted or p.checks is not None:
             return None
-        if not _hold_off_writers(session, p.target_name):
+        before = read_guard(session, p.target_name)
+        if before.since is None:
             return None
-        since = read_guard(session, p.target_name).since  # read under the lock: it holds
-        if since is None:
+        known = KnownRows.fetch(session, p.target_name, p.cursor, window, before.since)
+        if read_guard(session, p.target_name) != before:  # its trigger changed meanwhile
             return None
-        return KnownRows.fetch(session, p.target_name, p.cursor, window, since)
+        return known
 
     def _transform(self, session: Session, item: SourceBatch) -> pa.RecordBatch:
         checks = self.pipeline.checks
@@ -404,20 +405,6 @@ class _Run:
         if self.report is not None and self.report.new_entries:
             return "partial"
         return "success"
-
-
-def _hold_off_writers(session: Session, target: TableName) -> bool:
-    """PostgreSQL: keep other writers (and DDL) off the target until this run commits, so
-    that no row or trigger changes between the fingerprints' read and the merge; give up
-    after 5 s (the backfill then compares every row)."""
-    lock = sql.lock_against_writers(session.dialect, target)
-    if lock is None:
-        return True  # SQLite: the run's write transaction already excludes other writers
-    (previous,) = session.query("SELECT current_setting('lock_timeout')")[0]
-    session.query("SELECT set_config('lock_timeout', '5s', true)")
-    held = attempt(session, lock, [], target)
-    session.query("SELECT set_config('lock_timeout', %s, true)", [previous])
-    return held
 
 
 def _window_texts(window: Window | None) -> tuple[str | None, str | None]:

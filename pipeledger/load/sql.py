@@ -291,11 +291,19 @@ def trigger_exists(d: Dialect) -> str:
     return "SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass(%s) AND tgname = %s"
 
 
-def may_record_guards(d: Dialect) -> str | None:
-    """PostgreSQL: whether this role may upsert a guard (parameters: the table, twice)."""
-    if d.name != "postgres":
-        return None
-    return "SELECT has_table_privilege(%s, 'INSERT') AND has_table_privilege(%s, 'UPDATE')"
+def may_upgrade(d: Dialect) -> str:
+    """PostgreSQL: whether this role owns the target and may upsert guards (parameters:
+    the target, the guards table twice)."""
+    return (
+        "SELECT coalesce((SELECT pg_has_role(relowner, 'USAGE') FROM pg_class "
+        "WHERE oid = to_regclass(%s)), false) "
+        "AND has_table_privilege(%s, 'INSERT') AND has_table_privilege(%s, 'UPDATE')"
+    )
+
+
+def without_rowid() -> str:
+    """SQLite: a row if the table has no rowid (parameter: its name)."""
+    return "SELECT 1 FROM pragma_table_list WHERE name = ? COLLATE NOCASE AND wr = 1"
 
 
 def guard_key(d: Dialect) -> str | None:
