@@ -46,7 +46,7 @@ import sys
 import tarfile
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -321,19 +321,15 @@ def instrument(clock: Clock) -> None:
             nested = clock.get(PRODUCE) + clock.get(ENCODE) - inside
             clock.add(COPY, time.perf_counter() - t - nested)
 
-    def timed_csv_bytes(batch: pa.RecordBatch) -> Any:
-        t = time.perf_counter()
-        try:
-            return csv_bytes(batch)
-        finally:
-            clock.add(ENCODE, time.perf_counter() - t)
+    def timed_encoder(encoder: Callable[[pa.RecordBatch], Any]) -> Callable[..., Any]:
+        def timed(batch: pa.RecordBatch) -> Any:
+            t = time.perf_counter()
+            try:
+                return encoder(batch)
+            finally:
+                clock.add(ENCODE, time.perf_counter() - t)
 
-    def timed_encode(batch: pa.RecordBatch) -> Any:
-        t = time.perf_counter()
-        try:
-            return encode(batch)
-        finally:
-            clock.add(ENCODE, time.perf_counter() - t)
+        return timed
 
     def timed_conformed(self: Any, *args: Any, **kwargs: Any) -> Iterator[pa.RecordBatch]:
         inner = conformed(self, *args, **kwargs)
@@ -347,8 +343,8 @@ def instrument(clock: Clock) -> None:
 
     session_cls.execute, session_cls.query = timed_execute, timed_query
     session_cls.stage = timed_stage
-    adapter._csv_bytes = timed_csv_bytes
-    binary.encode = timed_encode
+    adapter._csv_bytes = timed_encoder(csv_bytes)
+    binary.encode = timed_encoder(encode)
     run_cls._conformed = timed_conformed
 
 

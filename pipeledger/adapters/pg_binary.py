@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeledger import arrow_buffers as buffers
 from pipeledger.errors import SourceError
 
 HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, header extension length
@@ -63,18 +64,6 @@ class _Unrepresentable(ValueError):
     """A value the column's PostgreSQL type cannot hold (text COPY would be refused too)."""
 
 
-def _values(array: pa.Array, dtype: str, lanes: int = 1) -> Array:
-    """A fixed-width array's values (arbitrary under nulls), little-endian ``dtype``;
-    ``lanes`` values of ``dtype`` per element (a decimal128 is two int64 halves)."""
-    buffer = array.buffers()[1]
-    size = (array.offset + len(array)) * lanes
-    if buffer is None:
-        return np.zeros((len(array), lanes) if lanes > 1 else len(array), dtype=dtype)
-    values = np.frombuffer(buffer, dtype=dtype, count=size)  # a buffer may be longer
-    values = values.reshape(-1, lanes) if lanes > 1 else values
-    return values[array.offset :]
-
-
 def _big_endian(values: Array, dtype: str) -> Array:
     """(rows, width) bytes of ``values`` in the big-endian ``dtype``."""
     width = np.dtype(dtype).itemsize
@@ -84,7 +73,7 @@ def _big_endian(values: Array, dtype: str) -> Array:
 def _check(array: pa.Array, bad: Array, what: str) -> None:
     """Refuse a batch in which a (non-null) value is ``bad``."""
     if array.null_count:
-        bad = bad & _validity(array)
+        bad = bad & buffers.validity(array)
     if bad.any():
         raise _Unrepresentable(f"{int(bad.sum())} value(s) {what}")
 
@@ -92,7 +81,7 @@ def _check(array: pa.Array, bad: Array, what: str) -> None:
 def _numeric(array: pa.Array) -> Array:
     """numeric(p, s) with a fixed digit count per column; one row of bytes per value."""
     precision, scale = array.type.precision, array.type.scale
-    halves = _values(array, "<i8", lanes=2)
+    halves = buffers.values(array, "<i8", lanes=2)
     unscaled = halves[:, 0]  # p <= 18: the low half holds it, the high half its sign
     lowest = unscaled == np.iinfo(np.int64).min  # np.abs cannot negate it
     too_wide = (halves[:, 1] != unscaled >> 63) | lowest | (np.abs(unscaled) >= 10**precision)
@@ -131,16 +120,16 @@ def _fixed_bytes(array: pa.Array) -> Array:
     kind = array.type
     if kind in _FIXED:
         little = "<" + _FIXED[kind][1:]
-        return _big_endian(_values(array, little), _FIXED[kind])
+        return _big_endian(buffers.values(array, little), _FIXED[kind])
     if pa.types.is_boolean(kind):
         flags = array.fill_null(False).to_numpy(zero_copy_only=False)
         return np.asarray(flags, dtype=np.uint8).reshape(-1, 1)
     if pa.types.is_date32(kind):
-        days = _values(array, "<i4").astype(np.int64) - _DAYS_2000
+        days = buffers.values(array, "<i4").astype(np.int64) - _DAYS_2000
         _check(array, days <= np.iinfo(np.int32).min, "before PostgreSQL's first date")
         return _big_endian(days, ">i4")
     if pa.types.is_timestamp(kind):
-        micros = _values(array, "<i8")
+        micros = buffers.values(array, "<i8")
         early = micros <= np.iinfo(np.int64).min + _MICROS_2000  # would wrap, or be -infinity
         _check(array, early, "before PostgreSQL's first timestamp")
         return _big_endian(micros - np.int64(_MICROS_2000), ">i8")
@@ -178,7 +167,7 @@ def _binary(flat: Array, width: int) -> pa.Array:
 def _field(array: pa.Array) -> pa.Array:
     """Per row: the 32-bit length (-1 for NULL) and the value's bytes."""
     n = len(array)
-    valid = np.ones(n, bool) if not array.null_count else _validity(array)
+    valid = np.ones(n, bool) if not array.null_count else buffers.validity(array)
     if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
         text = pc.fill_null(array, "").cast(pa.large_binary())
         lengths = pc.binary_length(text).to_numpy().astype(np.int64)
@@ -200,7 +189,3 @@ def _field(array: pa.Array) -> pa.Array:
     return pa.LargeBinaryArray.from_buffers(
         pa.large_binary(), n, [None, pa.py_buffer(offsets), data]
     )
-
-
-def _validity(array: pa.Array) -> Array:
-    return np.asarray(array.is_valid().to_numpy(zero_copy_only=False), dtype=bool)

@@ -71,12 +71,12 @@ class PostgresSession:
     def fetch_int64(self, statement: str, params: Sequence[Any] = ()) -> np.ndarray[Any, Any]:
         # one bytea of big-endian int8s: a row per COPY message would cost ~0.6 us each
         packed = f"SELECT string_agg(int8send(v), ''::bytea) FROM ({statement}) AS fetched(v)"
-        data = self.query_binary(packed, params)
+        data = self._scalar_bytes(packed, params)
         if data is None:
             return np.zeros(0, dtype=np.int64)
         return np.frombuffer(data, dtype=">i8").astype(np.int64)
 
-    def query_binary(self, statement: str, params: Sequence[Any]) -> bytes | None:
+    def _scalar_bytes(self, statement: str, params: Sequence[Any]) -> bytes | None:
         try:
             row = self._conn.execute(statement, params or None, binary=True).fetchone()
         except psycopg.Error as exc:

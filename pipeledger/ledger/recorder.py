@@ -192,8 +192,9 @@ class LoadRecorder:
         )  # fmt: skip
         run.record.watermark_before = watermark_text(result.watermark_before, result.partitioned)
         run.record.watermark_after = watermark_text(result.watermark_after, result.partitioned)
-        extra = {"mode": result.mode, "rows_superseded": c.superseded}
-        run.record.extra.update({**extra, "rows_staged": result.rows_staged})
+        run.record.extra.update(
+            mode=result.mode, rows_superseded=c.superseded, rows_staged=result.rows_staged
+        )
         for step in result.steps:
             run.add_task(task_from(run.run_id, step))
         self._events(result)

@@ -60,10 +60,13 @@ class Guard:
         return self.fingerprinted and self.since is not None
 
 
-def read_guard(session: Session, target: TableName) -> Guard:
+def read_guard(
+    session: Session, target: TableName, columns: list[tuple[str, str]] | None = None
+) -> Guard:
     """What ``target`` offers now: its guard counts only while the very trigger it was
-    recorded for is in place and enabled (re-created, disabled or re-enabled: none)."""
-    columns = session.table_columns(target) or []
+    recorded for is in place and enabled (re-created, disabled or re-enabled: none).
+    ``columns``: the target's, when the caller has just read them."""
+    columns = (columns if columns is not None else session.table_columns(target)) or []
     if all(name != ROW_HASH_COLUMN for name, _ in columns):
         return Guard(False, None)
     version = _trigger_version(session, target)
@@ -115,7 +118,7 @@ def upgrade_target(sessions: Sessions, target: TableName) -> None:
         guard = read_guard(session, target)
         if guard.complete:
             return
-        column = sql.add_fingerprint_column(session.dialect, target)
+        column = sql.add_column(session.dialect, target, sql.ROW_HASH, if_missing=True)
         if not guard.fingerprinted and not attempt(session, column, [], target):
             return
     with sessions() as session:  # the trigger and its guard: writers held off until commit

@@ -34,6 +34,7 @@ from pipeledger.extract import ReadSpec, Source, SourceBatch, open_source
 from pipeledger.ledger.schema import migrate_database
 from pipeledger.load import sql
 from pipeledger.load.guard import (
+    Guard,
     Sessions,
     guard_new_target,
     may_upgrade,
@@ -45,7 +46,7 @@ from pipeledger.load.result import LoadResult, MergeCounts, Mode, Status, StepRe
 from pipeledger.load.steps import StepClock
 from pipeledger.quality.gate import GateSpec, recheck_keys, run_gate
 from pipeledger.quality.report import GateReport
-from pipeledger.schema import ROW_HASH_COLUMN, arrow_type
+from pipeledger.schema import arrow_type
 from pipeledger.transform.conform import (
     Shape,
     check_lateness,
@@ -113,7 +114,7 @@ class _Run:
     tracker: WatermarkTracker | None = None
     promotable: bool = False  # staged into a table that becomes the new target
     full_compare: bool = False  # backfill: stage every row, even those the target holds
-    fingerprinted: bool = True  # the target has the fingerprint column
+    guard: Guard | None = None  # the existing target's fingerprints (load.guard)
     sessions: Sessions | None = None  # opens other transactions (a target's upgrade)
     known: KnownRows | None = None  # backfill: what the target already holds
     restaged: int = 0  # rows the shortcut skipped that the merge needed after all
@@ -126,9 +127,10 @@ class _Run:
         session.lock_pipeline(self.name)
         self.before = read_watermarks(session, self.name)
         self.after = dict(self.before)
-        self.shape = self._existing_shape(session)
-        if self.shape is not None:
-            self._guard(session)
+        columns = session.table_columns(self.pipeline.target_name)
+        self.shape = self._existing_shape(columns)
+        if columns is not None:
+            self.guard = self._guard(session, columns)
         window = self.window or incremental_window(
             self.before, self.pipeline.lateness, self.pipeline.partition_by is not None
         )
@@ -145,28 +147,31 @@ class _Run:
                 c, unchanged=c.unchanged + unchanged, superseded=c.superseded + superseded
             )
 
-    def _existing_shape(self, session: Session) -> Shape | None:
-        rows = session.table_columns(self.pipeline.target_name)
+    def _existing_shape(self, rows: list[tuple[str, str]] | None) -> Shape | None:
         if rows is None:
             return None
         p = self.pipeline
-        self.fingerprinted = any(name == ROW_HASH_COLUMN for name, _ in rows)
         shape = shape_from_table(rows, p.key, p.cursor, p.partition_by)
         check_lateness(shape, p.lateness)
         return shape
 
-    def _guard(self, session: Session) -> None:
-        """Whether the existing target stores fingerprints; a target that lacks them or a
-        valid guard is upgraded first (not by a dry run)."""
+    def _guard(self, session: Session, columns: list[tuple[str, str]]) -> Guard:
+        """What the existing target offers the backfill shortcut; a target that lacks the
+        fingerprint column or a valid guard is upgraded first (not by a dry run)."""
         target = self.pipeline.target_name
-        guard = read_guard(session, target)
+        guard = read_guard(session, target, columns)
         if not guard.complete and self.mode != "check" and may_upgrade(session, target):
             if session.dialect.name == "postgres" and self.sessions is not None:
                 upgrade_target(self.sessions, target)  # short transactions of their own
             else:  # SQLite: this transaction holds the database's write lock
                 upgrade_target(lambda: nullcontext(session), target)
             guard = read_guard(session, target)
-        self.fingerprinted = guard.fingerprinted
+        return guard
+
+    @property
+    def fingerprinted(self) -> bool:
+        """The target stores fingerprints (a new one always does)."""
+        return self.guard is None or self.guard.fingerprinted
 
     def _read_spec(self, window: Window) -> ReadSpec:
         if self.shape is not None:
@@ -232,8 +237,8 @@ class _Run:
             return None
         if self.full_compare or not self.fingerprinted or p.checks is not None:
             return None
-        before = read_guard(session, p.target_name)
-        if before.since is None:
+        before = self.guard
+        if before is None or before.since is None:
             return None
         known = KnownRows.fetch(session, p.target_name, p.cursor, window, before.since)
         if read_guard(session, p.target_name) != before:  # its trigger changed meanwhile

@@ -135,10 +135,12 @@ def add_primary_key(d: Dialect, spec: MergeSpec) -> str:
     return f"ALTER TABLE {d.table(spec.target)} ADD PRIMARY KEY ({keys})"
 
 
-def add_column(d: Dialect, target: TableName, column: Column) -> str:
-    """A new nullable column (schema_drift = "evolve")."""
+def add_column(d: Dialect, target: TableName, column: Column, if_missing: bool = False) -> str:
+    """A new nullable column (schema_drift = "evolve"; the fingerprint of an old target,
+    ``if_missing``: on PostgreSQL two processes may add it at once)."""
     kind = d.column_type(column.sql_type)
-    return f"ALTER TABLE {d.table(target)} ADD COLUMN {quote(column.name)} {kind}"
+    exists = " IF NOT EXISTS" if if_missing and d.name == "postgres" else ""
+    return f"ALTER TABLE {d.table(target)} ADD COLUMN{exists} {quote(column.name)} {kind}"
 
 
 def insert_new(d: Dialect, spec: MergeSpec, source: str) -> str:
@@ -328,12 +330,6 @@ def record_guard(d: Dialect) -> str:
 
 def newest_load(d: Dialect, target: TableName) -> str:
     return f"SELECT max({quote(LOADED_AT_COLUMN)}) FROM {d.table(target)}"
-
-
-def add_fingerprint_column(d: Dialect, target: TableName) -> str:
-    exists = " IF NOT EXISTS" if d.name == "postgres" else ""  # two pipelines, one target
-    h = quote(ROW_HASH_COLUMN)
-    return f"ALTER TABLE {d.table(target)} ADD COLUMN{exists} {h} bigint"
 
 
 def lock_against_writers(d: Dialect, target: TableName) -> str | None:

@@ -34,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeledger import arrow_buffers as buffers
 from pipeledger.schema import ROW_HASH_COLUMN, Column
 
 _U64 = np.uint64
@@ -65,22 +66,9 @@ def _seed(column: Column) -> np.uint64:
     return _U64(int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little"))
 
 
-def _fixed(array: pa.Array, dtype: str) -> np.ndarray:
-    """The values buffer of a fixed-width array (what sits under a null is arbitrary)."""
-    buffer = array.buffers()[1]
-    if buffer is None:
-        return np.zeros(len(array), dtype=dtype)
-    values = np.frombuffer(buffer, dtype=dtype)
-    return values[array.offset : array.offset + len(array)]
-
-
 def _text_words(array: pa.Array) -> Words:
-    large = pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type)
     n = len(array)
-    buffers = array.buffers()
-    offsets = np.frombuffer(buffers[1], dtype="<i8" if large else "<i4")
-    offsets = offsets[array.offset : array.offset + n + 1].astype(np.int64)
-    data = np.zeros(0, np.uint8) if buffers[2] is None else np.frombuffer(buffers[2], np.uint8)
+    offsets, data = buffers.text(array)
     padded = np.concatenate([data[: int(offsets[-1])], np.zeros(8, np.uint8)])
     # the 8 bytes starting at every byte offset, as one unaligned little-endian word each
     words = np.ndarray((len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
@@ -127,9 +115,7 @@ def _word_sums(words: Words, starts: np.ndarray[Any, Any], lengths: np.ndarray[A
 def _decimal_words(array: pa.Array) -> Words:
     if array.type.byte_width != 16:
         return _text_words(pc.cast(array, pa.string()))
-    buffer = array.buffers()[1]
-    halves = np.frombuffer(buffer, dtype="<u8").reshape(-1, 2)  # low, high
-    halves = halves[array.offset : array.offset + len(array)]
+    halves = buffers.values(array, "<u8", lanes=2)  # low, high
     low: Words = np.ascontiguousarray(halves[:, 0])
     high: Words = np.ascontiguousarray(halves[:, 1])
     return _mix(low ^ _DECIMAL_SEED) + high
@@ -148,11 +134,12 @@ def _words(array: pa.Array) -> Words:
         filled = pc.fill_null(array, False).to_numpy(zero_copy_only=False)
         return np.asarray(filled, dtype=_U64)
     if pa.types.is_floating(kind):
-        values = _fixed(array, f"<f{kind.bit_width // 8}").astype(np.float64)
+        values = buffers.values(array, f"<f{kind.bit_width // 8}").astype(np.float64)
         return values.view(_U64)
     if pa.types.is_integer(kind) or pa.types.is_temporal(kind):
         signed = "u" if pa.types.is_unsigned_integer(kind) else "i"
-        return _fixed(array, f"<{signed}{kind.bit_width // 8}").astype(np.int64).view(_U64)
+        width = kind.bit_width // 8
+        return buffers.values(array, f"<{signed}{width}").astype(np.int64).view(_U64)
     return _text_words(pc.cast(array, pa.string()))
 
 
@@ -165,8 +152,7 @@ def row_hashes(batch: pa.RecordBatch, columns: Sequence[Column]) -> pa.Array:
         array = batch.column(column.name)
         word = _mix(_words(array) ^ _seed(column))
         if array.null_count:
-            valid = array.is_valid().to_numpy(zero_copy_only=False)
-            word = np.where(valid, word, _U64(0))
+            word = np.where(buffers.validity(array), word, _U64(0))
         total = total + word
     return pa.array(_mix(total).view(np.int64))
 

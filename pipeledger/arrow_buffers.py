@@ -1,0 +1,38 @@
+"""An Arrow array's buffers as numpy arrays, without copying: for the code that works on
+whole columns at once (row fingerprints, binary COPY). Arrow's buffers are little-endian
+and may be longer than the values they hold; an array may start at an offset into them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+Array = np.ndarray[Any, Any]
+
+
+def values(array: pa.Array, dtype: str, lanes: int = 1) -> Array:
+    """A fixed-width array's values (arbitrary under nulls) as little-endian ``dtype``;
+    ``lanes`` values of ``dtype`` per element (a decimal128 is two 64-bit halves)."""
+    buffer = array.buffers()[1]
+    if buffer is None:
+        return np.zeros((len(array), lanes) if lanes > 1 else len(array), dtype=dtype)
+    flat = np.frombuffer(buffer, dtype=dtype, count=(array.offset + len(array)) * lanes)
+    return (flat.reshape(-1, lanes) if lanes > 1 else flat)[array.offset :]
+
+
+def text(array: pa.Array) -> tuple[Array, Array]:
+    """A (large) string or binary array's value offsets (int64, one more than values,
+    into the data) and its data bytes."""
+    large = pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type)
+    buffers = array.buffers()
+    offsets = np.frombuffer(buffers[1], dtype="<i8" if large else "<i4")
+    offsets = offsets[array.offset : array.offset + len(array) + 1].astype(np.int64)
+    data = np.zeros(0, np.uint8) if buffers[2] is None else np.frombuffer(buffers[2], np.uint8)
+    return offsets, data
+
+
+def validity(array: pa.Array) -> Array:
+    """True where the value is not null."""
+    return np.asarray(array.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
