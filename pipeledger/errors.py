@@ -1,21 +1,32 @@
-"""The error tree. Every error pipeledger raises on purpose is a ``PipeledgerError``.
+"""The error tree. Every error pipeledger raises is a ``PipeledgerError``.
 
 ::
 
     PipeledgerError
-    ├── ConfigError          the config file is wrong (exit 2); nothing was read or written
-    ├── SourceError          a source file/row/column is unusable; nothing was written
-    ├── SchemaError          the source does not fit the target's fixed schema
-    ├── ConflictError        on_conflict = "error" met a re-seen key with other content
-    ├── GateFailed           the quality gate halted the run (exit 3); carries the report
-    ├── BackfillRangeError   a backfill range is inverted or wider than max_backfill
-    ├── ConcurrentRunError   another run of the same pipeline holds its lock (Transient)
-    ├── RunAbandonedError    the watchdog declared the run abandoned while it worked
-    ├── NothingToRetry       --retry asked for, but the latest run did not fail (exit 2)
-    └── WarehouseError       the database refused or lost us (Transient or Terminal)
+    ├── Transient                  retrying the same run unchanged may succeed (exit 75)
+    │   ├── ConcurrentRunError     another run of the pipeline holds its lock (skipped, exit 4)
+    │   ├── RunAbandonedError      the watchdog declared the run abandoned while it worked
+    │   └── TransientWarehouseError  connection lost, deadlock, serialization failure,
+    │                                lock or statement timeout, the database busy
+    │       └── CommitUnknown      the connection was lost during COMMIT (exit 6)
+    ├── Terminal                   fails again until a person changes input or config (exit 1)
+    │   ├── InvalidInput           a name, type, duration or cursor value that is not valid
+    │   ├── ConfigError            the config file is wrong (exit 2); nothing read or written
+    │   │   ├── BackfillRangeError   a backfill range is inverted or wider than max_backfill
+    │   │   ├── NothingToRetry       --retry asked for, but the latest run did not fail
+    │   │   └── AmbiguousRunId       a run id prefix matches several runs
+    │   ├── SourceError            a source file/row/column is unusable; nothing was written
+    │   ├── SchemaError            the source does not fit the target's fixed schema
+    │   ├── ConflictError          on_conflict = "error" met a re-seen key with other content
+    │   ├── GateFailed             the quality gate halted the run (exit 3); carries the report
+    │   ├── UsageError             the Python API was used against its rules
+    │   └── TerminalWarehouseError the database refused the statement
+    │       └── InsufficientPrivilege  the role may not do it
+    └── LedgerNotWritten           the run committed, the ledger could not record it (exit 5)
 
-``Transient`` marks errors that are safe to retry as they are; ``Terminal`` marks errors
-that will fail again until a person changes the input or the config.
+``WarehouseError`` is the common base of the two warehouse errors (``except
+WarehouseError`` catches both); its ``sqlstate`` says what the database reported.
+Adapters translate driver errors into these where they meet the driver (``raise ... from``).
 """
 
 from __future__ import annotations
@@ -24,17 +35,25 @@ from typing import Any
 
 
 class PipeledgerError(Exception):
-    """Root of every error pipeledger raises on purpose."""
+    """Root of every error pipeledger raises. ``run_id``: the run it failed, once known."""
 
     exit_code = 1
+    run_id: str | None = None
 
 
 class Transient(PipeledgerError):
     """Retrying the same run unchanged may succeed."""
 
+    exit_code = 75  # EX_TEMPFAIL
+
 
 class Terminal(PipeledgerError):
-    """Retrying will fail the same way until the input or config changes."""
+    """Retrying will fail the same way until the input or the config changes."""
+
+
+class InvalidInput(Terminal, ValueError):
+    """A name, type, duration or cursor value that is not valid (also a ``ValueError``, so
+    that config validation reports it as one of the file's problems)."""
 
 
 class ConfigError(Terminal):
@@ -55,10 +74,21 @@ class ConflictError(Terminal):
     """A re-seen key arrived with different content under ``on_conflict = "error"``."""
 
 
-class BackfillRangeError(Terminal):
+class BackfillRangeError(ConfigError):
     """A backfill range is inverted or exceeds ``max_backfill``."""
 
-    exit_code = 2
+
+class NothingToRetry(ConfigError):
+    """``--retry`` was asked but the latest run did not fail."""
+
+
+class AmbiguousRunId(ConfigError):
+    """A run id prefix matches more than one run."""
+
+
+class UsageError(Terminal):
+    """The Python API was called against its rules (an unknown counter, a final state
+    changed)."""
 
 
 class GateFailed(Terminal):
@@ -72,21 +102,17 @@ class GateFailed(Terminal):
 
 
 class ConcurrentRunError(Transient):
-    """Another run of the same pipeline is active."""
+    """Another run of the same pipeline is active: this one did nothing (``skipped``)."""
+
+    exit_code = 4
 
 
 class RunAbandonedError(Transient):
     """The watchdog marked this run abandoned (its lease expired); its work rolls back."""
 
 
-class NothingToRetry(Terminal):
-    """``--retry`` was asked but the latest run did not fail."""
-
-    exit_code = 2
-
-
 class WarehouseError(PipeledgerError):
-    """The warehouse database failed; see ``transient`` to know if a retry may help."""
+    """The warehouse (or ledger) database failed; ``sqlstate`` says how, where known."""
 
     UNIQUE_VIOLATION = "23505"
     CARDINALITY_VIOLATION = "21000"
@@ -94,12 +120,44 @@ class WarehouseError(PipeledgerError):
     LOCK_NOT_AVAILABLE = "55P03"
     DUPLICATE_COLUMN = "42701"
     DUPLICATE_OBJECT = "42710"
+    DUPLICATE_SCHEMA = "42P06"
     QUERY_CANCELED = "57014"
     WRONG_OBJECT_TYPE = "42809"
     TOO_MANY_COLUMNS = "54011"
     FEATURE_NOT_SUPPORTED = "0A000"
 
-    def __init__(self, message: str, *, transient: bool = False, sqlstate: str | None = None):
+    def __init__(self, message: str, *, sqlstate: str | None = None) -> None:
         super().__init__(message)
-        self.transient = transient
         self.sqlstate = sqlstate
+
+
+class TransientWarehouseError(WarehouseError, Transient):
+    """Connection lost, deadlock, serialization failure, a lock or statement timeout, or
+    the database busy: the same run may succeed when retried."""
+
+
+class CommitUnknown(TransientWarehouseError):
+    """The connection was lost while COMMIT was on its way: the run may or may not have
+    committed. The next run (or ``pipeledger watchdog``) settles it from the warehouse."""
+
+    exit_code = 6
+
+
+class TerminalWarehouseError(WarehouseError, Terminal):
+    """The database refused the statement (a constraint, a type, a missing object)."""
+
+
+class InsufficientPrivilege(TerminalWarehouseError):
+    """The database role may not do what the run needs."""
+
+
+class LedgerNotWritten(PipeledgerError):
+    """The run committed its rows and watermark, but its final record could not be
+    written to the ledger (nor spooled). The data is right; the ledger is behind until the
+    next run or ``pipeledger watchdog`` reconciles it from the warehouse."""
+
+    exit_code = 5
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.result: Any = None  # what the run did (it committed)

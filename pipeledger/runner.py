@@ -1,28 +1,51 @@
-"""The library face of pipeledger: run, backfill and read state. The CLI is a thin layer on it."""
+"""The library face of pipeledger: run, backfill, check, replay and read state. The CLI is a
+thin layer on it; every run goes through the one scaffold (:mod:`pipeledger.run.scaffold`).
+"""
 
 from __future__ import annotations
 
-import getpass
 import os
-import socket
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
-
-import pyarrow as pa
+from typing import Any, Literal
 
 from pipeledger.adapters import open_warehouse
-from pipeledger.config import Config, SqlSource
-from pipeledger.errors import BackfillRangeError, ConfigError
-from pipeledger.ledger.api import Ledger, PipelineInfo
-from pipeledger.ledger.recorder import LoadRecorder
-from pipeledger.ledger.store import Op
-from pipeledger.load import sql
-from pipeledger.load.loader import ProgressCallback, load_pipeline
-from pipeledger.load.result import LoadResult, Mode
+from pipeledger.config import Config
+from pipeledger.errors import (
+    BackfillRangeError,
+    CommitUnknown,
+    ConcurrentRunError,
+    ConfigError,
+    GateFailed,
+    LedgerNotWritten,
+    PipeledgerError,
+)
+from pipeledger.load.loader import LoadRequest, ProgressCallback
+from pipeledger.load.replay import ReplayResult
+from pipeledger.load.result import LoadResult
+from pipeledger.load.state import STATE_TABLE, read_all_state
+from pipeledger.quality.quarantine import check_run_filter
 from pipeledger.redact import redact
-from pipeledger.watermark import Window, from_text
+from pipeledger.run.loads import LoadJob
+from pipeledger.run.replays import ReplayJob
+from pipeledger.run.scaffold import RunSpec, Trigger, ledger_for, run_job
+from pipeledger.watermark import Window, from_text, is_whole_day
+
+__all__ = [
+    "Outcome",
+    "RunFailure",
+    "Trigger",
+    "WatermarkRow",
+    "backfill",
+    "check",
+    "exit_code",
+    "replay",
+    "run",
+    "run_one",
+    "state",
+    "watchdog",
+]
 
 
 def prefer_system_allocator() -> None:
@@ -31,18 +54,112 @@ def prefer_system_allocator() -> None:
     batches, the default mimalloc pool kept 30% more memory resident (1M rows: 236 MB
     peak for a backfill against 166 MB) at the same speed."""
     if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
+        import pyarrow as pa
+
         pa.set_memory_pool(pa.system_memory_pool())
 
 
-def run(
-    config: Config, names: Sequence[str] = (), *, on_progress: ProgressCallback | None = None
-) -> list[LoadResult]:
-    """Incremental run of the named pipelines (all when none is named), in order.
+# -- outcomes ---------------------------------------------------------------------------
 
-    Raises the first failure after the pipelines before it have committed; use
-    :func:`run_one` to handle pipelines one by one.
-    """
-    return [run_one(config, name, on_progress=on_progress) for name in names or config.pipelines]
+FailureStatus = Literal["failed", "skipped", "unknown"]
+
+
+@dataclass(frozen=True)
+class RunFailure:
+    """A run that did not publish: why, and the exit code it asks for."""
+
+    pipeline: str
+    status: FailureStatus
+    reason: str  # error | locked | gate_halt | commit_unknown | upstream_failed | ...
+    error: str
+    exit_code: int
+    run_id: str | None = None
+    notes: tuple[str, ...] = ()  # what happens next ("nothing was written; ...")
+    unexpected: str | None = None  # the exception's type, when it was not pipeledger's
+    cause: BaseException | None = field(default=None, compare=False, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pipeline": self.pipeline,
+            "run_id": self.run_id,
+            "status": self.status,
+            "reason": self.reason,
+            "error": " ".join([self.error, *self.notes]),
+            "exit_code": self.exit_code,
+        }
+
+
+Outcome = LoadResult | RunFailure
+
+
+def failure(pipeline: str, exc: BaseException) -> RunFailure:
+    """The outcome of a run that raised ``exc``."""
+    ours = isinstance(exc, PipeledgerError)
+    code = exc.exit_code if isinstance(exc, PipeledgerError) else 1
+    status: FailureStatus = "failed"
+    reason = "gate_halt" if isinstance(exc, GateFailed) else _reason(exc)
+    if isinstance(exc, ConcurrentRunError):
+        status, reason = "skipped", "locked"
+    elif isinstance(exc, CommitUnknown):
+        status, reason = "unknown", "commit_unknown"
+    return RunFailure(
+        pipeline, status, reason, redact(str(exc) or type(exc).__name__), code,
+        getattr(exc, "run_id", None), tuple(redact(n) for n in getattr(exc, "__notes__", [])),
+        None if ours else type(exc).__name__, exc,
+    )  # fmt: skip
+
+
+def _reason(exc: BaseException) -> str:
+    if not isinstance(exc, PipeledgerError):
+        return "unexpected"
+    return "transient" if exc.exit_code == 75 else "error"
+
+
+# which code wins when one invocation has several outcomes: what a scheduler must act on first
+_PRECEDENCE = (2, 1, 3, 124, 6, 75, 5, 4, 0)
+
+
+def exit_code(outcomes: Sequence[Outcome], strict: bool = False) -> int:
+    """The process exit code for ``outcomes`` (README: exit codes); ``strict`` makes
+    quarantined rows exit 3."""
+    codes = {o.exit_code for o in outcomes}
+    if strict and any(isinstance(o, LoadResult) and o.status == "partial" for o in outcomes):
+        codes.add(3)
+    for code in _PRECEDENCE:
+        if code in codes:
+            return code
+    return max(codes, default=0)
+
+
+# -- runs -------------------------------------------------------------------------------
+
+
+def run(
+    config: Config,
+    names: Sequence[str] = (),
+    *,
+    on_progress: ProgressCallback | None = None,
+    trigger: Trigger | None = None,
+) -> list[Outcome]:
+    """An incremental run of each named pipeline (all when none is named), in order. A
+    failure does not stop the others: every pipeline's outcome is returned."""
+    selected = list(names) or list(config.pipelines)
+    for name in selected:
+        config.pipeline(name)  # an unknown name is refused before anything runs
+    return [_outcome(config, name, on_progress, trigger) for name in selected]
+
+
+def _outcome(
+    config: Config, name: str, on_progress: ProgressCallback | None, trigger: Trigger | None
+) -> Outcome:
+    try:
+        return run_one(config, name, on_progress=on_progress, trigger=trigger)
+    except LedgerNotWritten as exc:
+        if isinstance(exc.result, LoadResult):
+            return exc.result.with_ledger_error(str(exc))
+        return failure(name, exc)
+    except Exception as exc:  # every pipeline's outcome is reported, whatever happened
+        return failure(name, exc)
 
 
 def run_one(
@@ -50,137 +167,93 @@ def run_one(
     name: str,
     *,
     on_progress: ProgressCallback | None = None,
-    trigger_type: str = "manual",
-    retry: bool = False,
-    correlation_id: str | None = None,
-    triggered_by: str | None = None,
+    trigger: Trigger | None = None,
 ) -> LoadResult:
-    """One incremental run of ``name``, recorded in the ledger. ``retry=True`` makes it
+    """One incremental run of ``name``, recorded in the ledger. ``trigger.retry`` makes it
     the next attempt of the pipeline's latest logical run, which must have failed."""
-    config.pipeline(name)
-    return _recorded(
-        config, name, mode="incremental", window=None, on_progress=on_progress,
-        trigger=RunTrigger(trigger_type, retry, correlation_id, triggered_by),
-    )  # fmt: skip
+    return _load(config, LoadRequest(name), RunSpec(name, trigger or Trigger()), on_progress)
+
+
+def backfill(
+    config: Config,
+    name: str,
+    start: str,
+    end: str,
+    *,
+    on_progress: ProgressCallback | None = None,
+    full_compare: bool = False,
+) -> LoadResult:
+    """Reprocess exactly ``start <= cursor <= end`` with the same merge; the live
+    watermark does not move. Source rows identical to the target's (by stored fingerprint)
+    are not staged unless ``full_compare`` (see ``pipeledger.load.known``)."""
+    pipeline = config.pipeline(name)
+    window = backfill_window(start, end, pipeline.max_backfill, name)
+    request = LoadRequest(name, "backfill", window, full_compare)
+    spec = RunSpec(name, Trigger("backfill"), data_interval=_interval(window))
+    return _load(config, request, spec, on_progress)
 
 
 def check(config: Config, name: str) -> LoadResult:
-    """A dry run: extract, stage and run the quality gate, then roll everything back.
-    Raises GateFailed (with its report) when the gate would halt the run."""
+    """A dry run: extract, stage and run the quality gate, then roll everything back; the
+    ledger records nothing. Raises GateFailed (with its report) when the gate would halt."""
     pipeline = config.pipeline(name)
     if pipeline.checks is None:
         raise ConfigError(f"pipeline {name} declares no [pipelines.{name}.checks]")
-    ledger = ledger_for(config)
-    history = _history(ledger, config, name) if ledger is not None else None
-    warehouse = open_warehouse(config.warehouse_url)
-    return load_pipeline(name, config, warehouse, mode="check", history=history)
+    history = _history(config, name)
+    spec = RunSpec(name, dry_run=True)
+    return _load(config, LoadRequest(name, "check", history=history), spec, None)
 
 
-@dataclass(frozen=True)
-class RunTrigger:
-    """Why a run happens, as the ledger records it."""
-
-    trigger_type: str = "manual"
-    retry: bool = False
-    correlation_id: str | None = None
-    triggered_by: str | None = None
-
-
-def ledger_for(config: Config) -> Ledger | None:
-    """The ledger a config describes, or None when ``[ledger] enabled = false``."""
-    settings = config.ledger
-    if not settings.enabled:
-        return None
-    return Ledger(
-        config.ledger_url, separate=config.separate_ledger,
-        spool=config.resolve(settings.spool), on_unavailable=settings.on_unavailable,
-        lease=settings.lease, heartbeat=settings.heartbeat, environment=settings.environment,
-    )  # fmt: skip
+def replay(config: Config, name: str, *, run: str | None = None) -> ReplayResult:
+    """Push pipeline ``name``'s unresolved quarantined rows (of one run, if ``run``: a run
+    id or its first 8+ characters) through today's config, in one transaction, recorded
+    in the ledger with ``trigger_type = "replay"`` (see :mod:`pipeledger.load.replay`)."""
+    config.pipeline(name)
+    check_run_filter(run)
+    spec = RunSpec(name, Trigger("replay"))
+    return run_job(config, spec, lambda run_id, _: ReplayJob(config, name, run_id, run))
 
 
-def _describe_source(config: Config, name: str) -> str:
-    source = config.pipeline(name).source
-    if isinstance(source, SqlSource):
-        return f"{redact(source.url)} {source.table or 'query'}"
-    return f"{source.kind} {source.path}"
-
-
-def registration(ledger: Ledger, config: Config, name: str) -> list[Op]:
-    """Ops putting the pipeline, its config version and dependencies in the registry."""
-    pipeline = config.pipeline(name)
-    fingerprint = redact(pipeline.model_dump_json())
-    return ledger.registration(
-        PipelineInfo(
-            name, config_fingerprint=fingerprint, description=pipeline.description,
-            owner=pipeline.owner, source_system=_describe_source(config, name),
-            target_system=f"{redact(config.warehouse_url)} {pipeline.target}",
-            freshness_sla=pipeline.freshness_sla, depends_on=tuple(pipeline.depends_on),
-        )
-    )  # fmt: skip
-
-
-def _recorded(
-    config: Config,
-    name: str,
-    *,
-    mode: Mode,
-    window: Window | None,
-    on_progress: ProgressCallback | None,
-    trigger: RunTrigger,
-    full_compare: bool = False,
+def _load(
+    config: Config, request: LoadRequest, spec: RunSpec, on_progress: ProgressCallback | None
 ) -> LoadResult:
-    warehouse = open_warehouse(config.warehouse_url)
-    ledger = ledger_for(config)
-    if ledger is None:
-        return load_pipeline(
-            name, config, warehouse, mode=mode, window=window, on_progress=on_progress,
-            full_compare=full_compare,
-        )  # fmt: skip
-    logical_run_id, attempt = ledger.next_attempt(name) if trigger.retry else (None, 1)
-    kind = (
-        "retry" if trigger.retry else ("backfill" if mode == "backfill" else trigger.trigger_type)
-    )
-    interval = _interval(window)
-    with ledger.run(
-        name, trigger_type=kind, logical_run_id=logical_run_id, attempt=attempt,
-        correlation_id=trigger.correlation_id,
-        triggered_by=trigger.triggered_by or who(), data_interval=interval,
-        setup=registration(ledger, config, name),
-    ) as run:  # fmt: skip
-        return load_pipeline(
-            name, config, warehouse, mode=mode, window=window, on_progress=on_progress,
-            observer=LoadRecorder(run, config.pipeline(name).target), run_id=run.run_id,
-            history=_history(ledger, config, name), full_compare=full_compare,
-        )  # fmt: skip
+    if request.mode == "incremental" and request.history is None:
+        request = LoadRequest(request.pipeline, history=_history(config, request.pipeline))
+    return run_job(
+        config, spec,
+        lambda run_id, warehouse: LoadJob(request, config, warehouse, run_id, on_progress),
+    )  # fmt: skip
 
 
-def _history(ledger: Ledger, config: Config, name: str) -> list[int] | None:
-    """Rows staged by the pipeline's recent successful runs, for a learned row-count band."""
+def _history(config: Config, name: str) -> list[int] | None:
+    """Rows read by the pipeline's recent successful runs, for a learned row-count band."""
     checks = config.pipeline(name).checks
     if checks is None or checks.row_count is None or not checks.row_count.auto:
         return None
-    return ledger.volume_history(name)
+    ledger = ledger_for(config)
+    return ledger.volume_history(name) if ledger.records else None
 
 
-def _interval(window: Window | None) -> tuple[datetime, datetime] | None:
-    if window is None or window.lower is None or window.upper is None:
-        return None
+def watchdog(config: Config) -> dict[str, str]:
+    """Replay the ledger's spool, then settle runs whose lease expired or whose process is
+    gone: ``success`` when the warehouse shows they committed, else ``abandoned``."""
+    return ledger_for(config).watchdog()
+
+
+# -- backfill ranges --------------------------------------------------------------------
+
+
+def _interval(window: Window) -> tuple[datetime, datetime] | None:
     lower, upper = window.lower, window.upper
-    if isinstance(lower, int) or isinstance(upper, int):
+    if not isinstance(lower, date) or not isinstance(upper, date):
         return None
-    return (_utc_naive(lower).replace(tzinfo=UTC), _utc_naive(upper).replace(tzinfo=UTC))
-
-
-def who() -> str:
-    """user@host of whoever started a run, for the ledger's ``triggered_by``."""
-    try:
-        return f"{getpass.getuser()}@{socket.gethostname()}"
-    except (KeyError, OSError):
-        return socket.gethostname()
+    end = _utc_naive(upper) + (timedelta(days=1) if is_whole_day(upper) else timedelta())
+    return (_utc_naive(lower).replace(tzinfo=UTC), end.replace(tzinfo=UTC))
 
 
 def backfill_window(start: str, end: str, max_backfill: timedelta | None, pipeline: str) -> Window:
-    """``start <= cursor <= end``; refused when inverted or wider than ``max_backfill``."""
+    """``start <= cursor <= end``; refused when inverted or wider than ``max_backfill``. A
+    date-only end covers that whole day."""
     try:
         lower, upper = from_text(start), from_text(end)
     except ValueError as exc:
@@ -198,9 +271,11 @@ def backfill_window(start: str, end: str, max_backfill: timedelta | None, pipeli
             )
         return Window(lower=lower, upper=upper, backfill=True)
     assert isinstance(lower, date) and isinstance(upper, date)
-    span = _utc_naive(upper) - _utc_naive(lower)
-    if span < timedelta():
+    first, last = _utc_naive(lower), _utc_naive(upper)
+    inverted = first >= last + timedelta(days=1) if is_whole_day(upper) else first > last
+    if inverted:  # a date-only end covers that whole day
         raise BackfillRangeError(f"pipeline {pipeline}: --start {start} is after --end {end}")
+    span = _utc_naive(upper) - _utc_naive(lower)
     if max_backfill is not None and span > max_backfill:
         raise BackfillRangeError(
             f"pipeline {pipeline}: range {start} .. {end} spans {span}, more than "
@@ -215,24 +290,7 @@ def _utc_naive(value: date) -> datetime:
     return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
 
 
-def backfill(
-    config: Config,
-    name: str,
-    start: str,
-    end: str,
-    *,
-    on_progress: ProgressCallback | None = None,
-    full_compare: bool = False,
-) -> LoadResult:
-    """Reprocess exactly ``start <= cursor <= end`` with the same merge; the live
-    watermark does not move. Source rows identical to the target's (by stored fingerprint)
-    are not staged unless ``full_compare`` (see ``pipeledger.load.known``)."""
-    pipeline = config.pipeline(name)
-    window = backfill_window(start, end, pipeline.max_backfill, name)
-    return _recorded(
-        config, name, mode="backfill", window=window, on_progress=on_progress,
-        trigger=RunTrigger("backfill"), full_compare=full_compare,
-    )  # fmt: skip
+# -- state ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -263,9 +321,9 @@ def state(config: Config, name: str | None = None) -> list[WatermarkRow]:
         config.pipeline(name)
     warehouse = open_warehouse(config.warehouse_url)
     with warehouse.session(write=False) as session:
-        if session.table_columns(sql.STATE_TABLE) is None:
+        if session.table_columns(STATE_TABLE) is None:
             return []
-        rows = session.query(sql.read_all_state(session.dialect))
+        rows = session.query(read_all_state(session.dialect))
     out = [
         WatermarkRow(*(str(v) if not isinstance(v, datetime) else v.isoformat() for v in r))
         for r in rows

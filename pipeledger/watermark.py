@@ -154,12 +154,17 @@ class WatermarkTracker:
         self._cursor = cursor
         self._partition_by = partition_by
         self.seen: dict[str, CursorValue] = {}
+        self.least: CursorValue | None = None  # over every partition
 
     def observe(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
             return
+        bounds = pc.min_max(batch.column(self._cursor))
+        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+        if low is not None and (self.least is None or low < self.least):
+            self.least = low
         if self._partition_by is None:
-            self._raise(UNPARTITIONED, pc.max(batch.column(self._cursor)).as_py())
+            self._raise(UNPARTITIONED, high)
             return
         table = pa.table(
             {

@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pipeledger.adapters import open_warehouse
-from pipeledger.adapters.base import Session
 from pipeledger.ledger import store as st
 from pipeledger.ledger.model import (
     AuditEvent,
@@ -21,7 +20,9 @@ from pipeledger.ledger.model import (
     TaskStatus,
     TriggerType,
 )
-from pipeledger.ledger.schema import migrate
+from pipeledger.ledger.schema import LEDGER
+from pipeledger.warehouse.migrations import migrate
+from pipeledger.warehouse.session import Session
 
 NOW = datetime(2024, 6, 15, 12, 0, tzinfo=UTC)
 TODAY = datetime(2024, 6, 15, tzinfo=UTC)
@@ -142,7 +143,7 @@ class LedgerBuilder:
 def ledger(url: str) -> Iterator[LedgerBuilder]:
     """A migrated ledger at ``url``; what the block writes commits when it ends."""
     with open_warehouse(url).session() as session:
-        migrate(session, "ledger")
+        migrate(session, LEDGER)
         yield LedgerBuilder(session)
 
 

@@ -155,7 +155,7 @@ def test_passwords_never_appear(tmp_path: Path) -> None:
     project.write_csv("orders_1.csv", [order(1, "2024-01-01T10:00:00Z")])
     for args in (("run",), ("run", "--json"), ("--debug", "run"), ("state",)):
         code, out, err = project.cli(*args)
-        assert code == 1
+        assert code == 75  # connection refused: transient
         assert "s3cretpw" not in out + err
         assert "loader:***@" in out + err
 
@@ -171,7 +171,7 @@ def test_env_interpolated_secret_is_redacted(
     )
     project.write_csv("orders_1.csv", [order(1, "2024-01-01T10:00:00Z")])
     code, out, err = project.cli("--debug", "run")
-    assert code == 1 and "an0therpw" not in out + err
+    assert code == 75 and "an0therpw" not in out + err  # unreachable: transient
 
 
 def test_a_new_source_column_is_reported_and_nothing_written(project: Project) -> None:

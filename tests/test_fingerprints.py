@@ -15,9 +15,10 @@ import psycopg
 import pyarrow as pa
 import pytest
 
-from pipeledger.load import sql
+from pipeledger.load import guard_sql
 from pipeledger.schema import Column, TableName, sql_type_for
 from pipeledger.transform.fingerprint import row_hashes, with_row_hash
+from pipeledger.warehouse.dialect import SQLITE
 
 from .helpers import Project, order, orders_pipeline
 
@@ -322,7 +323,7 @@ def test_full_compare_repairs_an_edit_no_trigger_could_see(project: Project) -> 
     else:  # the same trigger put back by hand: the guard cannot tell
         drop_trigger(project)
         project.execute(edit)
-        project.execute(sql.forget_hash_trigger(sql.SQLITE, TableName("analytics", "orders")))
+        project.execute(guard_sql.forget_hash_trigger(SQLITE, TableName("analytics", "orders")))
     assert backfill(project)["rows_updated"] == 0  # its stale fingerprint still matches
     assert ("3", "typo", "10.00") in project.rows()
     repaired = backfill(project, "--full-compare")

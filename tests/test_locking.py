@@ -1,7 +1,8 @@
-"""One active run per pipeline: a second run fails at once and writes nothing."""
+"""One active run per pipeline: a second run is skipped at once (exit 4) and writes nothing."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import zlib
 from pathlib import Path
@@ -18,8 +19,11 @@ def test_postgres_second_run_of_a_pipeline_is_refused(tmp_path: Path, postgres_u
     with psycopg.connect(postgres_url) as holder:  # what an active run holds
         holder.execute("SELECT pg_advisory_xact_lock(%s)", [zlib.crc32(b"pipeledger:orders")])
         code, _, err = project.cli("run")
-    assert code == 1
+        json_code, out, _ = project.cli("run", "--json")
+    assert code == 4 and json_code == 4
     assert "another run holds its lock" in err and "nothing was written" in err
+    [skipped] = json.loads(out)
+    assert (skipped["status"], skipped["reason"], skipped["exit_code"]) == ("skipped", "locked", 4)
     assert not project.exists()
     assert project.run()["rows_inserted"] == 1
 
@@ -36,4 +40,4 @@ def test_sqlite_second_writer_waits_then_fails_cleanly(tmp_path: Path) -> None:
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    assert code == 1 and "another load is writing" in err
+    assert code == 4 and "another load is writing" in err

@@ -15,6 +15,7 @@ from pipeledger.load import sql
 from pipeledger.redact import redact
 from pipeledger.runner import backfill_window
 from pipeledger.schema import Column, TableName, canonical_type
+from pipeledger.warehouse.dialect import POSTGRES, SQLITE
 from pipeledger.watermark import (
     WatermarkTracker,
     Window,
@@ -91,13 +92,13 @@ def test_tracker_keeps_the_greatest_cursor_per_partition() -> None:
 
 def test_window_predicate_for_sql_sources_binds_values() -> None:
     window = Window(partition_lower={"eu": 5})
-    text, params = window_predicate(sql.POSTGRES, window, "version", "region")
+    text, params = window_predicate(POSTGRES, window, "version", "region")
     assert text == (
         '(CAST("region" AS TEXT) IS NULL OR CAST("region" AS TEXT) NOT IN (%s) '
         'OR (CAST("region" AS TEXT) = %s AND "version" >= %s))'
     )
     assert params == ["eu", "eu", 5]
-    text, params = window_predicate(sql.SQLITE, Window(lower=1, upper=9), "v", None)
+    text, params = window_predicate(SQLITE, Window(lower=1, upper=9), "v", None)
     assert (text, params) == ('"v" >= ? AND "v" <= ?', [1, 9])
 
 
@@ -126,7 +127,7 @@ SPEC = sql.MergeSpec(
 
 
 def test_merge_sql_postgres_skips_identical_rows_and_counts() -> None:
-    text = sql.merge(sql.POSTGRES, SPEC, '"_pipeledger_stage"')
+    text = sql.merge(POSTGRES, SPEC, '"_pipeledger_stage"')
     assert 'INSERT INTO "analytics"."orders" AS t ("id", "status", "updated_at"' in text
     assert 'ON CONFLICT ("id") DO UPDATE SET "status" = excluded."status"' in text
     assert 'WHERE excluded."updated_at" > t."updated_at" OR' in text
@@ -135,21 +136,21 @@ def test_merge_sql_postgres_skips_identical_rows_and_counts() -> None:
 
 def test_update_policy_compares_every_value_column() -> None:
     spec = sql.MergeSpec(SPEC.target, SPEC.columns, SPEC.key, SPEC.cursor, "update")
-    assert sql.update_condition(sql.POSTGRES, spec) == (
+    assert sql.update_condition(POSTGRES, spec) == (
         '(t."status", t."updated_at") IS DISTINCT FROM (excluded."status", excluded."updated_at")'
     )
-    assert sql.update_condition(sql.SQLITE, spec) == (
+    assert sql.update_condition(SQLITE, spec) == (
         '(t."status", t."updated_at") IS NOT (excluded."status", excluded."updated_at")'
     )
     ignore = sql.MergeSpec(SPEC.target, SPEC.columns, SPEC.key, SPEC.cursor, "ignore")
-    assert sql.update_condition(sql.POSTGRES, ignore) is None
-    assert "DO NOTHING" in sql.merge(sql.SQLITE, ignore, "s")
+    assert sql.update_condition(POSTGRES, ignore) is None
+    assert "DO NOTHING" in sql.merge(SQLITE, ignore, "s")
 
 
 def test_sqlite_has_no_schemas_so_the_name_is_one_identifier() -> None:
-    assert sql.SQLITE.table(TableName("analytics", "orders")) == '"analytics.orders"'
-    assert sql.POSTGRES.table(TableName(None, "orders")) == '"orders"'
-    assert sql.SQLITE.column_type("numeric(12,2)") == "DECIMAL_TEXT(12,2)"
+    assert SQLITE.table(TableName("analytics", "orders")) == '"analytics.orders"'
+    assert POSTGRES.table(TableName(None, "orders")) == '"orders"'
+    assert SQLITE.column_type("numeric(12,2)") == "DECIMAL_TEXT(12,2)"
 
 
 @pytest.mark.parametrize(

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pipeledger.adapters.base import Session, SourceReader, Warehouse
 from pipeledger.errors import ConfigError
 from pipeledger.redact import redact
+from pipeledger.warehouse.session import Session, SourceReader, Warehouse
 
 __all__ = ["Session", "SourceReader", "Warehouse", "open_reader", "open_warehouse"]
 

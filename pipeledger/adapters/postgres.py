@@ -17,23 +17,39 @@ import pyarrow.csv as pacsv
 from psycopg import errors as pgerrors
 
 from pipeledger.adapters import pg_binary
-from pipeledger.errors import ConcurrentRunError, WarehouseError
-from pipeledger.load import sql
+from pipeledger.errors import (
+    ConcurrentRunError,
+    InsufficientPrivilege,
+    TerminalWarehouseError,
+    TransientWarehouseError,
+    WarehouseError,
+)
 from pipeledger.redact import redact
 from pipeledger.schema import TableName
+from pipeledger.warehouse.dialect import POSTGRES
+from pipeledger.warehouse.stage import copy_stage
 
-_TRANSIENT = (psycopg.OperationalError, pgerrors.LockNotAvailable, pgerrors.SerializationFailure)
+# what a retry of the same run may get past: the connection, a lock, a timeout, a conflict
+_TRANSIENT = (
+    psycopg.OperationalError,
+    pgerrors.LockNotAvailable,
+    pgerrors.SerializationFailure,
+    pgerrors.DeadlockDetected,
+    pgerrors.QueryCanceled,
+    pgerrors.AdminShutdown,
+    pgerrors.CannotConnectNow,
+    pgerrors.TooManyConnections,
+)
 _CSV = pacsv.WriteOptions(include_header=False, batch_size=65_536)
 TEMP_BUFFERS = "256MB"
 
 
 def _translate(exc: psycopg.Error, doing: str) -> WarehouseError:
-    message = redact(str(exc).strip())
-    return WarehouseError(
-        f"PostgreSQL {doing}: {message}",
-        transient=isinstance(exc, _TRANSIENT),
-        sqlstate=exc.sqlstate,
-    )
+    message = f"PostgreSQL {doing}: {redact(str(exc).strip())}"
+    if isinstance(exc, pgerrors.InsufficientPrivilege):
+        return InsufficientPrivilege(message, sqlstate=exc.sqlstate)
+    kind = TransientWarehouseError if isinstance(exc, _TRANSIENT) else TerminalWarehouseError
+    return kind(message, sqlstate=exc.sqlstate)
 
 
 def _connect(url: str) -> psycopg.Connection[Any]:
@@ -48,7 +64,7 @@ def _connect(url: str) -> psycopg.Connection[Any]:
 
 
 class PostgresSession:
-    dialect = sql.POSTGRES
+    dialect = POSTGRES
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self._conn = conn
@@ -92,7 +108,7 @@ class PostgresSession:
         try:
             with (
                 self._conn.cursor() as cursor,
-                cursor.copy(sql.copy_stage(first.schema.names, binary)) as copy,
+                cursor.copy(copy_stage(first.schema.names, binary)) as copy,
             ):
                 if binary:
                     copy.write(pg_binary.HEADER)
@@ -126,7 +142,7 @@ class PostgresSession:
             "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
             "WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped "
             "ORDER BY a.attnum",
-            [sql.POSTGRES.table(table)],
+            [POSTGRES.table(table)],
         )
         return [(str(name), str(kind)) for name, kind in rows] or None
 
@@ -149,7 +165,7 @@ def _csv_bytes(batch: pa.RecordBatch) -> memoryview:
 
 
 class PostgresWarehouse:
-    dialect = sql.POSTGRES
+    dialect = POSTGRES
 
     def __init__(self, url: str) -> None:
         self.url = url

@@ -26,9 +26,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeledger.errors import ConcurrentRunError, SourceError, WarehouseError
-from pipeledger.load import sql
+from pipeledger.errors import (
+    ConcurrentRunError,
+    ConfigError,
+    SourceError,
+    TerminalWarehouseError,
+    TransientWarehouseError,
+    WarehouseError,
+)
 from pipeledger.schema import TableName
+from pipeledger.warehouse.dialect import SQLITE, quote
+from pipeledger.warehouse.stage import insert_stage
 
 BUSY_TIMEOUT_S = 5.0
 
@@ -36,7 +44,7 @@ BUSY_TIMEOUT_S = 5.0
 def database_path(url: str) -> Path:
     """``sqlite:///relative.db`` or ``sqlite:////absolute.db`` to a path."""
     if not url.startswith("sqlite:///"):
-        raise WarehouseError(f"SQLite URL {url!r} must start with sqlite:///")
+        raise ConfigError(f"SQLite URL {url!r} must start with sqlite:///")
     return Path(url.removeprefix("sqlite:///"))
 
 
@@ -74,14 +82,16 @@ def _regexp(pattern: str, value: str | None) -> bool | None:
 
 
 def _translate(exc: sqlite3.Error, doing: str) -> WarehouseError:
-    transient = isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
-    unique = isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in str(exc)
+    text = str(exc)
+    transient = isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+    unique = isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in text
     sqlstate = WarehouseError.UNIQUE_VIOLATION if unique else None
-    return WarehouseError(f"SQLite {doing}: {exc}", transient=transient, sqlstate=sqlstate)
+    kind = TransientWarehouseError if transient else TerminalWarehouseError
+    return kind(f"SQLite {doing}: {exc}", sqlstate=sqlstate)
 
 
 class SqliteSession:
-    dialect = sql.SQLITE
+    dialect = SQLITE
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
@@ -112,7 +122,7 @@ class SqliteSession:
             columns = [_column(batch.column(i)) for i in range(batch.num_columns)]
             try:
                 self._conn.executemany(
-                    sql.insert_stage(self.dialect, batch.schema.names), zip(*columns, strict=True)
+                    insert_stage(self.dialect, batch.schema.names), zip(*columns, strict=True)
                 )
             except sqlite3.Error as exc:
                 raise _translate(exc, "staging failed") from exc
@@ -133,8 +143,8 @@ class SqliteSession:
         """The session already holds the database's write lock (BEGIN IMMEDIATE)."""
 
     def table_columns(self, table: TableName) -> list[tuple[str, str]] | None:
-        name = sql.SQLITE.table(table)
-        rows = self.query(f"SELECT name, type FROM pragma_table_info({sql.quote(name[1:-1])})")
+        name = SQLITE.table(table)
+        rows = self.query(f"SELECT name, type FROM pragma_table_info({quote(name[1:-1])})")
         return [(str(n), _declared(str(t))) for n, t in rows] or None
 
     def mark_rollback(self) -> None:
@@ -149,7 +159,7 @@ def _declared(text: str) -> str:
 
 
 class SqliteWarehouse:
-    dialect = sql.SQLITE
+    dialect = SQLITE
 
     def __init__(self, url: str) -> None:
         self.url = url

@@ -1,13 +1,16 @@
 """The ``pipeledger`` command: a thin face over :mod:`pipeledger.runner`.
 
-Exit codes: 0 success, 1 a run failed, 2 usage or configuration error, 3 a failed
-quality gate (reserved).
+Exit codes (README, "Exit codes"): 0 success, 1 failed (permanent), 2 usage or
+configuration error, 3 a quality gate halted, 4 skipped (another run held the lock),
+5 committed but not recorded in the ledger, 6 outcome unknown (connection lost at
+COMMIT), 75 failed (transient: a retry may succeed), 130/143 cancelled.
 """
 
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable, Iterator
+import traceback
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
@@ -19,19 +22,19 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from pipeledger import runner
 from pipeledger.cli.common import (
+    OPTIONS,
     JsonOption,
     app,
     err,
     guard,
     load,
     out,
-    print_error,
     print_json,
+    print_message,
 )
-from pipeledger.cli.render import results_lines, state_lines
-from pipeledger.errors import GateFailed, PipeledgerError
+from pipeledger.cli.render import result_lines, state_lines
+from pipeledger.errors import GateFailed
 from pipeledger.ledger.api import RunCancelled
-from pipeledger.load.result import LoadResult
 from pipeledger.redact import redact
 
 
@@ -52,26 +55,34 @@ def _progress(enabled: bool) -> Iterator[Callable[[str, int], None] | None]:
         yield update
 
 
-def _report(results: list[LoadResult], as_json: bool) -> None:
+def print_failure(failure: runner.RunFailure) -> None:
+    if OPTIONS.debug and failure.cause is not None:
+        err.print(redact("".join(traceback.format_exception(failure.cause))), markup=False)
+    kind = f"unexpected {failure.unexpected}" if failure.unexpected else "error"
+    if failure.status == "skipped":
+        kind = "skipped"
+    print_message(kind, failure.error, failure.notes)
+
+
+def _report(outcomes: Sequence[runner.Outcome], as_json: bool) -> None:
     if as_json:
-        print_json([r.to_json() for r in results])
+        print_json([o.to_json() for o in outcomes])
         return
-    for line in results_lines(results):
-        out.print(line, soft_wrap=True, highlight=False)
+    for outcome in outcomes:
+        if isinstance(outcome, runner.RunFailure):
+            print_failure(outcome)
+            continue
+        for line in result_lines(outcome):
+            out.print(line, soft_wrap=True, highlight=False)
 
 
-def _failed_json(name: str, exc: BaseException) -> dict[str, Any]:
-    notes = " ".join(getattr(exc, "__notes__", []))
-    return {"pipeline": name, "status": "failed", "error": redact(f"{exc} {notes}".strip())}
-
-
-class Trigger(StrEnum):
+class TriggerKind(StrEnum):
     MANUAL = "manual"
     SCHEDULED = "scheduled"
     EVENT = "event"
 
 
-TriggerOption = Annotated[Trigger, typer.Option("--trigger", help="Why this run happens.")]
+TriggerOption = Annotated[TriggerKind, typer.Option("--trigger", help="Why this run happens.")]
 
 
 @app.command()
@@ -81,7 +92,7 @@ def run(
     retry: Annotated[
         bool, typer.Option("--retry", help="Run as the next attempt of the latest failed run.")
     ] = False,
-    trigger: TriggerOption = Trigger.MANUAL,
+    trigger: TriggerOption = TriggerKind.MANUAL,
     correlation_id: Annotated[
         str | None, typer.Option("--correlation-id", help="The triggering request or event.")
     ] = None,
@@ -92,44 +103,15 @@ def run(
     """Incremental run: read rows with cursor >= watermark - lateness, merge, advance.
 
     Pipelines run one after the other; a failed one does not stop the others."""
-    with guard(), _cancellable():
+    with guard(as_json), _cancellable():
         config = load()
-        selected = names or list(config.pipelines)
-        for name in selected:
-            config.pipeline(name)
-        results: list[LoadResult] = []
-        failures: dict[str, Exception] = {}
+        why = runner.Trigger(trigger.value, retry, correlation_id)
         with _progress(not as_json) as on_progress:
-            for name in selected:
-                try:
-                    results.append(
-                        runner.run_one(
-                            config,
-                            name,
-                            on_progress=on_progress,
-                            trigger_type=trigger.value,
-                            retry=retry,
-                            correlation_id=correlation_id,
-                        )
-                    )
-                except PipeledgerError as exc:
-                    failures[name] = exc
-                    if not as_json:
-                        print_error(exc)
-        if as_json:
-            print_json(
-                [r.to_json() for r in results] + [_failed_json(n, e) for n, e in failures.items()]
-            )
-        else:
-            _report(results, as_json)
-        if failures:
-            raise typer.Exit(max(_exit_code(e) for e in failures.values()))
-        if strict and any(r.status == "partial" for r in results):
-            raise typer.Exit(3)
-
-
-def _exit_code(exc: Exception) -> int:
-    return exc.exit_code if isinstance(exc, PipeledgerError) else 1
+            outcomes = runner.run(config, names or (), on_progress=on_progress, trigger=why)
+        _report(outcomes, as_json)
+        code = runner.exit_code(outcomes, strict)
+        if code:
+            raise typer.Exit(code)
 
 
 @contextmanager
@@ -167,18 +149,20 @@ def backfill(
     as_json: JsonOption = False,
 ) -> None:
     """Reprocess exactly start <= cursor <= end; the live watermark does not move."""
-    with guard(), _cancellable():
+    with guard(as_json), _cancellable():
         config = load()
+        outcome: runner.Outcome
         try:
             with _progress(not as_json) as on_progress:
-                result = runner.backfill(
+                outcome = runner.backfill(
                     config, name, start, end, on_progress=on_progress, full_compare=full_compare
                 )
-        except PipeledgerError as exc:
-            if as_json:
-                print_json([_failed_json(name, exc)])
-            raise
-        _report([result], as_json)
+        except Exception as exc:  # reported like a run's failure, with its exit code
+            outcome = runner.failure(name, exc)
+        _report([outcome], as_json)
+        code = runner.exit_code([outcome])
+        if code:
+            raise typer.Exit(code)
 
 
 @app.command()
@@ -187,7 +171,7 @@ def state(
     as_json: JsonOption = False,
 ) -> None:
     """Watermarks per pipeline and partition."""
-    with guard():
+    with guard(as_json):
         rows = runner.state(load(), name)
         if as_json:
             print_json([r.to_json() for r in rows])
@@ -205,7 +189,7 @@ def check(
 ) -> None:
     """Dry run of the quality gate: extract, stage and check, then roll back. Exit 3 when
     the gate would not publish everything."""
-    with guard():
+    with guard(as_json):
         try:
             report = runner.check(load(), name).quality
         except GateFailed as exc:
@@ -222,15 +206,16 @@ def check(
 
 @app.command()
 def watchdog(as_json: JsonOption = False) -> None:
-    """Mark runs whose lease expired (no heartbeat) as abandoned. Every run does this too."""
-    with guard():
-        ledger = runner.ledger_for(load())
-        abandoned = ledger.watchdog() if ledger is not None else []
+    """Replay the ledger's spool, then settle runs whose lease expired or whose process is
+    gone: success if the warehouse shows they committed, else abandoned. Runs do this too."""
+    with guard(as_json):
+        settled = runner.watchdog(load())
         if as_json:
-            print_json({"abandoned": abandoned})
-        elif abandoned:
-            for run_id in abandoned:
-                out.print(f"abandoned run {run_id} (its lease expired without a heartbeat)")
+            abandoned = [run_id for run_id, status in settled.items() if status == "abandoned"]
+            print_json({"abandoned": abandoned, "settled": settled})
+        elif settled:
+            for run_id, status in settled.items():
+                out.print(f"run {run_id}: {status} (its lease expired or its process is gone)")
         else:
             out.print("no run has an expired lease")
 

@@ -6,7 +6,7 @@ import json
 import logging
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
@@ -52,29 +52,50 @@ def main_options(
         logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
 
 
-def fail(exc: BaseException) -> None:
-    print_error(exc)
-    raise typer.Exit(exc.exit_code if isinstance(exc, PipeledgerError) else 1)
+def exit_code_of(exc: BaseException) -> int:
+    return exc.exit_code if isinstance(exc, PipeledgerError) else 1
 
 
 def print_error(exc: BaseException) -> None:
     if OPTIONS.debug:
         err.print(redact("".join(traceback.format_exception(exc))), markup=False)
     kind = "error" if isinstance(exc, PipeledgerError) else f"unexpected {type(exc).__name__}"
+    notes = [redact(note) for note in getattr(exc, "__notes__", [])]
+    print_message(kind, redact(str(exc)), notes)
+
+
+def print_message(kind: str, message: str, notes: Sequence[str] = ()) -> None:
+    """``kind: message`` in red on stderr, then each note (what happens next) below it."""
     err.print(f"[bold red]{kind}:[/] ", end="")
-    err.print(redact(str(exc)), markup=False, soft_wrap=True, highlight=False)
-    for note in getattr(exc, "__notes__", []):
-        err.print(redact(note), markup=False, soft_wrap=True, highlight=False)
+    err.print(message, markup=False, soft_wrap=True, highlight=False)
+    for note in notes:
+        err.print(note, markup=False, soft_wrap=True, highlight=False)
+
+
+def error_json(exc: BaseException) -> dict[str, Any]:
+    """The one JSON document a command prints when it fails before it has results."""
+    notes = [redact(note) for note in getattr(exc, "__notes__", [])]
+    return {
+        "status": "failed",
+        "error": " ".join([redact(str(exc) or type(exc).__name__), *notes]),
+        "error_type": type(exc).__name__,
+        "exit_code": exit_code_of(exc),
+    }
 
 
 @contextmanager
-def guard() -> Iterator[None]:
+def guard(as_json: bool = False) -> Iterator[None]:
+    """Any error ends the command with its exit code: printed on stderr, and with
+    ``--json`` also as one JSON document on stdout (stdout stays valid JSON)."""
     try:
         yield
     except typer.Exit:
         raise
     except Exception as exc:
-        fail(exc)
+        print_error(exc)
+        if as_json:
+            print_json(error_json(exc))
+        raise typer.Exit(exit_code_of(exc)) from None
 
 
 def load() -> Config:

@@ -16,13 +16,15 @@ import typer
 from rich.markup import escape
 
 from pipeledger.adapters import open_warehouse
-from pipeledger.adapters.base import Session
 from pipeledger.cli.common import JsonOption, guard, load, out, print_json
 from pipeledger.config import parse_duration
 from pipeledger.errors import ConfigError, PipeledgerError
 from pipeledger.ledger import queries as q
 from pipeledger.ledger.model import RunStatus
-from pipeledger.ledger.schema import Component, is_migrated, migrate
+from pipeledger.ledger.schema import LEDGER
+from pipeledger.load.state import STATE
+from pipeledger.warehouse.migrations import is_migrated, migrate
+from pipeledger.warehouse.session import Session
 
 NO_RUNS = "no runs recorded yet"
 COLOURS = {
@@ -65,7 +67,7 @@ def _ledger(write: bool = False) -> Iterator[Session | None]:
     """A session on the ledger database, or None when it has no ledger tables yet."""
     warehouse = open_warehouse(load().ledger_url)
     with warehouse.session(write=write) as session:
-        yield session if is_migrated(session, "ledger") else None
+        yield session if is_migrated(session, LEDGER) else None
 
 
 def _report(
@@ -317,14 +319,11 @@ def _ledger_app() -> typer.Typer:
         (warehouse)."""
         with guard():
             config = load()
-            targets: tuple[tuple[Component, str], ...] = (
-                ("ledger", config.ledger_url),
-                ("state", config.warehouse_url),
-            )
+            targets = ((LEDGER, config.ledger_url), (STATE, config.warehouse_url))
             applied: dict[str, list[int]] = {}
             for component, url in targets:
                 with open_warehouse(url).session() as session:
-                    applied[component] = migrate(session, component)
+                    applied[component.name] = migrate(session, component)
             if as_json:
                 print_json(applied)
                 return

@@ -1,4 +1,4 @@
-"""Quarantine commands, a few lines each over :mod:`pipeledger.quality.replay`::
+"""Quarantine commands, a few lines each over :mod:`pipeledger.runner`::
 
     pipeledger quarantine NAME [--run RUN_ID] [--all] [--json]   # what is set aside
     pipeledger quarantine replay NAME [--run RUN_ID] [--json]    # try it again, today's config
@@ -16,7 +16,9 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from pipeledger.cli.common import JsonOption, app, guard, load, out, print_json
-from pipeledger.quality.replay import QuarantineEntry, ReplayResult, quarantined, replay
+from pipeledger.load.replay import ReplayResult
+from pipeledger.quality.quarantine import QuarantineEntry, quarantined
+from pipeledger.runner import replay
 
 
 class _ListByDefault(TyperGroup):

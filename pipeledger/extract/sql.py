@@ -11,9 +11,9 @@ import pyarrow as pa
 
 from pipeledger.adapters import open_reader
 from pipeledger.extract.base import BATCH_ROWS, ReadSpec, SourceBatch
-from pipeledger.load.sql import POSTGRES, SQLITE, Dialect, quote
 from pipeledger.redact import redact
 from pipeledger.schema import TableName
+from pipeledger.warehouse.dialect import POSTGRES, SQLITE, Dialect, quote
 from pipeledger.watermark import Window, is_whole_day
 
 
@@ -79,7 +79,7 @@ class SqlSource:
         # SQLite stores timestamps as text in any of several formats, which compare wrongly
         # as text ('2024-01-01 11:00' < '2024-01-01T10:00'): there the rows are read whole
         # and the window is applied after they are cast to the cursor's type
-        pushdown = self.dialect.name == "postgres"
+        pushdown = self.dialect.typed_comparisons
         where: str = "1=1"
         params: list[Any] = []
         if pushdown:

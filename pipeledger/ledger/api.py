@@ -12,7 +12,10 @@
 
 ``running`` is committed before the block runs; a heartbeat renews the run's lease while
 it works; leaving the block records ``success`` (or the status set with ``run.mark``); an
-exception records ``failed`` (``cancelled`` for an interrupt) and is re-raised unchanged.
+exception records ``failed`` (``cancelled`` for an interrupt, ``skipped`` when another run
+held the lock) and is re-raised unchanged; if the ledger cannot record that, a note on the
+exception says so. When the final record of a run that succeeded cannot be written (nor
+spooled), :class:`~pipeledger.errors.LedgerNotWritten` is raised from the ledger's error.
 """
 
 from __future__ import annotations
@@ -31,13 +34,15 @@ from typing import Any, Literal
 
 from pipeledger import __about__
 from pipeledger.adapters import open_warehouse
-from pipeledger.adapters.base import Session
 from pipeledger.config import EMBEDDED_DIR, EMBEDDED_FILE
 from pipeledger.errors import (
+    CommitUnknown,
     ConcurrentRunError,
+    LedgerNotWritten,
     NothingToRetry,
     PipeledgerError,
     RunAbandonedError,
+    UsageError,
     WarehouseError,
 )
 from pipeledger.ledger import sql as lsql
@@ -52,9 +57,11 @@ from pipeledger.ledger.model import (
     TriggerType,
     check_transition,
 )
-from pipeledger.ledger.schema import RUNS, SNAPSHOTS, Component, mark_migrated, migrate
-from pipeledger.ledger.watchdog import abandon_expired
+from pipeledger.ledger.schema import LEDGER, RUNS, SNAPSHOTS
+from pipeledger.ledger.watchdog import CommitLog, abandon_expired
 from pipeledger.redact import redact
+from pipeledger.warehouse.migrations import Component, is_migrated, mark_migrated, migrate
+from pipeledger.warehouse.session import Session
 
 MAX_MESSAGE = 2000
 
@@ -83,7 +90,7 @@ class PipelineInfo:
     """What the registry (``pipelines``, ``pipeline_dependencies``) knows of a pipeline."""
 
     name: str
-    config_fingerprint: str  # hashed into the pipeline's version
+    config_text: str  # hashed into the pipeline's version (secrets masked)
     description: str | None = None
     owner: str | None = None
     source_system: str | None = None
@@ -137,7 +144,7 @@ class Run:
         """Set run counters, e.g. ``rows_read=10, rows_inserted=7``."""
         for name, value in counts.items():
             if not name.startswith(("rows_", "bytes_")):
-                raise TypeError(f"{name} is not a run counter")
+                raise UsageError(f"{name} is not a run counter")
             setattr(self.record, name, value)
 
     def mark(self, status: RunStatus | str, message: str | None = None) -> None:
@@ -208,11 +215,17 @@ class Run:
             if task.status is TaskStatus.RUNNING:
                 self._end_task(task, TaskStatus.FAILED, record.error_message)
 
+    def final_record(self) -> list[st.Op]:
+        """What finishing now would write to the ledger: the run's final row, then its
+        tasks, events, snapshots and check results."""
+        self._close(self.final_status, None)
+        return [st.run_op(self.record), *self._final_ops()]
+
     def commit_with(self, session: Session) -> None:
         """Write the final record into the caller's open transaction (the load's), so the
         run's success, counts and snapshot commit together with the rows and watermark."""
         self._close(self.final_status, None)
-        if self.ledger.store.separate:
+        if not self.ledger.shares_transactions:
             return
         if not st.finish(session, self.record):
             raise RunAbandonedError(
@@ -254,7 +267,13 @@ class Ledger:
         lease: timedelta = timedelta(minutes=5),
         heartbeat: timedelta = timedelta(seconds=30),
         environment: str | None = None,
+        components: Sequence[Component] = (),
+        commits: CommitLog | None = None,
     ) -> None:
+        """``components``: other tables of the same database to migrate when the ledger
+        opens its first run (one connection instead of two; pipeledger's loads pass their
+        watermark state). ``commits`` tells which runs committed in the warehouse, so the
+        watchdog settles a run the ledger could not hear finish (see ``ledger.watchdog``)."""
         self.url = url or f"sqlite:///{Path(EMBEDDED_DIR) / EMBEDDED_FILE}"
         self.lease = lease
         self.heartbeat = heartbeat
@@ -265,9 +284,18 @@ class Ledger:
             separate=separate, on_unavailable=on_unavailable,
         )  # fmt: skip
         self._prepared = False
-        # sharing the warehouse, the ledger also migrates the watermark state, so that
-        # opening a run costs one connection
-        self.migrate_state = not separate
+        self.components = (LEDGER, *components)
+        self.commits = commits
+
+    @property
+    def shares_transactions(self) -> bool:
+        """A run's final record commits in the transaction of the run's own writes."""
+        return not self.store.separate
+
+    @property
+    def records(self) -> bool:
+        """Whether anything is recorded at all (a :class:`NullLedger` records nothing)."""
+        return True
 
     # -- running ----------------------------------------------------------------------
     @contextmanager
@@ -297,11 +325,29 @@ class Ledger:
             yield run
         except BaseException as exc:
             beat.stop()
-            self._finish(run, _status_for(exc), exc)
+            self._record_failure(run, exc)
             raise
         beat.stop()
         if not run.committed_with_data:
+            self._record_success(run)
+
+    def _record_failure(self, run: Run, exc: BaseException) -> None:
+        """The failed run's final record; the run's own error stays the one raised."""
+        if isinstance(exc, CommitUnknown):  # it may have committed: the watchdog will know
+            return
+        try:
+            self._finish(run, _status_for(exc), exc)
+        except (PipeledgerError, OSError) as problem:
+            exc.add_note(f"the ledger could not record this failure either: {problem}")
+
+    def _record_success(self, run: Run) -> None:
+        try:
             self._finish(run, run.final_status, None)
+        except (PipeledgerError, OSError) as problem:
+            raise LedgerNotWritten(
+                f"run {run.run_id} of {run.record.pipeline} finished, but the ledger could not "
+                f"record it ({problem}); `pipeledger watchdog` or the next run records it"
+            ) from problem
 
     def _new_record(
         self,
@@ -352,13 +398,7 @@ class Ledger:
             self.store.write(ops)
             return
         try:
-            with self.store.spool.locked():
-                spooled = self.store.spool.pending()
-                with self.store.database.session() as session:
-                    self._upkeep(session, spooled)
-                    for op in ops:
-                        st.apply(session, op)
-                self.store.spool.clear(len(spooled))
+            self._upkeep(ops)
         except (WarehouseError, ConcurrentRunError):
             if not self.store.separate:
                 raise
@@ -366,24 +406,30 @@ class Ledger:
             return
         self._prepared = True
 
-    def _upkeep(self, session: Session, spooled: Sequence[st.Op]) -> None:
-        migrate(session, "ledger")
-        if self.migrate_state:
-            migrate(session, "state")
-        for op in spooled:
-            st.apply(session, op)
-        abandon_expired(session)
+    def _upkeep(self, ops: Sequence[st.Op] = ()) -> dict[str, str]:
+        """Migrate, replay the spool, settle runs whose lease expired, then ``ops``, in one
+        transaction; return the ids of the runs the watchdog settled."""
+        with self.store.spool.locked():
+            spooled = self.store.spool.pending()
+            with self.store.database.session() as session:
+                for component in self.components:
+                    migrate(session, component)
+                for op in spooled:
+                    st.apply(session, op)
+                settled = abandon_expired(session, self.commits)
+                for op in ops:
+                    st.apply(session, op)
+            self.store.spool.clear(len(spooled))
         self.store._migrated = True
-        components: tuple[Component, ...] = (
-            ("ledger", "state") if self.migrate_state else ("ledger",)
-        )
-        mark_migrated(self.url, *components)
+        mark_migrated(self.url, *self.components)
+        return settled
 
     # -- upkeep -----------------------------------------------------------------------
-    def watchdog(self) -> list[str]:
-        """Mark runs whose lease expired as abandoned; return their run ids."""
-        with self.store.database.session() as session:
-            return abandon_expired(session)
+    def watchdog(self) -> dict[str, str]:
+        """Replay the spool, then settle every run whose lease expired (or whose process is
+        gone from this host): ``success`` if the warehouse shows it committed, else
+        ``abandoned``. Return each settled run's id and status."""
+        return self._upkeep()
 
     def register(self, info: PipelineInfo) -> None:
         """Add or update a pipeline in the registry, with its upstream dependencies."""
@@ -392,7 +438,7 @@ class Ledger:
     def registration(self, info: PipelineInfo) -> list[st.Op]:
         """The ops that add or update a pipeline and its dependencies in the registry."""
         now, sla = _now(), info.freshness_sla
-        version = hashlib.sha256(info.config_fingerprint.encode()).hexdigest()[:12]
+        version = hashlib.sha256(info.config_text.encode()).hexdigest()[:12]
         pipeline = st.Op("pipeline", {
             "name": info.name, "version": version, "description": info.description,
             "owner": info.owner, "source_system": info.source_system and redact(info.source_system),
@@ -445,6 +491,8 @@ class Ledger:
         """rows_read of the pipeline's latest successful (or partial) incremental runs."""
         d = self.store.database.dialect
         with self.store.database.session(write=False) as session:
+            if not is_migrated(session, LEDGER):
+                return []
             rows = session.query(
                 f"SELECT rows_read FROM {d.table(RUNS)} WHERE pipeline = {d.param} "
                 "AND status IN ('success', 'partial') "
@@ -483,3 +531,28 @@ def _status_for(exc: BaseException) -> RunStatus:
 
 class RunCancelled(BaseException):
     """Raised in the main thread on SIGTERM, so the run rolls back and says ``cancelled``."""
+
+
+class NullLedger(Ledger):
+    """A ledger that records nothing, with the same interface: for ``[ledger] enabled =
+    false`` and for dry runs. Its runs still have a run id."""
+
+    def __init__(self) -> None:
+        super().__init__("sqlite:///:memory:")
+
+    @property
+    def records(self) -> bool:
+        return False
+
+    @property
+    def shares_transactions(self) -> bool:
+        return False
+
+    @contextmanager
+    def run(self, pipeline: str, **options: Any) -> Iterator[Run]:
+        record = self._new_record(pipeline, TriggerType(options.get("trigger_type", "manual")),
+                                  None, None, 1, None, None, None, None)  # fmt: skip
+        yield Run(self, record)
+
+    def watchdog(self) -> dict[str, str]:
+        return {}

@@ -63,6 +63,7 @@ class TaskStatus(StrEnum):
     SUCCESS = "success"
     FAILED = "failed"
     SKIPPED = "skipped"
+    INTERRUPTED = "interrupted"  # it had started when another step failed the run
 
 
 @dataclass

@@ -45,23 +45,17 @@ from datetime import UTC, datetime, time, timedelta
 from enum import StrEnum
 from typing import Any
 
-from pipeledger.adapters.base import Session
-from pipeledger.errors import PipeledgerError
+from pipeledger.errors import AmbiguousRunId
 from pipeledger.ledger.model import stored_datetime
 from pipeledger.ledger.schema import AUDIT, DEPENDENCIES, PIPELINES, RUNS, SNAPSHOTS, TASKS
-from pipeledger.load.sql import Dialect
+from pipeledger.warehouse.dialect import Dialect
+from pipeledger.warehouse.session import Session
 
 STATUS_WINDOW = timedelta(days=7)
 VOLUME_WINDOW_DAYS = 30
 DEFAULT_SLA = timedelta(hours=24)
 MIN_PREFIX = 8
 UNFINISHED = ("running", "skipped")
-
-
-class AmbiguousRunId(PipeledgerError):
-    """A run id prefix matches more than one run."""
-
-    exit_code = 2
 
 
 class Level(StrEnum):
@@ -94,7 +88,7 @@ def _as_float(value: Any) -> float | None:
 
 def _as_json(d: Dialect, value: object) -> Any:
     """JSON columns: jsonb arrives parsed (PostgreSQL), text does not (SQLite)."""
-    return json.loads(value) if d.name == "sqlite" and isinstance(value, str) else value
+    return json.loads(value) if not d.json_parsed and isinstance(value, str) else value
 
 
 def _plain(value: Any) -> Any:
@@ -135,11 +129,6 @@ def _day_start(now: datetime) -> datetime:
 def written(alias: str) -> str:
     """SQL for the rows a run wrote."""
     return f"(COALESCE({alias}.rows_inserted, 0) + COALESCE({alias}.rows_updated, 0))"
-
-
-def _squared(d: Dialect, expr: str) -> str:
-    # PostgreSQL: numeric, so a bigint square cannot overflow; SQLite integers are 64-bit
-    return f"CAST({expr} AS numeric) * {expr}" if d.name == "postgres" else f"{expr} * {expr}"
 
 
 def _latest(d: Dialect, outer: str, condition: str = "") -> str:
@@ -448,7 +437,7 @@ def _history(d: Dialect, pipeline: bool = False) -> str:
     only = f" AND r.pipeline = {d.param}" if pipeline else ""
     return (
         f"history AS (SELECT r.pipeline, count(*) AS n, sum({w}) AS s, "
-        f"sum({_squared(d, w)}) AS ss FROM {d.table(RUNS)} r "
+        f"sum({d.exact_square(w)}) AS ss FROM {d.table(RUNS)} r "
         "WHERE r.status = 'success' AND r.trigger_type NOT IN ('backfill', 'replay') "
         f"AND r.started_at >= {d.param} AND r.started_at < {d.param}{only} GROUP BY r.pipeline)"
     )
@@ -660,16 +649,10 @@ class TaskTrend(_Json):
     avg_rows_out: float | None
 
 
-def _utc_day(d: Dialect, column: str) -> str:
-    if d.name == "postgres":
-        return f"to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
-    return f"substr({column}, 1, 10)"  # stored as UTC ISO-8601 text
-
-
 def task_trends_sql(
     d: Dialect, now: datetime, pipeline: str | None, days: int
 ) -> tuple[str, list[Any]]:
-    day = _utc_day(d, "t.started_at")
+    day = d.utc_day("t.started_at")
     params: list[Any] = [_day_start(now) - timedelta(days=days - 1)]
     condition = ""
     if pipeline is not None:

@@ -11,7 +11,7 @@ from pipeledger.ledger.schema import (
     SNAPSHOTS,
     TASKS,
 )
-from pipeledger.load.sql import Dialect
+from pipeledger.warehouse.dialect import Dialect
 
 RUN_COLUMNS = (
     "run_id", "logical_run_id", "attempt", "parent_run_id", "correlation_id", "pipeline",
@@ -47,8 +47,7 @@ JSON_COLUMNS = frozenset(
 
 
 def _marks(d: Dialect, columns: tuple[str, ...]) -> str:
-    json_mark = "%s::jsonb" if d.name == "postgres" else "?"
-    return ", ".join(json_mark if c in JSON_COLUMNS else d.param for c in columns)
+    return ", ".join(d.json_param if c in JSON_COLUMNS else d.param for c in columns)
 
 
 def _insert(d: Dialect, table: str, columns: tuple[str, ...]) -> str:
@@ -67,8 +66,7 @@ def upsert_run(d: Dialect) -> str:
 def finish_run(d: Dialect) -> str:
     """Move a running run to its final state; 0 rows means someone (the watchdog) was first."""
     columns = tuple(c for c in RUN_COLUMNS if c != "run_id")
-    json_mark = "%s::jsonb" if d.name == "postgres" else "?"
-    sets = ", ".join(f"{c} = {json_mark if c in JSON_COLUMNS else d.param}" for c in columns)
+    sets = ", ".join(f"{c} = {d.json_param if c in JSON_COLUMNS else d.param}" for c in columns)
     return f"UPDATE {d.table(RUNS)} SET {sets} WHERE run_id = {d.param} AND status = 'running'"
 
 
@@ -120,10 +118,10 @@ def insert_dependency(d: Dialect) -> str:
     )
 
 
-def expired_runs(d: Dialect) -> str:
+def running_runs(d: Dialect) -> str:
     return (
-        f"SELECT run_id, started_at, host, pid FROM {d.table(RUNS)} "
-        f"WHERE status = 'running' AND lease_expires_at < {d.param}"
+        f"SELECT run_id, started_at, host, pid, lease_expires_at FROM {d.table(RUNS)} "
+        "WHERE status = 'running'"
     )
 
 

@@ -21,11 +21,12 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
-from pipeledger.adapters.base import Session, Warehouse
 from pipeledger.errors import WarehouseError
 from pipeledger.ledger import sql as lsql
 from pipeledger.ledger.model import AuditEvent, DatasetSnapshot, RunRecord, TaskRecord
-from pipeledger.ledger.schema import RUNS, migrate
+from pipeledger.ledger.schema import LEDGER, RUNS
+from pipeledger.warehouse.migrations import migrate
+from pipeledger.warehouse.session import Session, Warehouse
 
 log = logging.getLogger("pipeledger.ledger")
 
@@ -151,7 +152,12 @@ def finish(session: Session, record: RunRecord) -> bool:
 class Spool:
     """An append-only JSON-lines file of ops that could not reach the ledger. Appending and
     replaying take an exclusive lock on a sibling ``.lock`` file, so concurrent runs neither
-    replay the same records twice nor lose one appended during a replay."""
+    replay the same records twice nor lose one appended during a replay.
+
+    One append is written whole or not at all: if the write fails (disk full, a file size
+    limit), the file is cut back to where it was. A line that is not a whole record anyway
+    (a crash mid-write, a hand edit) is moved to a ``.rejected`` file beside the spool with
+    a warning naming the file and line, and the other records replay."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -171,27 +177,65 @@ class Spool:
             self._append(ops)
 
     def _append(self, ops: Iterable[Op]) -> None:
-        with self.path.open("a", encoding="utf-8") as handle:
-            for op in ops:
-                handle.write(op.to_json() + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        data = "".join(op.to_json() + "\n" for op in ops).encode()
+        with self.path.open("ab") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            if size and not self._ends_with_newline(handle, size):
+                data = b"\n" + data  # after a torn line: ours starts on a line of its own
+            try:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            except OSError:
+                handle.truncate(size)  # nothing half-written stays behind
+                raise
+
+    @staticmethod
+    def _ends_with_newline(handle: Any, size: int) -> bool:
+        with open(handle.name, "rb") as reader:
+            reader.seek(size - 1)
+            return reader.read(1) == b"\n"
 
     def pending(self) -> list[Op]:
+        """Every whole record, in order; a line that is not one is set aside (see above)."""
         if not self.path.exists():
             return []
-        lines = self.path.read_text(encoding="utf-8").splitlines()
-        return [Op.from_json(line) for line in lines if line.strip()]
+        ops, kept, rejected = [], [], []
+        lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                ops.append(Op.from_json(line))
+                kept.append(line)
+            except (ValueError, KeyError, TypeError) as exc:
+                rejected.append((number, line, exc))
+        if rejected:
+            self._set_aside(rejected)
+            self._rewrite(kept)
+        return ops
 
-    def clear(self, count: int) -> None:
-        """Drop the first ``count`` ops (those replayed); keep any appended since."""
-        remaining = self.pending()[count:]
-        if not remaining:
+    def _set_aside(self, rejected: Sequence[tuple[int, str, Exception]]) -> None:
+        aside = self.path.with_suffix(".rejected")
+        with aside.open("a", encoding="utf-8") as handle:
+            for number, line, exc in rejected:
+                log.warning(
+                    "ledger spool %s line %d is not a whole record (%s); set aside in %s",
+                    self.path, number, exc, aside,
+                )  # fmt: skip
+                handle.write(line + "\n")
+
+    def _rewrite(self, lines: list[str]) -> None:
+        if not lines:
             self.path.unlink(missing_ok=True)
             return
         scratch = self.path.with_suffix(".tmp")
-        scratch.write_text("".join(op.to_json() + "\n" for op in remaining), encoding="utf-8")
+        scratch.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         scratch.replace(self.path)
+
+    def clear(self, count: int) -> None:
+        """Drop the first ``count`` ops (those replayed); keep any appended since."""
+        self._rewrite([op.to_json() for op in self.pending()[count:]])
 
 
 class LedgerStore:
@@ -213,7 +257,7 @@ class LedgerStore:
 
     def migrate(self) -> list[int]:
         with self.database.session() as session:
-            applied = migrate(session, "ledger")
+            applied = migrate(session, LEDGER)
         self._migrated = True
         return applied
 
@@ -231,11 +275,9 @@ class LedgerStore:
         except WarehouseError as exc:
             if not (self.separate and self.on_unavailable == "spool"):
                 raise
+            self.spool.append(ops)  # an OSError here: nothing was spooled either
             log.warning(
-                "ledger unavailable (%s); %d record(s) spooled to %s",
-                exc,
-                len(ops),
+                "ledger unavailable (%s); %d record(s) spooled to %s", exc, len(ops),
                 self.spool.path,
-            )
-            self.spool.append(ops)
+            )  # fmt: skip
             return False

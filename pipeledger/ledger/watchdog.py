@@ -1,14 +1,32 @@
-"""The watchdog: a run whose lease expired without a heartbeat is ``abandoned``."""
+"""The watchdog settles runs that can no longer finish on their own: a run whose lease
+expired without a heartbeat, or whose process is gone from this host.
+
+Such a run is ``abandoned`` unless the warehouse shows that it committed (its commit
+record, written in the run's own transaction; see :class:`CommitLog`): then the ledger
+learns from there what the run could not tell it (the ledger was unreachable when it
+finished, or the connection broke during COMMIT), and the run ends ``success`` with its
+real counts. SQLite cannot take a heartbeat while a load holds its write lock, so there a
+run whose process is still alive on this host is left alone even past its lease.
+"""
 
 from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from typing import Any, Protocol
 
-from pipeledger.adapters.base import Session
 from pipeledger.ledger import sql as lsql
+from pipeledger.ledger import store as st
 from pipeledger.ledger.model import stored_datetime
+from pipeledger.warehouse.session import Session
+
+
+class CommitLog(Protocol):
+    """Which runs committed in the warehouse, with the ledger ops each left there."""
+
+    def committed(self, run_ids: Sequence[str]) -> Mapping[str, list[st.Op]]: ...
 
 
 def process_alive(pid: int) -> bool:
@@ -21,22 +39,57 @@ def process_alive(pid: int) -> bool:
     return True
 
 
-def abandon_expired(session: Session, now: datetime | None = None) -> list[str]:
-    """Mark every running run whose lease has expired as abandoned; return their ids.
+def _gone(host: object, pid: object, here: str) -> bool:
+    """The run's process is known to be dead: it ran on this host and has exited."""
+    return host == here and pid is not None and not process_alive(int(str(pid)))
 
-    SQLite cannot take a heartbeat while a load holds its write lock, so there a run
-    whose process is still alive on this host is left alone even past its lease.
-    """
+
+def abandon_expired(
+    session: Session, commits: CommitLog | None = None, now: datetime | None = None
+) -> dict[str, str]:
+    """Settle every running run whose lease expired or whose process is gone from this
+    host: from its commit record if it committed, else as abandoned. Return each settled
+    run's id and new status."""
     now = now or datetime.now(UTC)
     d = session.dialect
     here = socket.gethostname()
-    abandoned = []
-    for run_id, started_at, host, pid in session.query(lsql.expired_runs(d), [now]):
-        if d.name == "sqlite" and host == here and pid is not None and process_alive(int(pid)):
-            continue
-        started = stored_datetime(started_at) or now
-        duration = int((now - started).total_seconds() * 1000)
-        message = f"lease expired without a heartbeat (process {pid} on {host})"
-        if session.execute(lsql.abandon_run(d), [now, duration, message, run_id]):
-            abandoned.append(str(run_id))
-    return abandoned
+    stale = []
+    for run_id, started_at, host, pid, expires in session.query(lsql.running_runs(d)):
+        expired = (stored_datetime(expires) or now) < now
+        if _gone(host, pid, here) or (
+            expired and not _loading_here(d.heartbeat_while_loading, host, pid, here)
+        ):
+            stale.append((str(run_id), stored_datetime(started_at) or now, host, pid))
+    committed = commits.committed([r[0] for r in stale]) if commits and stale else {}
+    settled = {}
+    for run_id, started, host, pid in stale:
+        status = _settle(session, run_id, started, host, pid, committed.get(run_id), now)
+        if status is not None:
+            settled[run_id] = status
+    return settled
+
+
+def _loading_here(heartbeats: bool, host: object, pid: object, here: str) -> bool:
+    """SQLite: a live process on this host may be inside a load that blocks its heartbeat."""
+    return not heartbeats and host == here and pid is not None and process_alive(int(str(pid)))
+
+
+def _settle(
+    session: Session,
+    run_id: str,
+    started: datetime,
+    host: Any,
+    pid: Any,
+    ops: list[st.Op] | None,
+    now: datetime,
+) -> str | None:
+    if ops:  # it committed: what it would have written to the ledger, written now
+        for op in ops:
+            st.apply(session, op)
+        return str(ops[0].data.get("status", "success"))
+    duration = int((now - started).total_seconds() * 1000)
+    message = f"lease expired without a heartbeat (process {pid} on {host})"
+    if _gone(host, pid, socket.gethostname()):
+        message = f"its process {pid} on {host} ended without finishing the run"
+    params = [now, duration, message, run_id]
+    return "abandoned" if session.execute(lsql.abandon_run(session.dialect), params) else None

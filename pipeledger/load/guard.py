@@ -2,7 +2,7 @@
 
 A backfill skips source rows whose fingerprint the target holds (``load.known``). That is
 safe only for rows nobody changed behind pipeledger's back, so every target has a trigger
-that clears the fingerprint of a row updated outside pipeledger (``sql.forget_hash_trigger``;
+that clears the fingerprint of a row updated outside pipeledger (``gsql.forget_hash_trigger``;
 pipeledger's own writes always set the new row's fingerprint), and the guards table says
 since when, for which trigger: on PostgreSQL the guard names the trigger's oid and row
 version, so a trigger re-created, disabled or re-enabled (by anyone) voids it, and the
@@ -28,10 +28,12 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from pipeledger.adapters.base import Session
 from pipeledger.errors import WarehouseError
+from pipeledger.load import guard_sql as gsql
 from pipeledger.load import sql
 from pipeledger.schema import ROW_HASH_COLUMN, TableName
+from pipeledger.warehouse.dialect import POSTGRES
+from pipeledger.warehouse.session import Session
 
 log = logging.getLogger("pipeledger.load")
 
@@ -74,7 +76,7 @@ def read_guard(
         return Guard(True, None)
     try:
         with session.savepoint():  # a role without rights on the guards: no guard
-            rows = session.query(sql.read_guard_row(session.dialect), [_key(session, target)])
+            rows = session.query(gsql.read_guard_row(session.dialect), [_key(session, target)])
     except WarehouseError as exc:
         if exc.sqlstate != WarehouseError.INSUFFICIENT_PRIVILEGE:
             raise
@@ -89,14 +91,14 @@ def may_upgrade(session: Session, target: TableName) -> bool:
     run's transaction, so that a role that cannot opens no other connection, run after run.
     SQLite: yes, unless the table has no rowid (the trigger finds rows by rowid)."""
     d = session.dialect
-    if d.name == "sqlite":
+    if not d.has_roles:
         try:
             with session.savepoint():
-                return not session.query(sql.without_rowid(), [str(target)])
+                return not session.query(gsql.without_rowid(), [str(target)])
         except WarehouseError:  # SQLite before 3.37 has no pragma_table_list
             return True
-    guards = d.table(sql.GUARDS_TABLE)
-    allowed = session.query(sql.may_upgrade(d), [d.table(target), guards, guards])[0][0]
+    guards = d.table(gsql.GUARDS_TABLE)
+    allowed = session.query(gsql.may_upgrade(d), [d.table(target), guards, guards])[0][0]
     if not allowed:
         log.info("target %s: this role may not upgrade it; backfills compare every row", target)
     return bool(allowed)
@@ -105,7 +107,7 @@ def may_upgrade(session: Session, target: TableName) -> bool:
 def guard_new_target(session: Session, target: TableName, since: datetime) -> None:
     """In the transaction that creates ``target``: its trigger, guarding it from ``since``
     (the run's start, the load time of every row it writes)."""
-    if attempt(session, sql.forget_hash_trigger(session.dialect, target), [], target):
+    if attempt(session, gsql.forget_hash_trigger(session.dialect, target), [], target):
         _record(session, target, since)
 
 
@@ -129,7 +131,7 @@ def upgrade_target(sessions: Sessions, target: TableName) -> None:
 
 
 def _limit(session: Session) -> None:
-    if session.dialect.name == "postgres":  # wait 5 s at most for a lock, 10 s to scan
+    if session.dialect.concurrent_transactions:  # wait 5 s at most for a lock, 10 s to scan
         session.execute("SET LOCAL lock_timeout = '5s'")
         session.execute("SET LOCAL statement_timeout = '10s'")
 
@@ -139,13 +141,13 @@ def _guarding_statement(session: Session, target: TableName) -> str:
     SHARE ROW EXCLUSIVE): create it, make it fire always, or just lock."""
     d = session.dialect
     if _trigger_version(session, target) is not None:
-        return sql.lock_against_writers(d, target) or "SELECT 1"
-    if d.name == "sqlite":
-        return sql.forget_hash_trigger(d, target)
-    params = sql.trigger_params(d, target)
-    if session.query(sql.trigger_exists(d), params)[0][0]:  # there, but not firing always
-        return sql.always_fire(target)
-    return sql.forget_hash_trigger(d, target)
+        return gsql.lock_against_writers(d, target) or "SELECT 1"
+    if not d.toggles_triggers:
+        return gsql.forget_hash_trigger(d, target)
+    params = gsql.trigger_params(d, target)
+    if session.query(gsql.trigger_exists(d), params)[0][0]:  # there, but not firing always
+        return gsql.always_fire(target)
+    return gsql.forget_hash_trigger(d, target)
 
 
 def _guard_start(session: Session, target: TableName) -> datetime:
@@ -154,7 +156,7 @@ def _guard_start(session: Session, target: TableName) -> datetime:
     :data:`_SKEW`: rows are trusted from then on if no writer's clock is further ahead."""
     try:
         with session.savepoint():
-            newest = session.query(sql.newest_load(session.dialect, target))[0][0]
+            newest = session.query(gsql.newest_load(session.dialect, target))[0][0]
     except WarehouseError as exc:
         if exc.sqlstate != WarehouseError.QUERY_CANCELED:
             raise
@@ -168,7 +170,7 @@ def _record(session: Session, target: TableName, since: datetime) -> None:
     version = _trigger_version(session, target)
     if version is not None:
         params = [_key(session, target), version, since]
-        attempt(session, sql.record_guard(session.dialect), params, target)
+        attempt(session, gsql.record_guard(session.dialect), params, target)
 
 
 def attempt(session: Session, statement: str, params: list[object], target: TableName) -> bool:
@@ -188,15 +190,15 @@ def attempt(session: Session, statement: str, params: list[object], target: Tabl
 
 def _trigger_version(session: Session, target: TableName) -> str | None:
     d = session.dialect
-    rows = session.query(sql.trigger_version(d), sql.trigger_params(d, target))
+    rows = session.query(gsql.trigger_version(d), gsql.trigger_params(d, target))
     return str(rows[0][0]) if rows else None
 
 
 def _key(session: Session, target: TableName) -> str:
-    statement = sql.guard_key(session.dialect)
+    statement = gsql.guard_key(session.dialect)
     if statement is None:
         return str(target).lower()  # SQLite: names are the identity, case-insensitive
-    return str(session.query(statement, [sql.POSTGRES.table(target)])[0][0])
+    return str(session.query(statement, [POSTGRES.table(target)])[0][0])
 
 
 def _instant(value: object) -> datetime:

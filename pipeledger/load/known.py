@@ -33,10 +33,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from pipeledger.adapters.base import Session
 from pipeledger.extract.sql import window_predicate
 from pipeledger.load import sql
 from pipeledger.schema import ROW_HASH_COLUMN, TableName
+from pipeledger.warehouse.session import Session
 from pipeledger.watermark import Window
 
 log = logging.getLogger("pipeledger.load")
@@ -99,7 +99,7 @@ class KnownRows:
         at, found = self._lookup(held)
         again = [int(v) for v in np.unique(held[found & self.matched[at]])]
         d, added = session.dialect, 0
-        if again and d.name == "postgres":  # one statement, the fingerprints as one array
+        if again and d.array_params:  # one statement, the fingerprints as one array
             return session.execute(sql.restage_from_target(d, spec), [again])
         for start in range(0, len(again), _CHUNK):
             chunk = again[start : start + _CHUNK]

@@ -1,8 +1,8 @@
-"""Load: stage, check, merge and advance the watermark in one transaction.
+"""A load: stage, check, merge and advance the watermark, inside the run's transaction.
 
 ::
 
-    BEGIN
+    BEGIN                                               (the run scaffold holds it)
       lock the pipeline; read its watermarks; plan the window
       stream source batches -> conform -> stage        (temporary staging table)
       run the quality gate on the staged rows           (halt, or quarantine bad rows)
@@ -10,7 +10,8 @@
       advance the watermark to the greatest cursor staged (not for backfills)
     COMMIT                                              (or ROLLBACK on any error)
 
-A crash anywhere before COMMIT leaves the target and the watermark as they were.
+A crash anywhere before COMMIT leaves the target and the watermark as they were. The load
+knows nothing of the ledger: :mod:`pipeledger.run` records what it did.
 """
 
 from __future__ import annotations
@@ -18,35 +19,26 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
-from typing import Protocol
+from datetime import UTC, date, datetime
 
 import pyarrow as pa
 
-from pipeledger.adapters.base import Session, Warehouse
-from pipeledger.config import ChecksConfig, Config, CsvSource, PipelineConfig
-from pipeledger.errors import ConflictError, WarehouseError
+from pipeledger.config import ChecksConfig, Config, ParquetSource, PipelineConfig, SqlSource
+from pipeledger.errors import WarehouseError
 from pipeledger.extract import ReadSpec, Source, SourceBatch, open_source
-from pipeledger.ledger.schema import migrate_database
 from pipeledger.load import sql
-from pipeledger.load.guard import (
-    Guard,
-    Sessions,
-    guard_new_target,
-    may_upgrade,
-    read_guard,
-    upgrade_target,
-)
+from pipeledger.load.guard import Guard, guard_new_target, may_upgrade, read_guard, upgrade_target
 from pipeledger.load.known import KnownRows
+from pipeledger.load.merge import first_load, merge_staged
 from pipeledger.load.result import LoadResult, MergeCounts, Mode, Status, StepResult
+from pipeledger.load.state import STATE_TABLE, read_watermarks, write_state
 from pipeledger.load.steps import StepClock
 from pipeledger.quality.gate import GateSpec, recheck_keys, run_gate
 from pipeledger.quality.report import GateReport
-from pipeledger.schema import arrow_type
+from pipeledger.schema import TableName, arrow_type
 from pipeledger.transform.conform import (
     Shape,
     check_lateness,
@@ -56,12 +48,13 @@ from pipeledger.transform.conform import (
 )
 from pipeledger.transform.drift import Drift, align, detect_all, evolved
 from pipeledger.transform.fingerprint import with_row_hash
+from pipeledger.warehouse.session import Session, Warehouse
+from pipeledger.warehouse.stage import create_schema, create_stage, drop_stage
 from pipeledger.watermark import (
     CursorValue,
     WatermarkTracker,
     Window,
     arrow_filter,
-    from_text,
     incremental_window,
     to_text,
 )
@@ -72,62 +65,74 @@ log = logging.getLogger("pipeledger.load")
 ProgressCallback = Callable[[str, int], None]
 
 
-class LoadObserver(Protocol):
-    """Sees a load from outside: the run ledger implements this."""
+@dataclass(frozen=True)
+class LoadRequest:
+    """What one load is asked to do."""
 
-    def publishing(self, session: Session, result: LoadResult, shape: Shape | None) -> None:
-        """Called inside the load's transaction, after merge and watermark, before COMMIT."""
-        ...
-
-    def failed(self, steps: Sequence[StepResult], error: BaseException) -> None:
-        """Called after a failed load rolled back, with the steps as far as they got."""
-        ...
-
-
-def read_watermarks(session: Session, pipeline: str) -> dict[str, CursorValue]:
-    rows = session.query(sql.read_state(session.dialect), [pipeline])
-    return {str(part): from_text(str(mark)) for part, mark, _ in rows}
+    pipeline: str
+    mode: Mode = "incremental"
+    window: Window | None = None  # a backfill's range; incremental runs plan their own
+    full_compare: bool = False  # backfill: stage every row, even those the target holds
+    history: Sequence[int] | None = None  # rows read by recent runs (a learned row count)
 
 
 @dataclass
-class _Run:
-    name: str
-    pipeline: PipelineConfig
+class Load:
+    """One load of one pipeline, run by :meth:`execute` inside the caller's transaction;
+    the scaffold (:mod:`pipeledger.run`) opens it, records the load and commits."""
+
+    request: LoadRequest
     config: Config
-    mode: Mode
-    window: Window | None
-    on_progress: ProgressCallback | None
-    run_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    warehouse: Warehouse  # opens short transactions beside the load's (schema, upgrades)
+    run_id: str
+    on_progress: ProgressCallback | None = None
     clock: StepClock = field(default_factory=StepClock)
-    bytes_read: int = 0
+    began: float = field(default_factory=time.monotonic)
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
-    before: dict[str, CursorValue] = field(default_factory=dict)
+    bytes_read: int = 0
+    before: dict[str, CursorValue] | None = None  # None: not read yet
     after: dict[str, CursorValue] = field(default_factory=dict)
+    window: Window | None = None
     shape: Shape | None = None
     new_target: bool = False
     rows_read: int = 0
     counts: MergeCounts = field(default_factory=MergeCounts)
-    history: Sequence[int] | None = None
     drift: Drift | None = None
     report: GateReport | None = None
     part_schemas: list[pa.Schema] = field(default_factory=list)
     tracker: WatermarkTracker | None = None
     promotable: bool = False  # staged into a table that becomes the new target
-    full_compare: bool = False  # backfill: stage every row, even those the target holds
     guard: Guard | None = None  # the existing target's fingerprints (load.guard)
-    sessions: Sessions | None = None  # opens other transactions (a target's upgrade)
     known: KnownRows | None = None  # backfill: what the target already holds
     restaged: int = 0  # rows the shortcut skipped that the merge needed after all
+    target: TableName = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.target = self.pipeline.target_name
+        self.window = self.request.window
+
+    @property
+    def name(self) -> str:
+        return self.request.pipeline
+
+    @property
+    def pipeline(self) -> PipelineConfig:
+        return self.config.pipeline(self.request.pipeline)
+
+    @property
+    def mode(self) -> Mode:
+        return self.request.mode
 
     @property
     def rows_staged(self) -> int:
         return self.rows_read - (self.known.skipped if self.known else 0)
 
-    def execute(self, session: Session) -> None:
+    def execute(self, session: Session) -> LoadResult:
+        """The whole load in ``session``'s transaction; the caller commits."""
         session.lock_pipeline(self.name)
         self.before = read_watermarks(session, self.name)
         self.after = dict(self.before)
-        columns = session.table_columns(self.pipeline.target_name)
+        columns = session.table_columns(self.target)
         self.shape = self._existing_shape(columns)
         if columns is not None:
             self.guard = self._guard(session, columns)
@@ -140,12 +145,14 @@ class _Run:
         if self.rows_staged and self.shape is not None:
             with self.clock.measure("load"):
                 self._publish(session, self.shape, tracker)
+        self.clock.finish("quality", "load")
         if self.known is not None:
             unchanged, superseded = self.known.counts(self.restaged)
             c = self.counts
             self.counts = replace(
                 c, unchanged=c.unchanged + unchanged, superseded=c.superseded + superseded
             )
+        return self.result()
 
     def _existing_shape(self, rows: list[tuple[str, str]] | None) -> Shape | None:
         if rows is None:
@@ -158,12 +165,12 @@ class _Run:
     def _guard(self, session: Session, columns: list[tuple[str, str]]) -> Guard:
         """What the existing target offers the backfill shortcut; a target that lacks the
         fingerprint column or a valid guard is upgraded first (not by a dry run)."""
-        target = self.pipeline.target_name
+        target = self.target
         guard = read_guard(session, target, columns)
         if not guard.complete and self.mode != "check" and may_upgrade(session, target):
-            if session.dialect.name == "postgres" and self.sessions is not None:
-                upgrade_target(self.sessions, target)  # short transactions of their own
-            else:  # SQLite: this transaction holds the database's write lock
+            if session.dialect.concurrent_transactions:
+                upgrade_target(self.warehouse.session, target)  # short transactions of its own
+            else:  # this transaction holds the database's write lock
                 upgrade_target(lambda: nullcontext(session), target)
             guard = read_guard(session, target)
         return guard
@@ -194,8 +201,8 @@ class _Run:
         if first is None or self.shape is None:
             return
         with self.clock.measure("load"):
-            self.promotable = self.new_target and session.dialect.name == "postgres"
-            _start_stage(session, self.shape, self, self.promotable)
+            self.promotable = self.new_target and session.dialect.promotes_stage
+            self._start_stage(session, self.shape)
             session.stage(itertools.chain([first], batches))
 
     def _conformed(
@@ -208,6 +215,7 @@ class _Run:
                 item = next(items, None)
                 self.bytes_read = source.bytes_read
             if item is None:
+                self.clock.finish("extract", "transform")
                 return
             if item.batch.num_rows == 0:
                 continue
@@ -219,14 +227,10 @@ class _Run:
                 self.on_progress(self.name, self.rows_read)
             if self.known is not None:
                 batch = self.known.unseen(batch)
-            staged, read = self.rows_staged, self.rows_read
             log.info(
                 "pipeline %s run %s: staged %d of %d rows read",
-                self.name,
-                self.run_id,
-                staged,
-                read,
-            )
+                self.name, self.run_id, self.rows_staged, self.rows_read,
+            )  # fmt: skip
             if batch.num_rows:
                 yield batch
 
@@ -235,13 +239,13 @@ class _Run:
         p = self.pipeline
         if self.mode != "backfill" or self.shape is None or self.new_target:
             return None
-        if self.full_compare or not self.fingerprinted or p.checks is not None:
+        if self.request.full_compare or not self.fingerprinted or p.checks is not None:
             return None
         before = self.guard
         if before is None or before.since is None:
             return None
-        known = KnownRows.fetch(session, p.target_name, p.cursor, window, before.since)
-        if read_guard(session, p.target_name) != before:  # its trigger changed meanwhile
+        known = KnownRows.fetch(session, self.target, p.cursor, window, before.since)
+        if read_guard(session, self.target) != before:  # its trigger changed meanwhile
             return None
         return known
 
@@ -271,12 +275,11 @@ class _Run:
     def _resolve_drift(
         self, session: Session, schemas: list[pa.Schema], shape: Shape, checks: ChecksConfig
     ) -> Drift:
-        typed = not isinstance(self.pipeline.source, CsvSource)
-        drift = detect_all(schemas, shape, typed)
+        drift = detect_all(schemas, shape, self._typed_source)
         if drift.added and checks.schema_drift == "evolve" and not drift.retyped:
             if not self.new_target:  # a new target is created with every column anyway
                 for column in drift.added:
-                    statement = sql.add_column(session.dialect, self.pipeline.target_name, column)
+                    statement = sql.add_column(session.dialect, self.target, column)
                     session.execute(statement)
             self.shape = evolved(shape, drift)
         return drift
@@ -291,7 +294,7 @@ class _Run:
     def _merge_spec(self, shape: Shape) -> sql.MergeSpec:
         p = self.pipeline
         return sql.MergeSpec(
-            p.target_name, shape.columns, tuple(p.key), p.cursor, p.on_conflict, self.fingerprinted
+            self.target, shape.columns, tuple(p.key), p.cursor, p.on_conflict, self.fingerprinted
         )
 
     def _publish(self, session: Session, shape: Shape, tracker: WatermarkTracker) -> None:
@@ -302,7 +305,7 @@ class _Run:
                 self.restaged = self.known.restage_versions(session, spec)
             self.counts = self._merge(session, spec, self.rows_staged + self.restaged)
             return self._after_merge(session, shape, tracker)
-        gate = self._gate_spec(shape, checks, session.dialect.name == "postgres")
+        gate = self._gate_spec(shape, checks, session.dialect.deferred_primary_key)
         with self.clock.measure("quality"):
             self.report = run_gate(session, gate)
         kept = self.rows_staged - self.report.quarantined_rows
@@ -334,68 +337,135 @@ class _Run:
 
     def _after_merge(self, session: Session, shape: Shape, tracker: WatermarkTracker) -> None:
         if self.new_target:
-            guard_new_target(session, self.pipeline.target_name, self.started_at)
+            guard_new_target(session, self.target, self.started_at)
         if self.mode == "incremental":
             self._advance(session, shape, tracker)
 
-    def _gate_spec(self, shape: Shape, checks: ChecksConfig, postgres: bool) -> GateSpec:
+    def _gate_spec(self, shape: Shape, checks: ChecksConfig, keyed_later: bool) -> GateSpec:
+        """``keyed_later``: a new target gets its primary key after the insert, which
+        proves the keys unique (the gate then checks them only if that fails)."""
         drift = self.drift.changes() if self.drift else {}
-        target, proven = self.pipeline.target_name, self.new_target and postgres
-        return GateSpec(self.name, self.run_id, target, shape, checks, self.history, drift, proven)
+        history, proven = self.request.history, self.new_target and keyed_later
+        return GateSpec(self.name, self.run_id, self.target, shape, checks, history, drift, proven)
 
     def _advance(self, session: Session, shape: Shape, tracker: WatermarkTracker) -> None:
-        moved = tracker.advanced(self.before)
+        moved = tracker.advanced(self.before or {})
         now = datetime.now(UTC)
         for partition, value in sorted(moved.items()):
-            session.execute(
-                sql.write_state(session.dialect),
-                [
-                    self.name,
-                    partition,
-                    shape.cursor,
-                    shape.cursor_type,
-                    to_text(value),
-                    self.run_id,
-                    now,
-                ],
-            )
+            params = [self.name, partition, shape.cursor, shape.cursor_type, to_text(value),
+                      self.run_id, now]  # fmt: skip
+            session.execute(write_state(session.dialect), params)
         self.after.update(moved)
 
-    def steps(self) -> list[StepResult]:
+    @property
+    def _typed_source(self) -> bool:
+        """The source's own column types are meaningful (not CSV text, not SQLite's types
+        that follow each value): a change of type there is drift."""
+        source = self.pipeline.source
+        if isinstance(source, SqlSource):
+            return not source.url.lower().startswith("sqlite")
+        return isinstance(source, ParquetSource)
+
+    def _start_stage(self, session: Session, shape: Shape) -> None:
+        d = session.dialect
+        columns = [*shape.columns, sql.ROW_HASH]
+        if not self.promotable:
+            for statement in [*drop_stage(d), create_stage(d, columns)]:
+                session.execute(statement)
+            return
+        self.target = _qualified(session, self.target)
+        ensure_schema(self.warehouse, self.target)
+        for statement in sql.create_promotable_stage(self.run_id, columns, shape.cursor):
+            session.execute(statement)
+
+    def steps(self, failed: bool = False) -> list[StepResult]:
         written = self.counts.inserted + self.counts.updated
         rejected = self.report.quarantined_rows if self.report else 0
         rows = {  # a backfill's skipped rows are the load's business (load.known)
             "extract": (None, self.rows_read),
             "transform": (self.rows_read, self.rows_read),
             "quality": (self.rows_read, self.rows_read - rejected),
-            "load": (self.rows_read - rejected, written),
+            "load": (self.rows_read - rejected, 0 if failed else written),
         }
         return self.clock.results(rows, self.bytes_read, {"quality": rejected})
 
-    def result(self, duration: float, error: str | None = None) -> LoadResult:
-        failed = error is not None
+    def result(self) -> LoadResult:
+        """What the load did, when it has done it (before COMMIT)."""
         return LoadResult(
             pipeline=self.name,
             run_id=self.run_id,
             mode=self.mode,
-            status="failed" if failed else self._status(),
+            status=self._status(),
             target=self.pipeline.target,
             started_at=self.started_at,
-            duration_s=duration,
-            rows_read=0 if failed else self.rows_read,
-            rows_staged=0 if failed else self.rows_staged,
-            counts=MergeCounts() if failed else self.counts,
-            watermark_before=_texts(self.before),
-            watermark_after=_texts(self.before if failed else self.after),
+            duration_s=time.monotonic() - self.began,
+            rows_read=self.rows_read,
+            rows_staged=self.rows_staged,
+            counts=self.counts,
+            watermark_before=_texts(self.before or {}),
+            watermark_after=_texts(self.after),
             partitioned=self.pipeline.partition_by is not None,
-            error=error,
             steps=tuple(self.steps()),
             bytes_read=self.bytes_read,
-            target_created=self.new_target and not failed,
+            target_created=self.new_target,
             window=_window_texts(self.window),
-            quality=None if failed else self.report,
-            staged_max_cursor=None if failed else self._staged_max(),
+            quality=self.report,
+            staged_max_cursor=self._staged_max(),
+            covered=self._covered(),
         )
+
+    def failure(self, error: str) -> LoadResult:
+        """What the load had done when it failed: nothing was written, but it read rows
+        (the ledger records how far it got)."""
+        return LoadResult(
+            pipeline=self.name,
+            run_id=self.run_id,
+            mode=self.mode,
+            status="failed",
+            target=self.pipeline.target,
+            started_at=self.started_at,
+            duration_s=time.monotonic() - self.began,
+            rows_read=self.rows_read,
+            watermark_before=_texts(self.before or {}),
+            watermark_after=_texts(self.before or {}),
+            partitioned=self.pipeline.partition_by is not None,
+            error=error,
+            steps=tuple(self.steps(failed=True)),
+            bytes_read=self.bytes_read,
+            window=_window_texts(self.window),
+        )
+
+    def consequence(self) -> str:
+        """What a failure left behind, in words: nothing written, the watermark where it is."""
+        marks = self.before if self.before is not None else _watermarks_now(self)
+        if marks is None:
+            where = "where it was (it could not be read)"
+        elif not marks:
+            where = "unset (no run has committed yet)"
+        elif self.pipeline.partition_by is None:
+            where = to_text(marks[""])
+        else:
+            where = ", ".join(f"{k}={v}" for k, v in _texts(marks).items())
+        return (
+            f"pipeline {self.name} (run {self.run_id}): nothing was written; "
+            f"the watermark stays at {where}"
+        )
+
+    def _covered(self) -> tuple[datetime, datetime] | None:
+        """The stretch of the cursor this run covered, for the ledger's data interval: from
+        its window's lower bound (or the least cursor it read) to the greatest cursor
+        staged or already covered (time cursors only)."""
+        tracker, window = self.tracker, self.window
+        if tracker is None or window is None:
+            return None
+        if self.mode == "backfill":
+            start, end = window.lower, window.upper
+        else:
+            lows = [*window.partition_lower.values()] or ([window.lower] if window.lower else [])
+            start = min(lows) if lows else tracker.least
+            marks = [*self.after.values()]
+            end = max(marks) if marks else None
+        return _instants(start, end)
 
     def _staged_max(self) -> str | None:
         """The greatest cursor among the rows this run published or left as they were; None
@@ -412,6 +482,61 @@ class _Run:
         return "success"
 
 
+def _instants(
+    start: CursorValue | None, end: CursorValue | None
+) -> tuple[datetime, datetime] | None:
+    """Two cursor values as UTC instants (dates at midnight); None for integer cursors."""
+    if not isinstance(start, date) or not isinstance(end, date):
+        return None
+    return _instant(start), _instant(end)
+
+
+def _instant(value: date) -> datetime:
+    if not isinstance(value, datetime):
+        return datetime(value.year, value.month, value.day, tzinfo=UTC)
+    return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _watermarks_now(load: Load) -> dict[str, CursorValue] | None:
+    """The watermarks as committed, read apart from the failed transaction (which may not
+    have got as far as reading them, e.g. when another run held the lock)."""
+    try:
+        with load.warehouse.session(write=False) as session:
+            if session.table_columns(STATE_TABLE) is None:
+                return {}
+            return read_watermarks(session, load.name)
+    except Exception:  # the failure may be this very database being unreachable
+        return None
+
+
+def _qualified(session: Session, target: TableName) -> TableName:
+    """``target`` with the schema an unqualified CREATE TABLE would put it in."""
+    if target.schema is not None:
+        return target
+    rows = session.query("SELECT current_schema()")
+    return TableName(str(rows[0][0] or "public"), target.table)
+
+
+_SCHEMA_RACE = (WarehouseError.UNIQUE_VIOLATION, WarehouseError.DUPLICATE_SCHEMA)
+
+
+def ensure_schema(warehouse: Warehouse, target: TableName) -> None:
+    """Create the target's schema in a short transaction of its own, before the load
+    stages: inside the long load transaction, two first loads into one new schema would
+    race, and one would fail on the catalog's unique index."""
+    statement = create_schema(warehouse.dialect, target)
+    if statement is None:
+        return
+    for _ in range(2):  # a concurrent creator may win the race once; then it exists
+        try:
+            with warehouse.session() as session:
+                session.execute(statement)
+            return
+        except WarehouseError as exc:
+            if exc.sqlstate not in _SCHEMA_RACE:
+                raise
+
+
 def _window_texts(window: Window | None) -> tuple[str | None, str | None]:
     if window is None:
         return (None, None)
@@ -422,197 +547,3 @@ def _window_texts(window: Window | None) -> tuple[str | None, str | None]:
 
 def _texts(marks: dict[str, CursorValue]) -> dict[str, str]:
     return {part: to_text(value) for part, value in sorted(marks.items())}
-
-
-def _start_stage(session: Session, shape: Shape, run: _Run, promotable: bool) -> None:
-    d = session.dialect
-    columns = [*shape.columns, sql.ROW_HASH]
-    if promotable:
-        schema = sql.create_schema(d, run.pipeline.target_name)
-        if schema:
-            session.execute(schema)
-        target = run.pipeline.target_name
-        for statement in sql.create_promotable_stage(target, columns, shape.cursor):
-            session.execute(statement)
-        return
-    if d.name == "sqlite":
-        for statement in sql.drop_stage(d):
-            session.execute(statement)
-    session.execute(sql.create_stage(d, columns))
-
-
-def first_load(
-    session: Session,
-    spec: sql.MergeSpec,
-    staged: int,
-    run_id: str,
-    loaded_at: datetime,
-    resolve_duplicates: bool = True,
-    promotable: bool = False,
-) -> MergeCounts:
-    """Create the target and fill it with a plain insert; if the staged rows repeat a key,
-    fall back to the full merge (or, with ``resolve_duplicates=False``, raise the unique
-    violation). PostgreSQL builds the primary key after the insert; a promotable stage
-    simply becomes the target."""
-    d = session.dialect
-    if promotable:
-        try:
-            with session.savepoint():
-                for statement in sql.promote_stage(spec, run_id, loaded_at):
-                    session.execute(statement)
-            return MergeCounts(inserted=staged)
-        except WarehouseError as exc:
-            if exc.sqlstate != WarehouseError.UNIQUE_VIOLATION or not resolve_duplicates:
-                raise
-        counts = first_load(session, spec, staged, run_id, loaded_at)
-        session.execute(f"DROP TABLE {d.stage()}")
-        return counts
-    deferred_key = d.name == "postgres"
-    schema = sql.create_schema(d, spec.target)
-    if schema:
-        session.execute(schema)
-    session.execute(sql.create_target(d, spec, primary_key=not deferred_key))
-    try:
-        with session.savepoint():
-            inserted = session.execute(sql.insert_new(d, spec, d.stage()), [run_id, loaded_at])
-            if deferred_key:
-                session.execute(sql.add_primary_key(d, spec))
-        return MergeCounts(inserted=inserted)
-    except WarehouseError as exc:
-        if exc.sqlstate != WarehouseError.UNIQUE_VIOLATION or not resolve_duplicates:
-            raise
-    if deferred_key:
-        session.execute(sql.add_primary_key(d, spec))
-    return merge_staged(session, spec, staged, run_id, loaded_at)
-
-
-def merge_staged(
-    session: Session, spec: sql.MergeSpec, staged: int, run_id: str, loaded_at: datetime
-) -> MergeCounts:
-    """Merge the staged rows into the target under ``spec.policy`` and count what happened."""
-    source, unique = _unique_source(session, spec, staged)
-    if spec.policy == "error":
-        _refuse_conflicts(session, spec, source)
-    return _upsert(session, spec, source, staged, unique, run_id, loaded_at)
-
-
-def _unique_source(session: Session, spec: sql.MergeSpec, staged: int) -> tuple[str, int]:
-    """The staged rows with one row per key: the staging table itself when its keys are
-    already unique (the usual case), else a deduplicated copy (greatest cursor wins)."""
-    d = session.dialect
-    if d.name == "postgres":
-        try:
-            with session.savepoint():
-                session.execute(sql.unique_key_index(d, spec.key))
-            return d.stage(), staged
-        except WarehouseError as exc:
-            if exc.sqlstate != WarehouseError.UNIQUE_VIOLATION:
-                raise
-    elif not session.query(sql.duplicate_keys(d, spec)):
-        return d.stage(), staged
-    if spec.policy == "error":
-        _refuse(spec, session.query(sql.conflicting_duplicates(d, spec)), "in this run")
-    session.execute(sql.dedupe_stage(d, spec))
-    source = d.stage_unique()
-    if d.name == "postgres":
-        session.execute(sql.unique_key_index(d, spec.key, source))
-    return source, int(session.query(f"SELECT count(*) FROM {source}")[0][0])
-
-
-def _upsert(
-    session: Session,
-    spec: sql.MergeSpec,
-    source: str,
-    staged: int,
-    unique: int,
-    run_id: str,
-    loaded_at: datetime,
-) -> MergeCounts:
-    d = session.dialect
-    if d.name == "postgres":
-        for setting in sql.MERGE_PLANNER_SETTINGS:
-            session.execute(setting)
-        inserted, updated = session.query(sql.merge(d, spec, source), [run_id, loaded_at])[0]
-        for setting in sql.MERGE_PLANNER_RESET:
-            session.execute(setting)
-    else:
-        inserted = int(session.query(sql.count_new_keys(d, spec, source))[0][0])
-        updated = session.execute(sql.merge(d, spec, source), [run_id, loaded_at]) - inserted
-    return MergeCounts(
-        inserted=int(inserted),
-        updated=int(updated),
-        unchanged=unique - int(inserted) - int(updated),
-        superseded=staged - unique,
-    )
-
-
-def _refuse_conflicts(session: Session, spec: sql.MergeSpec, source: str) -> None:
-    rows = session.query(sql.conflicting_rows(session.dialect, spec, source))
-    _refuse(spec, rows, "than the target holds")
-
-
-def _refuse(spec: sql.MergeSpec, rows: list[tuple[object, ...]], versus: str) -> None:
-    if not rows:
-        return
-    total = int(str(rows[0][-1]))
-    keys = ", ".join(_key_text(spec.key, row[:-1]) for row in rows)
-    raise ConflictError(
-        f"target {spec.target}: {total} key(s) arrived with different content {versus} "
-        f"under on_conflict = 'error' (e.g. {keys})"
-    )
-
-
-def _key_text(names: Sequence[str], values: Sequence[object]) -> str:
-    return "(" + ", ".join(f"{n}={v!r}" for n, v in zip(names, values, strict=True)) + ")"
-
-
-def load_pipeline(
-    name: str,
-    config: Config,
-    warehouse: Warehouse,
-    *,
-    mode: Mode = "incremental",
-    window: Window | None = None,
-    on_progress: ProgressCallback | None = None,
-    observer: LoadObserver | None = None,
-    run_id: str | None = None,
-    history: Sequence[int] | None = None,
-    full_compare: bool = False,
-) -> LoadResult:
-    """Run one pipeline once. On failure nothing is written and the error is re-raised
-    unchanged, with a note saying what happened to the target and the watermark."""
-    run = _Run(name, config.pipeline(name), config, mode, window, on_progress)
-    run.run_id = run_id or run.run_id
-    run.history = history
-    run.full_compare = full_compare
-    run.sessions = warehouse.session
-    clock = time.monotonic()
-    try:
-        migrate_database(warehouse, "state")
-        with warehouse.session() as session:
-            run.execute(session)
-            result = run.result(time.monotonic() - clock)
-            if observer is not None:
-                observer.publishing(session, result, run.shape)
-            if mode == "check":
-                session.mark_rollback()
-    except Exception as exc:
-        exc.add_note(_consequence(run))
-        if observer is not None:
-            observer.failed(run.steps(), exc)
-        raise
-    return run.result(time.monotonic() - clock)
-
-
-def _consequence(run: _Run) -> str:
-    marks = _texts(run.before)
-    if not marks:
-        where = "unset (no run has committed yet)"
-    elif run.pipeline.partition_by is None:
-        where = marks[""]
-    else:
-        where = ", ".join(f"{k}={v}" for k, v in marks.items())
-    return (
-        f"pipeline {run.name} (run {run.run_id}): nothing was written; "
-        f"the watermark stays at {where}"
-    )

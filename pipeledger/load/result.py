@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
 Mode = Literal["incremental", "backfill", "check"]
 Status = Literal["success", "partial", "failed"]
+StepStatus = Literal["success", "failed", "interrupted"]
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class StepResult:
     rows_out: int | None = None
     rows_rejected: int | None = None
     bytes: int | None = None
-    status: Literal["success", "failed"] = "success"
+    status: StepStatus = "success"
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,16 @@ class LoadResult:
     window: tuple[str | None, str | None] = (None, None)
     quality: Any = None  # a GateReport when the pipeline has checks
     staged_max_cursor: str | None = None  # known without a query when nothing was held back
+    covered: tuple[datetime, datetime] | None = None  # the cursor's stretch, as instants
+    ledger_error: str | None = None  # committed, but the ledger could not record it
+
+    @property
+    def exit_code(self) -> int:
+        """0, or 5 when the rows committed but the ledger could not record the run."""
+        return 5 if self.ledger_error else 0
+
+    def with_ledger_error(self, message: str) -> LoadResult:
+        return replace(self, ledger_error=message)
 
     def watermark(self, which: dict[str, str]) -> str | dict[str, str] | None:
         """One text value for an unpartitioned pipeline, a mapping for a partitioned one."""
@@ -87,6 +98,7 @@ class LoadResult:
             "started_at": self.started_at.isoformat(),
             "duration_s": round(self.duration_s, 3),
             "error": self.error,
+            "ledger_error": self.ledger_error,
             "rows_rejected": self.quality.quarantined_rows if self.quality else 0,
             "quality": self.quality.to_json() if self.quality else None,
         }

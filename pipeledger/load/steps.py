@@ -1,5 +1,10 @@
 """Timing the steps of a load. Extract, transform and staging interleave batch by batch,
-so each step accumulates the time spent in it; a step's result is an immutable value."""
+so each step accumulates the time spent in it; a step's result is an immutable value.
+
+A step is ``success`` once it has done all its work (:meth:`StepClock.finish`), ``failed``
+if the run failed inside it, and ``interrupted`` if it had started but not finished when
+the run failed elsewhere (its work rolled back with the run). A step that never started
+is not reported."""
 
 from __future__ import annotations
 
@@ -8,9 +13,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Literal
 
-from pipeledger.load.result import StepResult
+from pipeledger.load.result import StepResult, StepStatus
 
 STEPS = ("extract", "transform", "quality", "load")
 
@@ -29,6 +33,11 @@ class StepClock:
     steps: dict[str, _Step] = field(default_factory=lambda: {name: _Step() for name in STEPS})
     active: list[str] = field(default_factory=list)
     failed: str | None = None
+    done: set[str] = field(default_factory=set)
+
+    def finish(self, *names: str) -> None:
+        """These steps have done all their work."""
+        self.done.update(name for name in names if self.steps[name].started_at is not None)
 
     @contextmanager
     def measure(self, name: str) -> Iterator[None]:
@@ -60,7 +69,7 @@ class StepClock:
             if step.started_at is None:
                 continue
             rows_in, rows_out = rows.get(name, (None, None))
-            status: Literal["success", "failed"] = "failed" if self.failed == name else "success"
+            status = self._status(name)
             out.append(
                 StepResult(
                     name=name,
@@ -75,3 +84,8 @@ class StepClock:
                 )
             )
         return out
+
+    def _status(self, name: str) -> StepStatus:
+        if self.failed == name:
+            return "failed"
+        return "success" if name in self.done else "interrupted"

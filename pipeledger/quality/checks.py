@@ -13,9 +13,9 @@ from typing import Any
 
 from pipeledger.config import ChecksConfig
 from pipeledger.errors import SchemaError
-from pipeledger.load.sql import Dialect, quote
 from pipeledger.schema import TableName
 from pipeledger.transform.conform import Shape
+from pipeledger.warehouse.dialect import Dialect, quote
 
 QUARANTINE_SUFFIX = "_quarantine"
 
@@ -42,11 +42,9 @@ def _empty(shape: Shape, name: str) -> str:
 
 
 def _number(d: Dialect, shape: Shape, name: str) -> str:
-    """The column as a number: SQLite keeps exact decimals as text, which compares as text."""
+    """The column as something that compares as a number (SQLite keeps decimals as text)."""
     sql_type = next((c.sql_type for c in shape.columns if c.name == name), "")
-    if d.name == "sqlite" and sql_type.startswith("numeric"):
-        return f"CAST({_col(name)} AS REAL)"
-    return _col(name)
+    return d.as_number(_col(name), sql_type)
 
 
 def row_checks(d: Dialect, checks: ChecksConfig, shape: Shape) -> list[RowCheck]:
@@ -120,10 +118,7 @@ def _text(shape: Shape, name: str) -> str:
 def _matches(d: Dialect, checks: ChecksConfig, shape: Shape, warn: bool) -> list[RowCheck]:
     out = []
     for name, pattern in checks.matches.items():
-        if d.name == "postgres":
-            predicate = f"NOT ({_text(shape, name)} ~ {d.param})"
-        else:
-            predicate = f"NOT regexp({d.param}, {_text(shape, name)})"
+        predicate = d.regex_mismatch(_text(shape, name))
         out.append(RowCheck(f"matches:{name}", "matches", predicate, (pattern,),
                             f"matching {pattern}", warn))  # fmt: skip
     return out
@@ -134,10 +129,7 @@ def count_failures(d: Dialect, checks: Sequence[RowCheck]) -> tuple[str, list[An
     parts: list[str] = ["count(*)"]
     params: list[Any] = []
     for check in checks:
-        if d.name == "postgres":
-            parts.append(f"count(*) FILTER (WHERE {check.predicate})")
-        else:
-            parts.append(f"coalesce(sum(CASE WHEN {check.predicate} THEN 1 ELSE 0 END), 0)")
+        parts.append(d.count_where(check.predicate))
         params.extend(check.params)
     return f"SELECT {', '.join(parts)} FROM {d.stage()} AS s", params
 
@@ -159,7 +151,7 @@ def quarantine_table(target: TableName) -> TableName:
 
 
 def create_quarantine(d: Dialect, target: TableName) -> str:
-    js = "jsonb" if d.name == "postgres" else "text"
+    js = d.json_type
     return (
         f"CREATE TABLE IF NOT EXISTS {d.table(quarantine_table(target))} ("
         "quarantine_id text PRIMARY KEY, run_id text NOT NULL, pipeline text NOT NULL, "
@@ -169,12 +161,8 @@ def create_quarantine(d: Dialect, target: TableName) -> str:
     )
 
 
-def _row_json(d: Dialect, shape: Shape, names: Sequence[str]) -> str:
-    if d.name == "postgres":
-        pairs = ", ".join(f"'{n}', {_col(n)}" for n in names)
-        return f"jsonb_build_object({pairs})"
-    pairs = ", ".join(f"'{n}', {_col(n)}" for n in names)
-    return f"json_object({pairs})"
+def _row_json(d: Dialect, names: Sequence[str]) -> str:
+    return d.json_object([(n, _col(n)) for n in names])
 
 
 def quarantine_rows(
@@ -183,14 +171,14 @@ def quarantine_rows(
     """Copy the staged rows failing ``check`` into the quarantine table, once each: the id
     is a hash of the check and the row, so a re-run of the same input adds nothing."""
     p = d.param
-    row = _row_json(d, shape, [c.name for c in shape.columns])
-    keys = _row_json(d, shape, list(shape.key))
+    row = _row_json(d, [c.name for c in shape.columns])
+    keys = _row_json(d, list(shape.key))
     failing = (
         f"SELECT md5({p} || CAST({row} AS text)) AS id, {keys} AS key_values, {row} AS row_data "
         f"FROM {d.stage()} AS s WHERE {predicate}"
     )
-    # identical staged rows share an id: PostgreSQL must see each id once per statement
-    distinct = "DISTINCT ON (f.id) " if d.name == "postgres" else ""
+    # identical staged rows share an id: an upsert may meet each id once per statement
+    distinct = d.distinct_on("f.id")
     return (
         f"INSERT INTO {d.table(quarantine_table(target))} (quarantine_id, run_id, pipeline, "
         "check_name, reason, key_values, row_data, quarantined_at, last_checked_run) "
@@ -206,7 +194,7 @@ def delete_failing(d: Dialect, predicates: Sequence[str]) -> str:
     """Remove the failing rows from staging. The rows are chosen before any is deleted
     (SQLite would otherwise re-evaluate the duplicate-key subquery as rows disappear)."""
     where = " OR ".join(f"({p})" for p in predicates)
-    if d.name == "sqlite":
-        chosen = f"SELECT rowid FROM {d.stage()} AS s WHERE {where}"
-        return f"DELETE FROM {d.stage()} WHERE rowid IN ({chosen})"
-    return f"DELETE FROM {d.stage()} AS s WHERE {where}"
+    if d.statement_snapshot:
+        return f"DELETE FROM {d.stage()} AS s WHERE {where}"
+    chosen = f"SELECT rowid FROM {d.stage()} AS s WHERE {where}"
+    return f"DELETE FROM {d.stage()} WHERE rowid IN ({chosen})"

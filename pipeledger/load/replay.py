@@ -1,8 +1,6 @@
-"""Quarantine: list the rows the quality gate set aside, and replay them through today's config.
-
-Under ``on_fail = "quarantine"`` the gate copies each failing row to ``<target>_quarantine``,
-one entry per (check, row). :func:`quarantined` lists the entries; :func:`replay` pushes the
-unresolved ones (of one run, optionally) through today's column types and checks again::
+"""Quarantine replay: the unresolved entries of ``<target>_quarantine`` (of one run,
+optionally) go through today's column types and checks again, and the rows that pass are
+published (a kind of run of its own: :mod:`pipeledger.run.replays` records it)::
 
     BEGIN
       lock the pipeline
@@ -31,143 +29,31 @@ replay publishes exactly the rows that pass and leaves the others where they are
 from __future__ import annotations
 
 import json
-import time
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
 
-from pipeledger import runner
-from pipeledger.adapters import open_warehouse
-from pipeledger.adapters.base import Session
 from pipeledger.config import ChecksConfig, Config, PipelineConfig
-from pipeledger.errors import ConfigError, SchemaError
+from pipeledger.errors import SchemaError
 from pipeledger.extract.base import SourceBatch
-from pipeledger.ledger.api import Run
-from pipeledger.ledger.model import RunStatus, TriggerType
-from pipeledger.ledger.recorder import Written, take_snapshot, watermark_text
-from pipeledger.ledger.schema import migrate_database
 from pipeledger.load import sql
-from pipeledger.load.loader import merge_staged, read_watermarks
+from pipeledger.load.merge import merge_staged
 from pipeledger.load.result import MergeCounts
 from pipeledger.quality import checks as q
 from pipeledger.quality.gate import GateSpec, evaluate
+from pipeledger.quality.quarantine import QuarantineEntry, read_entries
 from pipeledger.schema import ROW_HASH_COLUMN, Column, TableName
 from pipeledger.transform.conform import Shape, conform, shape_from_table
 from pipeledger.transform.fingerprint import with_row_hash
-from pipeledger.watermark import to_text
+from pipeledger.warehouse.dialect import Dialect, quote
+from pipeledger.warehouse.session import Session
+from pipeledger.warehouse.stage import create_stage, drop_stage
 
 ROW_ID = "_pipeledger_quarantine_id"
-MIN_RUN_PREFIX = 8
 _CHUNK = 500  # ids per IN (...) list: well under SQLite's bound-parameter limit
-
-
-# -- what is set aside ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class QuarantineEntry:
-    """One row set aside by one check. ``reason`` is the latest verdict on the row (today's
-    failing checks after a replay); ``check`` is the check that set it aside."""
-
-    quarantine_id: str
-    run_id: str
-    pipeline: str
-    check: str
-    reason: str
-    key_values: dict[str, Any]
-    row: dict[str, Any]
-    quarantined_at: str
-    resolved_at: str | None
-    resolved_by_run: str | None
-    last_checked_run: str | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "quarantine_id": self.quarantine_id,
-            "run_id": self.run_id,
-            "pipeline": self.pipeline,
-            "check": self.check,
-            "reason": self.reason,
-            "key_values": self.key_values,
-            "row": self.row,
-            "quarantined_at": self.quarantined_at,
-            "resolved_at": self.resolved_at,
-            "resolved_by_run": self.resolved_by_run,
-            "last_checked_run": self.last_checked_run,
-        }
-
-
-def select_entries(d: sql.Dialect, target: TableName, *, resolved: bool, run: str | None) -> str:
-    """The pipeline's entries, oldest first (parameters: pipeline, then the run prefix)."""
-    where = [f"pipeline = {d.param}"]
-    if not resolved:
-        where.append("resolved_at IS NULL")
-    if run is not None:
-        where.append(f"substr(run_id, 1, {len(run):d}) = {d.param}")
-    return (
-        "SELECT quarantine_id, run_id, pipeline, check_name, reason, CAST(key_values AS text), "
-        "CAST(row_data AS text), quarantined_at, resolved_at, resolved_by_run, last_checked_run "
-        f"FROM {d.table(q.quarantine_table(target))} WHERE {' AND '.join(where)} "
-        "ORDER BY quarantined_at, quarantine_id"
-    )
-
-
-def _json(text: object) -> dict[str, Any]:
-    """JSON as stored; decimals stay exact (PostgreSQL keeps numeric values as numbers)."""
-    value: dict[str, Any] = json.loads(str(text), parse_float=Decimal) if text else {}
-    return value
-
-
-def _time(value: object) -> str | None:
-    if value is None:
-        return None
-    return value.isoformat() if isinstance(value, datetime) else str(value)
-
-
-def _entry(row: Sequence[Any]) -> QuarantineEntry:
-    qid, run_id, pipeline, check, reason, keys, data, at, resolved, by, checked = row
-    return QuarantineEntry(
-        str(qid), str(run_id), str(pipeline), str(check), str(reason), _json(keys), _json(data),
-        _time(at) or "", _time(resolved), by and str(by), checked and str(checked),
-    )  # fmt: skip
-
-
-def _check_run(run: str | None) -> None:
-    if run is not None and len(run) < MIN_RUN_PREFIX:
-        raise ConfigError(f"--run {run!r}: give a run id or its first {MIN_RUN_PREFIX}+ characters")
-
-
-def read_entries(
-    session: Session, pipeline: str, target: TableName, *, resolved: bool, run: str | None
-) -> list[QuarantineEntry]:
-    """Entries of ``pipeline`` in ``target``'s quarantine table ([] if it does not exist)."""
-    if session.table_columns(q.quarantine_table(target)) is None:
-        return []
-    params = [pipeline] if run is None else [pipeline, run]
-    rows = session.query(select_entries(session.dialect, target, resolved=resolved, run=run),
-                         params)  # fmt: skip
-    return [_entry(r) for r in rows]
-
-
-def quarantined(
-    config: Config, name: str, *, run: str | None = None, include_resolved: bool = False
-) -> list[QuarantineEntry]:
-    """What the gate set aside for pipeline ``name``: unresolved entries unless
-    ``include_resolved``; ``run`` (a run id or its first 8+ characters) picks one run."""
-    pipeline = config.pipeline(name)
-    _check_run(run)
-    warehouse = open_warehouse(config.warehouse_url)
-    with warehouse.session(write=False) as session:
-        return read_entries(session, name, pipeline.target_name, resolved=include_resolved,
-                            run=run)  # fmt: skip
-
-
-# -- replay -----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -253,11 +139,11 @@ def replay_batch(shape: Shape, rows: Sequence[_Row], origin: str) -> pa.RecordBa
     return conformed.append_column(ROW_ID, ids)
 
 
-def failing_ids(d: sql.Dialect, check: q.RowCheck) -> str:
-    return f"SELECT s.{sql.quote(ROW_ID)} FROM {d.stage()} AS s WHERE {check.predicate}"
+def failing_ids(d: Dialect, check: q.RowCheck) -> str:
+    return f"SELECT s.{quote(ROW_ID)} FROM {d.stage()} AS s WHERE {check.predicate}"
 
 
-def keep_entries(d: sql.Dialect, target: TableName, count: int) -> str:
+def keep_entries(d: Dialect, target: TableName, count: int) -> str:
     """Still failing: today's reason, checked by this run (parameters: reason, run, ids)."""
     marks = ", ".join([d.param] * count)
     return (
@@ -266,7 +152,7 @@ def keep_entries(d: sql.Dialect, target: TableName, count: int) -> str:
     )
 
 
-def resolve_entries(d: sql.Dialect, target: TableName, count: int) -> str:
+def resolve_entries(d: Dialect, target: TableName, count: int) -> str:
     """Published: resolved by this run (parameters: time, run, run, ids)."""
     marks = ", ".join([d.param] * count)
     return (
@@ -298,10 +184,9 @@ def _stage(session: Session, shape: Shape, batch: pa.RecordBatch) -> None:
     """The loader's staging table, with the row id beside the target's columns (the gate's
     SQL and the merge name the target's columns only)."""
     d = session.dialect
-    if d.name == "sqlite":
-        for statement in sql.drop_stage(d):
-            session.execute(statement)
-    session.execute(sql.create_stage(d, [*shape.columns, sql.ROW_HASH, Column(ROW_ID, "text")]))
+    for statement in drop_stage(d):
+        session.execute(statement)
+    session.execute(create_stage(d, [*shape.columns, sql.ROW_HASH, Column(ROW_ID, "text")]))
     session.stage([batch])
 
 
@@ -350,7 +235,7 @@ def _todays_failures(
     return failing, tuple((r.name, r.failing_rows) for r in report.results if r.name in names)
 
 
-def _replay_in(
+def replay_in(
     session: Session, config: Config, name: str, run_id: str, run: str | None
 ) -> tuple[ReplayResult, Shape | None]:
     """The replay itself, inside the caller's transaction (see the module docstring)."""
@@ -384,75 +269,8 @@ def _replay_in(
     ), shape  # fmt: skip
 
 
-def _consequence(name: str, run_id: str) -> str:
+def consequence(name: str, run_id: str) -> str:
     return (
         f"pipeline {name} (replay {run_id}): nothing was published and the quarantine is "
         "as it was; the watermark did not move"
     )
-
-
-def _record(
-    run: Run, session: Session, result: ReplayResult, shape: Shape | None, partitioned: bool
-) -> None:
-    """The replay in the run ledger: counts, the watermark (unmoved), audit events and a
-    snapshot of the target, like a load's record."""
-    c = result.counts
-    run.set_counts(
-        rows_read=result.replayed, rows_inserted=c.inserted, rows_updated=c.updated,
-        rows_unchanged=c.unchanged + c.superseded, rows_rejected=result.still_failing,
-    )  # fmt: skip
-    marks = {p: to_text(v) for p, v in read_watermarks(session, result.pipeline).items()}
-    run.record.watermark_before = run.record.watermark_after = watermark_text(marks, partitioned)
-    run.record.extra.update({"mode": "replay", "run_filter": result.run_filter})
-    run.audit("QUARANTINE_REPLAY", target_table=result.target, record_count=result.replayed,
-              metadata=result.to_json())  # fmt: skip
-    if c.inserted:
-        run.audit("RECORD_INSERTED", target_table=result.target, record_count=c.inserted)
-    if c.updated:
-        run.audit("RECORD_UPDATED", target_table=result.target, record_count=c.updated)
-    if shape is not None:
-        previous = run.ledger.previous_snapshot(result.target, session)
-        written = Written(c.inserted, result.replayed)
-        run.snapshots.append(
-            take_snapshot(session, run.run_id, result.target, shape, written, previous)
-        )
-    if result.still_failing:
-        run.mark(RunStatus.PARTIAL, f"{result.still_failing} row(s) still quarantined")
-
-
-def replay(config: Config, name: str, *, run: str | None = None) -> ReplayResult:
-    """Push pipeline ``name``'s unresolved quarantined rows (of one run, if ``run``: a run
-    id or its first 8+ characters) through today's config, in one transaction. See the
-    module docstring. Recorded in the run ledger with ``trigger_type = "replay"``."""
-    partitioned = config.pipeline(name).partition_by is not None
-    _check_run(run)
-    clock = time.monotonic()
-    warehouse = open_warehouse(config.warehouse_url)
-    migrate_database(warehouse, "state")
-    ledger = runner.ledger_for(config)
-    if ledger is None:
-        run_id = str(uuid.uuid4())
-        try:
-            with warehouse.session() as session:
-                result, _ = _replay_in(session, config, name, run_id, run)
-        except Exception as exc:
-            exc.add_note(_consequence(name, run_id))
-            raise
-        return replace(result, duration_s=time.monotonic() - clock)
-    setup = runner.registration(ledger, config, name)
-    with ledger.run(
-        name, trigger_type=TriggerType.REPLAY, triggered_by=runner.who(), setup=setup
-    ) as record:
-        try:
-            with warehouse.session() as session:
-                with record.task("replay") as task:
-                    result, shape = _replay_in(session, config, name, record.run_id, run)
-                    task.rows_in, task.rows_rejected = result.replayed, result.still_failing
-                    task.rows_out = result.published
-                result = replace(result, duration_s=time.monotonic() - clock)
-                _record(record, session, result, shape, partitioned)
-                record.commit_with(session)
-        except Exception as exc:
-            exc.add_note(_consequence(name, record.run_id))
-            raise
-    return result

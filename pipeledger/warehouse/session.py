@@ -1,8 +1,9 @@
-"""The warehouse seam: a ``Warehouse`` opens a ``Session``, which is one transaction.
+"""A ``Warehouse`` opens a ``Session``, which is one transaction.
 
-Adapters are the only modules that import a database driver. They execute SQL text built
-elsewhere (:mod:`pipeledger.load.sql`), stage Arrow batches the fastest way their driver
-allows, and translate driver errors into :class:`~pipeledger.errors.WarehouseError`.
+Adapters (:mod:`pipeledger.adapters`) are the only modules that import a database driver.
+They implement these protocols: execute SQL text built elsewhere by pure functions, stage
+Arrow batches the fastest way their driver allows, and translate driver errors into
+:class:`~pipeledger.errors.WarehouseError` (transient or terminal).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from pipeledger.load.sql import Dialect
 from pipeledger.schema import TableName
+from pipeledger.warehouse.dialect import Dialect
 
 
 class Session(Protocol):

@@ -1,0 +1,123 @@
+"""pipeledger's state in the warehouse, always written inside a run's own transaction: the
+watermarks, and the commit log (one row per run that committed, so the warehouse itself
+can say whether a run committed: the ledger's watchdog settles runs from it, and models
+find the upstream runs they have not consumed yet). Its tables are the ``state``
+component's migrations."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from pipeledger.load.guard_sql import (
+    fingerprint_guard_table,
+    forget_hash_function,
+    renewed_guard_table,
+)
+from pipeledger.schema import TableName
+from pipeledger.warehouse.dialect import Dialect, quote
+from pipeledger.warehouse.migrations import SCHEMA, Component, Migration, create_schema
+from pipeledger.warehouse.session import Session
+from pipeledger.watermark import CursorValue, from_text
+
+STATE_TABLE = TableName(SCHEMA, "pipeline_state")
+COMMITS_TABLE = TableName(SCHEMA, "run_commits")
+
+
+def _state_table(d: Dialect) -> str:
+    return (
+        f"CREATE TABLE IF NOT EXISTS {d.table(STATE_TABLE)} ("
+        "pipeline text NOT NULL, partition_key text NOT NULL, cursor_column text NOT NULL, "
+        "cursor_type text NOT NULL, watermark text NOT NULL, run_id text NOT NULL, "
+        "updated_at timestamptz NOT NULL, PRIMARY KEY (pipeline, partition_key))"
+    )
+
+
+def state_migrations(d: Dialect) -> list[Migration]:
+    """The warehouse's own tables, in order; committed migrations never change (and the
+    trigger function is never replaced again either: that voids every guard)."""
+    forget = [forget_hash_function()] if d.before_triggers_set_row else []
+    return [
+        (1, "watermark state per pipeline and partition", [*create_schema(d), _state_table(d)]),
+        (2, "trigger function: an outside UPDATE clears the row's fingerprint", forget),
+        (3, "fingerprint guards: which trigger guards a target, and since when",
+         [fingerprint_guard_table(d), *forget]),
+        (4, "fingerprint guards replace a guards table of an earlier shape",
+         renewed_guard_table(d)),
+        (5, "commit log: one row per run that committed, in the run's transaction",
+         _commits_table(d)),
+    ]  # fmt: skip
+
+
+def _commits_table(d: Dialect) -> list[str]:
+    table = d.table(COMMITS_TABLE)
+    return [
+        f"CREATE TABLE IF NOT EXISTS {table} (run_id text PRIMARY KEY, pipeline text NOT NULL, "
+        f"target text, committed_at {d.instant_type} NOT NULL, ledger_ops text)",
+        f"CREATE INDEX IF NOT EXISTS {quote('run_commits_pipeline')} ON {table} "
+        "(pipeline, committed_at)",
+    ]
+
+
+STATE = Component("state", state_migrations, STATE_TABLE)
+
+
+def read_state(d: Dialect) -> str:
+    return (
+        "SELECT partition_key, watermark, cursor_type "
+        f"FROM {d.table(STATE_TABLE)} WHERE pipeline = {d.param}"
+    )
+
+
+def read_all_state(d: Dialect) -> str:
+    return (
+        "SELECT pipeline, partition_key, cursor_column, cursor_type, watermark, run_id, "
+        f"updated_at FROM {d.table(STATE_TABLE)} ORDER BY pipeline, partition_key"
+    )
+
+
+def write_state(d: Dialect) -> str:
+    return (
+        f"INSERT INTO {d.table(STATE_TABLE)} "
+        "(pipeline, partition_key, cursor_column, cursor_type, watermark, run_id, updated_at) "
+        f"VALUES ({d.marks(7)}) "
+        "ON CONFLICT (pipeline, partition_key) DO UPDATE SET "
+        "cursor_column = excluded.cursor_column, cursor_type = excluded.cursor_type, "
+        "watermark = excluded.watermark, run_id = excluded.run_id, updated_at = excluded.updated_at"
+    )
+
+
+def record_commit(
+    session: Session, run_id: str, pipeline: str, target: str | None, ledger_ops: str | None
+) -> None:
+    """This run commits (it is inside the transaction that does). ``ledger_ops``: what the
+    run writes to a ledger that lives elsewhere, as JSON lines, so that it can be written
+    there later from here if the ledger cannot hear it now."""
+    d = session.dialect
+    session.execute(
+        f"INSERT INTO {d.table(COMMITS_TABLE)} (run_id, pipeline, target, committed_at, "
+        f"ledger_ops) VALUES ({d.marks(5)})",
+        [run_id, pipeline, target, datetime.now(UTC), ledger_ops],
+    )
+
+
+def read_commits(session: Session, run_ids: Sequence[str]) -> dict[str, str | None]:
+    """Of ``run_ids``, those that committed, with the ledger ops they left."""
+    d, found = session.dialect, {}
+    if session.table_columns(COMMITS_TABLE) is None:
+        return {}
+    for start in range(0, len(run_ids), 500):
+        chunk = list(run_ids[start : start + 500])
+        rows = session.query(
+            f"SELECT run_id, ledger_ops FROM {d.table(COMMITS_TABLE)} "
+            f"WHERE run_id IN ({d.marks(len(chunk))})",
+            chunk,
+        )
+        found.update({str(run_id): ops for run_id, ops in rows})
+    return found
+
+
+def read_watermarks(session: Session, pipeline: str) -> dict[str, CursorValue]:
+    """The pipeline's watermark per partition (``""`` when it is not partitioned)."""
+    rows = session.query(read_state(session.dialect), [pipeline])
+    return {str(part): from_text(str(mark)) for part, mark, _ in rows}

@@ -1,0 +1,202 @@
+"""One scaffold for every kind of run: each kind supplies only its body (a :class:`Job`).
+
+::
+
+    open the ledger run: ``running`` is committed, a heartbeat keeps its lease
+    BEGIN                                              (the warehouse)
+      job.execute(session, run)    the run's work, and what it tells the ledger
+      the commit log's row         (load.state: the warehouse knows the run committed)
+      the run's final record       (when the ledger lives in the warehouse: same commit)
+    COMMIT                         (ROLLBACK: a dry run, or any error)
+    the final record in a ledger of its own (or its spool)
+
+On failure the job says what it left behind (a note on the error, e.g. "nothing was
+written; the watermark stays at ..."), records how far it got, and the error is re-raised
+unchanged. A dry run records nothing in the ledger.
+"""
+
+from __future__ import annotations
+
+import getpass
+import logging
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol, TypeVar
+
+from pipeledger.adapters import open_warehouse
+from pipeledger.config import Config, SqlSource
+from pipeledger.errors import LedgerNotWritten, PipeledgerError, WarehouseError
+from pipeledger.ledger.api import Ledger, NullLedger, PipelineInfo, Run
+from pipeledger.ledger.store import Op
+from pipeledger.load.state import STATE, read_commits, record_commit
+from pipeledger.redact import redact
+from pipeledger.warehouse.migrations import ensure_migrated
+from pipeledger.warehouse.session import Session, Warehouse
+
+log = logging.getLogger("pipeledger.run")
+
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """Why a run happens, as the ledger records it."""
+
+    trigger_type: str = "manual"
+    retry: bool = False  # the next attempt of the pipeline's latest failed logical run
+    correlation_id: str | None = None  # e.g. the DAG run every node run of it shares
+    triggered_by: str | None = None
+    parent_run_id: str | None = None
+
+
+class Job(Protocol[R_co]):
+    """The body of one kind of run."""
+
+    @property
+    def target(self) -> str | None:
+        """The table the run publishes into (for the commit log), if any."""
+        ...
+
+    def execute(self, session: Session, run: Run) -> R_co:
+        """The run's work inside the transaction, and what it records in ``run``."""
+        ...
+
+    def failed(self, run: Run, error: BaseException) -> None:
+        """After a rollback: record in ``run`` how far the work got."""
+        ...
+
+    def consequence(self) -> str:
+        """What a failure left behind, in words (added to the error as a note)."""
+        ...
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Which pipeline (or model) a run belongs to, and how the ledger files it."""
+
+    pipeline: str
+    trigger: Trigger = Trigger()
+    trigger_type: str | None = None  # what the ledger records, when not the trigger's own
+    data_interval: tuple[datetime, datetime] | None = None
+    dry_run: bool = False  # roll back at the end; record nothing
+
+
+def run_job(config: Config, spec: RunSpec, make: Callable[[str, Warehouse], Job[R]]) -> R:
+    """Run ``make(run_id, warehouse)`` in the scaffold (module docstring)."""
+    warehouse = open_warehouse(config.warehouse_url)
+    ledger = NullLedger() if spec.dry_run else ledger_for(config, warehouse)
+    if STATE not in ledger.components:
+        ensure_migrated(warehouse, STATE)
+    trigger = spec.trigger
+    logical_run_id, attempt = ledger.next_attempt(spec.pipeline) if trigger.retry else (None, 1)
+    kind = "retry" if trigger.retry else (spec.trigger_type or trigger.trigger_type)
+    setup = registration(ledger, config, spec.pipeline) if ledger.records else []
+    result: R | None = None
+    try:
+        with ledger.run(
+            spec.pipeline, trigger_type=kind, logical_run_id=logical_run_id, attempt=attempt,
+            correlation_id=trigger.correlation_id, parent_run_id=trigger.parent_run_id,
+            triggered_by=trigger.triggered_by or who(), data_interval=spec.data_interval,
+            setup=setup,
+        ) as run:  # fmt: skip
+            job = make(run.run_id, warehouse)
+            result = _in_transaction(warehouse, job, run, spec.dry_run)
+    except LedgerNotWritten as exc:
+        exc.add_note(f"pipeline {spec.pipeline}: its rows and watermark are committed")
+        exc.result = result
+        raise
+    return result
+
+
+def _in_transaction(warehouse: Warehouse, job: Job[R], run: Run, dry_run: bool) -> R:
+    try:
+        with warehouse.session() as session:
+            result = job.execute(session, run)
+            if dry_run:
+                session.mark_rollback()
+            else:
+                _commit_records(session, job, run)
+    except Exception as exc:
+        exc.add_note(job.consequence())
+        if isinstance(exc, PipeledgerError):
+            exc.run_id = run.run_id
+        job.failed(run, exc)
+        raise
+    return result
+
+
+def _commit_records(session: Session, job: Job[R], run: Run) -> None:
+    """The commit log's row, and the final record where the ledger shares the warehouse."""
+    ledger_ops = None
+    if not run.ledger.shares_transactions and run.ledger.records:
+        ledger_ops = "\n".join(op.to_json() for op in run.final_record())
+    record_commit(session, run.run_id, run.record.pipeline, job.target, ledger_ops)
+    run.commit_with(session)
+
+
+class WarehouseCommits:
+    """The warehouse's commit log, as the ledger's watchdog asks it (``ledger.watchdog``)."""
+
+    def __init__(self, warehouse: Warehouse) -> None:
+        self.warehouse = warehouse
+
+    def committed(self, run_ids: Sequence[str]) -> Mapping[str, list[Op]]:
+        try:
+            with self.warehouse.session(write=False) as session:
+                found = read_commits(session, run_ids)
+        except WarehouseError as exc:  # unknown for now: the lease decides
+            log.warning("could not read the warehouse's commit log: %s", exc)
+            return {}
+        return {
+            run_id: [Op.from_json(line) for line in text.splitlines() if line.strip()]
+            for run_id, text in found.items()
+            if text
+        }
+
+
+def ledger_for(config: Config, warehouse: Warehouse | None = None) -> Ledger:
+    """The ledger a config describes; a :class:`NullLedger` when ``[ledger] enabled =
+    false``. Sharing the warehouse, it also migrates the watermark state when it opens."""
+    settings = config.ledger
+    if not settings.enabled:
+        return NullLedger()
+    separate = config.separate_ledger
+    commits = WarehouseCommits(warehouse or open_warehouse(config.warehouse_url))
+    return Ledger(
+        config.ledger_url, separate=separate,
+        spool=config.resolve(settings.spool), on_unavailable=settings.on_unavailable,
+        lease=settings.lease, heartbeat=settings.heartbeat, environment=settings.environment,
+        components=() if separate else (STATE,), commits=commits if separate else None,
+    )  # fmt: skip
+
+
+def _describe_source(config: Config, name: str) -> str:
+    source = config.pipeline(name).source
+    if isinstance(source, SqlSource):
+        return f"{redact(source.url)} {source.table or 'query'}"
+    return f"{source.kind} {source.path}"
+
+
+def registration(ledger: Ledger, config: Config, name: str) -> list[Op]:
+    """Ops putting the pipeline, its config version and dependencies in the registry."""
+    pipeline = config.pipeline(name)
+    return ledger.registration(
+        PipelineInfo(
+            name, config_text=redact(pipeline.model_dump_json()),
+            description=pipeline.description, owner=pipeline.owner,
+            source_system=_describe_source(config, name),
+            target_system=f"{redact(config.warehouse_url)} {pipeline.target}",
+            freshness_sla=pipeline.freshness_sla, depends_on=tuple(pipeline.depends_on),
+        )
+    )  # fmt: skip
+
+
+def who() -> str:
+    """user@host of whoever started a run, for the ledger's ``triggered_by``."""
+    try:
+        return f"{getpass.getuser()}@{socket.gethostname()}"
+    except (KeyError, OSError):
+        return socket.gethostname()

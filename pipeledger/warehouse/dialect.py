@@ -1,0 +1,268 @@
+"""What differs between the warehouses, said once: each dialect is a class of capabilities
+(flags) and small SQL renderings, so that builders ask ``d.has_schemas`` or
+``d.count_where(...)`` instead of checking a dialect's name.
+
+Two dialects: PostgreSQL (``%s`` parameters) and SQLite (``?`` parameters). SQLite has
+no schemas, so ``schema.table`` is one quoted table name ``"schema.table"``; it keeps
+exact decimals as text, has no ``FILTER`` clause, no ``IS DISTINCT FROM`` (its ``IS NOT``
+means the same), and a write transaction holds the whole database's write lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar, Literal
+
+from pipeledger.schema import TableName
+
+DialectName = Literal["postgres", "sqlite"]
+STAGE = "_pipeledger_stage"
+STAGE_UNIQUE = "_pipeledger_stage_unique"
+
+
+def quote(name: str) -> str:
+    """A quoted identifier (names are validated first: ``schema.check_identifier``)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def literal(text: str) -> str:
+    """A quoted string literal, for the few places that take no bound parameter (DDL)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+class Dialect:
+    """The capabilities both warehouses are asked about. Instances are immutable singletons:
+    :data:`POSTGRES` and :data:`SQLITE`."""
+
+    name: ClassVar[DialectName]
+    param: ClassVar[str]
+    #: ``CREATE SCHEMA`` exists; otherwise ``schema.table`` is a single table name
+    has_schemas: ClassVar[bool]
+    #: the type of JSON columns, and a bound parameter of that type
+    json_type: ClassVar[str]
+    json_param: ClassVar[str]
+    #: temporary tables live in their own schema that must be named (SQLite's ``temp.``)
+    temp_prefix: ClassVar[str]
+    #: what a temporary table's DDL adds so that it goes away at COMMIT
+    on_commit_drop: ClassVar[str]
+    #: a bulk first load is cheaper with the primary key built after the insert
+    deferred_primary_key: ClassVar[bool]
+    #: a first load may stage into a table that is renamed into place (no second copy)
+    promotes_stage: ClassVar[bool]
+    #: a unique index on the staged keys proves them unique (else: a GROUP BY query)
+    proves_keys_by_index: ClassVar[bool]
+    #: the merge statement returns (inserted, updated) itself
+    merge_returns_counts: ClassVar[bool]
+    #: an array can be bound as one parameter (``= ANY(%s)``)
+    array_params: ClassVar[bool]
+    #: another transaction can renew a lease while a load holds its write lock
+    heartbeat_while_loading: ClassVar[bool]
+    #: a load's transaction leaves room for short transactions of its own beside it
+    concurrent_transactions: ClassVar[bool]
+    #: JSON columns arrive parsed from the driver
+    json_parsed: ClassVar[bool]
+    #: ``ADD COLUMN IF NOT EXISTS`` exists
+    add_column_if_not_exists: ClassVar[bool]
+    #: values compare by their type (SQLite compares by storage class: timestamps kept as
+    #: text in different formats compare wrongly), so a source can filter a window itself
+    typed_comparisons: ClassVar[bool]
+    #: tables have ids in a catalog (PostgreSQL oids) that every name reaching them shares
+    catalog_oids: ClassVar[bool]
+    #: trigger names are per table (PostgreSQL) rather than per database (SQLite)
+    triggers_per_table: ClassVar[bool]
+    #: a BEFORE trigger may change the row being written (else: an AFTER trigger updates it)
+    before_triggers_set_row: ClassVar[bool]
+    #: roles own tables and hold privileges (what a run may alter is asked of the catalog)
+    has_roles: ClassVar[bool]
+    #: a trigger can be present but disabled (PostgreSQL's ENABLE/DISABLE TRIGGER)
+    toggles_triggers: ClassVar[bool]
+    #: the column type of pipeledger's own instants in tables kept as plain text
+    instant_type: ClassVar[str]
+    #: a statement sees the tables as they were when it began, not its own changes so far
+    statement_snapshot: ClassVar[bool]
+    #: the type of a 64-bit integer column in pipeledger's own tables
+    int64_type: ClassVar[str]
+    distinct_operator: ClassVar[str]
+
+    def __repr__(self) -> str:
+        return f"Dialect({self.name!r})"
+
+    def table(self, name: TableName) -> str:
+        """A table name as SQL text, quoted."""
+        if name.schema is None:
+            return quote(name.table)
+        if self.has_schemas:
+            return f"{quote(name.schema)}.{quote(name.table)}"
+        return quote(f"{name.schema}.{name.table}")
+
+    def temp(self, name: str) -> str:
+        """A temporary table (or index) by name."""
+        return f"{self.temp_prefix}{quote(name)}"
+
+    def stage(self) -> str:
+        return self.temp(STAGE)
+
+    def stage_unique(self) -> str:
+        return self.temp(STAGE_UNIQUE)
+
+    def column_type(self, sql_type: str) -> str:
+        """The DDL type of a canonical SQL type."""
+        return sql_type
+
+    def marks(self, count: int) -> str:
+        """``count`` bound parameters, comma-separated."""
+        return ", ".join([self.param] * count)
+
+    def differs(self, left: str, right: str, columns: Sequence[str]) -> str:
+        """True when the rows ``left`` and ``right`` differ in ``columns`` (nulls equal)."""
+        lhs = ", ".join(f"{left}.{quote(c)}" for c in columns)
+        rhs = ", ".join(f"{right}.{quote(c)}" for c in columns)
+        if len(columns) == 1:
+            return f"{lhs} {self.distinct_operator} {rhs}"
+        return f"({lhs}) {self.distinct_operator} ({rhs})"
+
+    def row_text(self, alias: str, columns: Sequence[str]) -> str:
+        """A text rendering of a row's values: a total order used to break cursor ties."""
+        raise NotImplementedError
+
+    def count_where(self, predicate: str) -> str:
+        """An aggregate counting the rows for which ``predicate`` holds."""
+        raise NotImplementedError
+
+    def regex_mismatch(self, text: str) -> str:
+        """True when ``text`` does not match the pattern bound as the next parameter."""
+        raise NotImplementedError
+
+    def json_object(self, pairs: Sequence[tuple[str, str]]) -> str:
+        """A JSON object from (key, SQL expression) pairs; keys are validated identifiers."""
+        raise NotImplementedError
+
+    def as_number(self, expression: str, sql_type: str) -> str:
+        """``expression`` of ``sql_type`` as something that compares as a number."""
+        return expression
+
+    def exact_square(self, expression: str) -> str:
+        """The square of an integer expression, without overflow."""
+        raise NotImplementedError
+
+    def utc_day(self, column: str) -> str:
+        """A timestamp column's UTC day as ``YYYY-MM-DD`` text."""
+        raise NotImplementedError
+
+    def distinct_on(self, expression: str) -> str:
+        """``SELECT`` prefix keeping one row per ``expression`` where the upsert needs it."""
+        return ""
+
+
+class _Postgres(Dialect):
+    name = "postgres"
+    param = "%s"
+    has_schemas = True
+    json_type = "jsonb"
+    json_param = "%s::jsonb"
+    temp_prefix = ""
+    on_commit_drop = " ON COMMIT DROP"
+    deferred_primary_key = True
+    promotes_stage = True
+    proves_keys_by_index = True
+    merge_returns_counts = True
+    array_params = True
+    heartbeat_while_loading = True
+    concurrent_transactions = True
+    json_parsed = True
+    add_column_if_not_exists = True
+    typed_comparisons = True
+    catalog_oids = True
+    triggers_per_table = True
+    before_triggers_set_row = True
+    has_roles = True
+    toggles_triggers = True
+    instant_type = "timestamptz"
+    int64_type = "bigint"
+    statement_snapshot = True
+    distinct_operator = "IS DISTINCT FROM"
+
+    def row_text(self, alias: str, columns: Sequence[str]) -> str:
+        values = ", ".join(f"{alias}.{quote(c)}" for c in columns)
+        return f'(ROW({values})::text COLLATE "C")'
+
+    def count_where(self, predicate: str) -> str:
+        return f"count(*) FILTER (WHERE {predicate})"
+
+    def regex_mismatch(self, text: str) -> str:
+        return f"NOT ({text} ~ %s)"
+
+    def json_object(self, pairs: Sequence[tuple[str, str]]) -> str:
+        return "jsonb_build_object(" + ", ".join(f"{literal(k)}, {v}" for k, v in pairs) + ")"
+
+    def exact_square(self, expression: str) -> str:
+        return f"CAST({expression} AS numeric) * {expression}"
+
+    def utc_day(self, column: str) -> str:
+        return f"to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+
+    def distinct_on(self, expression: str) -> str:
+        # one statement may not touch a row twice in ON CONFLICT
+        return f"DISTINCT ON ({expression}) "
+
+
+class _Sqlite(Dialect):
+    name = "sqlite"
+    param = "?"
+    has_schemas = False
+    json_type = "text"
+    json_param = "?"
+    temp_prefix = "temp."
+    on_commit_drop = ""
+    deferred_primary_key = False
+    promotes_stage = False
+    proves_keys_by_index = False
+    merge_returns_counts = False
+    array_params = False
+    heartbeat_while_loading = False
+    concurrent_transactions = False
+    json_parsed = False
+    add_column_if_not_exists = False
+    typed_comparisons = False
+    catalog_oids = False
+    triggers_per_table = False
+    before_triggers_set_row = False
+    has_roles = False
+    toggles_triggers = False
+    instant_type = "text"
+    int64_type = "integer"  # SQLite's INTEGER is 64-bit
+    statement_snapshot = False
+    distinct_operator = "IS NOT"
+
+    def column_type(self, sql_type: str) -> str:
+        # SQLite's NUMERIC affinity would round exact decimals: they are kept as text
+        if sql_type.startswith("numeric("):
+            return "DECIMAL_TEXT" + sql_type.removeprefix("numeric")
+        return sql_type
+
+    def row_text(self, alias: str, columns: Sequence[str]) -> str:
+        return "(" + " || ',' || ".join(f"quote({alias}.{quote(c)})" for c in columns) + ")"
+
+    def count_where(self, predicate: str) -> str:
+        return f"coalesce(sum(CASE WHEN {predicate} THEN 1 ELSE 0 END), 0)"
+
+    def regex_mismatch(self, text: str) -> str:
+        return f"NOT regexp(?, {text})"  # a function the adapter registers
+
+    def json_object(self, pairs: Sequence[tuple[str, str]]) -> str:
+        return "json_object(" + ", ".join(f"{literal(k)}, {v}" for k, v in pairs) + ")"
+
+    def as_number(self, expression: str, sql_type: str) -> str:
+        if sql_type.startswith("numeric"):  # stored as text, which compares as text
+            return f"CAST({expression} AS REAL)"
+        return expression
+
+    def exact_square(self, expression: str) -> str:
+        return f"{expression} * {expression}"  # SQLite's integers are 64-bit
+
+    def utc_day(self, column: str) -> str:
+        return f"substr({column}, 1, 10)"  # stored as UTC ISO-8601 text
+
+
+POSTGRES: Dialect = _Postgres()
+SQLITE: Dialect = _Sqlite()

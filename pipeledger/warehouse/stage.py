@@ -1,0 +1,53 @@
+"""The staging table every run writes its rows into before they are checked and published:
+its DDL, the statements adapters stage with, and the index that proves its keys unique.
+The stage is temporary: private to the run's transaction, gone at its end."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pipeledger.schema import Column, TableName
+from pipeledger.warehouse.dialect import STAGE, Dialect, quote
+
+
+def create_schema(d: Dialect, target: TableName) -> str | None:
+    if not d.has_schemas or target.schema is None:
+        return None
+    return f"CREATE SCHEMA IF NOT EXISTS {quote(target.schema)}"
+
+
+def create_stage(d: Dialect, columns: Sequence[Column]) -> str:
+    body = ", ".join(f"{quote(c.name)} {d.column_type(c.sql_type)}" for c in columns)
+    return f"CREATE TEMP TABLE {quote(STAGE)} ({body}){d.on_commit_drop}"
+
+
+def drop_stage(d: Dialect) -> list[str]:
+    """Where temporary tables outlive a transaction (SQLite), the last run's stage."""
+    if d.on_commit_drop:
+        return []
+    return [f"DROP TABLE IF EXISTS {d.stage_unique()}", f"DROP TABLE IF EXISTS {d.stage()}"]
+
+
+def copy_stage(columns: Sequence[str], binary: bool = False) -> str:
+    """PostgreSQL: stream rows into the stage with COPY."""
+    names = ", ".join(quote(c) for c in columns)
+    return f"COPY {quote(STAGE)} ({names}) FROM STDIN (FORMAT {'binary' if binary else 'csv'})"
+
+
+def insert_stage(d: Dialect, columns: Sequence[str]) -> str:
+    names = ", ".join(quote(c) for c in columns)
+    marks = ", ".join([d.param] * len(columns))
+    return f"INSERT INTO {d.stage()} ({names}) VALUES ({marks})"
+
+
+STAGE_KEY_INDEX = "_pipeledger_stage_key"
+
+
+def unique_key_index(d: Dialect, key: Sequence[str], source: str | None = None) -> str:
+    """A unique index on the staged keys: proves there are no duplicates (cheaper than a
+    GROUP BY) and lets the merge join the target by merge join or index probes. Named, so
+    that the quality gate and the merge build it once between them."""
+    keys = ", ".join(quote(k) for k in key)
+    table = source or quote(STAGE)
+    name = STAGE_KEY_INDEX if source in (None, d.stage()) else STAGE_KEY_INDEX + "_unique"
+    return f"CREATE UNIQUE INDEX IF NOT EXISTS {d.temp(name)} ON {table} ({keys})"
