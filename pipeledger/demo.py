@@ -76,7 +76,9 @@ class Tour:
     ) -> LoadResult:
         config = load_config(self.config_path)
         if start and end:
-            result = runner.backfill(config, "orders", start, end)
+            done = runner.backfill(config, "orders", start, end)
+            assert isinstance(done, LoadResult)  # "orders" is a load
+            result = done
         else:
             result = runner.run_one(config, "orders")
         c = result.counts

@@ -73,14 +73,19 @@ class Project:
         (root / "data").mkdir(exist_ok=True)
 
     # -- set-up -----------------------------------------------------------------------
-    def configure(self, raw: str = "", **pipelines: dict[str, Any]) -> Path:
+    def configure(
+        self, raw: str = "", models: dict[str, dict[str, Any]] | None = None,
+        **pipelines: dict[str, Any],
+    ) -> Path:  # fmt: skip
         lines = []
         if self.warehouse_url:
             lines += ["[warehouse]", f"url = {toml_value(self.warehouse_url)}", ""]
-        for name, body in pipelines.items():
-            lines.append(f"[pipelines.{name}]")
-            lines += [f"{k} = {toml_value(v)}" for k, v in body.items()]
-            lines.append("")
+        sections = [("pipelines", pipelines), ("models", models or {})]
+        for section, nodes in sections:
+            for name, body in nodes.items():
+                lines.append(f"[{section}.{name}]")
+                lines += [f"{k} = {toml_value(v)}" for k, v in body.items()]
+                lines.append("")
         path = self.root / "pipeledger.toml"
         path.write_text("\n".join(lines) + raw)
         return path

@@ -69,8 +69,10 @@ class PostgresSession:
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self._conn = conn
         self.rollback_only = False
+        self.interrupted = False
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> int:
+        self._check()
         try:
             cursor = self._conn.execute(statement, params or None)
         except psycopg.Error as exc:
@@ -78,6 +80,7 @@ class PostgresSession:
         return int(cursor.rowcount)
 
     def query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        self._check()
         try:
             cursor = self._conn.execute(statement, params or None)
             return list(cursor.fetchall())
@@ -113,6 +116,7 @@ class PostgresSession:
                 if binary:
                     copy.write(pg_binary.HEADER)
                 for batch in itertools.chain([first], stream):
+                    self._check()
                     copy.write(pg_binary.encode(batch) if binary else _csv_bytes(batch))
                 if binary:
                     copy.write(pg_binary.TRAILER)
@@ -149,6 +153,15 @@ class PostgresSession:
     def mark_rollback(self) -> None:
         self.rollback_only = True
 
+    def interrupt(self) -> None:
+        self.interrupted = True  # no statement after this one
+        with contextlib.suppress(psycopg.Error):
+            self._conn.cancel_safe(timeout=10)
+
+    def _check(self) -> None:
+        if self.interrupted:
+            raise TransientWarehouseError("PostgreSQL: the run was interrupted")
+
 
 def _csv_bytes(batch: pa.RecordBatch) -> memoryview:
     """CSV for COPY. Aware timestamps go out as UTC wall time (the session is in UTC):
@@ -176,6 +189,7 @@ class PostgresWarehouse:
         try:
             session = PostgresSession(conn)
             yield session
+            session._check()  # an interrupted run never commits
             if session.rollback_only:
                 conn.rollback()
             else:

@@ -96,15 +96,18 @@ class SqliteSession:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
         self.rollback_only = False
+        self.interrupted = False
         self._savepoints = itertools.count()
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> int:
+        self._check()
         try:
             return self._conn.execute(statement, [_value(p) for p in params]).rowcount
         except sqlite3.Error as exc:
             raise _translate(exc, "statement failed") from exc
 
     def query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        self._check()
         try:
             return list(self._conn.execute(statement, [_value(p) for p in params]).fetchall())
         except sqlite3.Error as exc:
@@ -119,6 +122,7 @@ class SqliteSession:
 
     def stage(self, batches: Iterable[pa.RecordBatch]) -> None:
         for batch in batches:
+            self._check()
             columns = [_column(batch.column(i)) for i in range(batch.num_columns)]
             try:
                 self._conn.executemany(
@@ -149,6 +153,14 @@ class SqliteSession:
 
     def mark_rollback(self) -> None:
         self.rollback_only = True
+
+    def interrupt(self) -> None:
+        self.interrupted = True  # no statement after this one
+        self._conn.interrupt()
+
+    def _check(self) -> None:
+        if self.interrupted:
+            raise TransientWarehouseError("SQLite: the run was interrupted")
 
 
 def _declared(text: str) -> str:
@@ -182,6 +194,7 @@ class SqliteWarehouse:
             self._begin(conn, write)
             session = SqliteSession(conn)
             yield session
+            session._check()  # an interrupted run never commits
             conn.execute("ROLLBACK" if session.rollback_only else "COMMIT")
         except BaseException:
             if conn.in_transaction:

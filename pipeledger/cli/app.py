@@ -32,9 +32,10 @@ from pipeledger.cli.common import (
     print_json,
     print_message,
 )
-from pipeledger.cli.render import result_lines, state_lines
+from pipeledger.cli.render import dag_lines, model_lines, result_lines, state_lines
 from pipeledger.errors import GateFailed
 from pipeledger.ledger.api import RunCancelled
+from pipeledger.models.model import ModelResult
 from pipeledger.redact import redact
 
 
@@ -72,7 +73,8 @@ def _report(outcomes: Sequence[runner.Outcome], as_json: bool) -> None:
         if isinstance(outcome, runner.RunFailure):
             print_failure(outcome)
             continue
-        for line in result_lines(outcome):
+        lines = model_lines(outcome) if isinstance(outcome, ModelResult) else result_lines(outcome)
+        for line in lines:
             out.print(line, soft_wrap=True, highlight=False)
 
 
@@ -87,7 +89,14 @@ TriggerOption = Annotated[TriggerKind, typer.Option("--trigger", help="Why this 
 
 @app.command()
 def run(
-    names: Annotated[list[str] | None, typer.Argument(help="Pipelines (default: all).")] = None,
+    selectors: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="What to run (default: everything): NAME, NAME+ (and downstream), +NAME "
+            "(and upstream), tag:TAG.",
+            metavar="[SELECTOR]...",
+        ),
+    ] = None,
     as_json: JsonOption = False,
     retry: Annotated[
         bool, typer.Option("--retry", help="Run as the next attempt of the latest failed run.")
@@ -99,15 +108,31 @@ def run(
     strict: Annotated[
         bool, typer.Option("--strict", help="Exit 3 when rows were quarantined.")
     ] = False,
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            "--threads",
+            min=1,
+            help="Independent nodes at once (default 4 on PostgreSQL, 1 on SQLite).",
+        ),
+    ] = None,
+    full_refresh: Annotated[
+        bool, typer.Option("--full-refresh", help="Rebuild the selected models from scratch.")
+    ] = False,
 ) -> None:
-    """Incremental run: read rows with cursor >= watermark - lateness, merge, advance.
+    """Incremental run of loads and models, in dependency order.
 
-    Pipelines run one after the other; a failed one does not stop the others."""
+    A load reads rows with cursor >= watermark - lateness, merges them and advances its
+    watermark; a model processes what its upstreams changed since it last ran. A node
+    whose upstream failed is skipped; the other branches go on."""
     with guard(as_json), _cancellable():
         config = load()
         why = runner.Trigger(trigger.value, retry, correlation_id)
         with _progress(not as_json) as on_progress:
-            outcomes = runner.run(config, names or (), on_progress=on_progress, trigger=why)
+            outcomes = runner.run(
+                config, selectors or (), on_progress=on_progress, trigger=why, threads=threads,
+                full_refresh=full_refresh,
+            )  # fmt: skip
         _report(outcomes, as_json)
         code = runner.exit_code(outcomes, strict)
         if code:
@@ -163,6 +188,20 @@ def backfill(
         code = runner.exit_code([outcome])
         if code:
             raise typer.Exit(code)
+
+
+@app.command()
+def dag(as_json: JsonOption = False) -> None:
+    """The graph of loads and models: nodes, what each reads from, and its last run."""
+    with guard(as_json):
+        config = load()
+        graph = runner.graph(config)
+        payload = graph.to_json(runner.last_runs(config))
+        if as_json:
+            print_json(payload)
+            return
+        for line in dag_lines(payload):
+            out.print(line, soft_wrap=True, highlight=False)
 
 
 @app.command()

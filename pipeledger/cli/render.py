@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from rich.markup import escape
 
 from pipeledger.load.result import LoadResult
+from pipeledger.models.model import ModelResult
 from pipeledger.runner import WatermarkRow
 
 
@@ -51,7 +53,23 @@ def result_lines(result: LoadResult) -> list[str]:
     return lines
 
 
-def quality_lines(result: LoadResult) -> list[str]:
+def model_lines(result: ModelResult) -> list[str]:
+    colour = {"success": "green", "partial": "yellow"}.get(result.status, "red")
+    c = result.counts
+    scope = result.to_json()["recomputed"]
+    lines = [
+        f"[bold]{result.pipeline}[/] [{colour}]{result.status}[/] model ({result.materialized}, "
+        f"{result.mode}) -> {result.target} in {result.duration_s:.2f}s (run {result.run_id})",
+        f"  rows      computed {result.rows_computed:,} · inserted {c.inserted:,} · "
+        f"updated {c.updated:,} · deleted {c.deleted:,} · unchanged {c.unchanged:,}",
+        f"  upstream  {len(result.consumed):,} new run(s) consumed · recomputed: {scope}",
+    ]
+    if not result.full and not result.consumed:
+        lines.append("  [yellow]note:[/] no upstream run since its last run; nothing to do")
+    return lines
+
+
+def quality_lines(result: LoadResult | ModelResult) -> list[str]:
     report = result.quality
     if report is None:
         return []
@@ -75,6 +93,19 @@ def quality_lines(result: LoadResult) -> list[str]:
 
 def results_lines(results: Sequence[LoadResult]) -> list[str]:
     return [line for result in results for line in result_lines(result)]
+
+
+def dag_lines(graph: dict[str, Any]) -> list[str]:
+    lines = []
+    for node in graph["nodes"]:
+        last = node["last_run"] or {}
+        status = last.get("status", "never run")
+        reads = ", ".join(node["upstreams"]) or "-"
+        lines.append(
+            f"[bold]{escape(node['name'])}[/] {node['kind']} -> {escape(node['target'])}  "
+            f"reads: {escape(reads)}  last: {escape(status)}"
+        )
+    return lines
 
 
 def state_lines(rows: Sequence[WatermarkRow]) -> list[str]:

@@ -331,6 +331,29 @@ class Ledger:
         if not run.committed_with_data:
             self._record_success(run)
 
+    def record_skipped(
+        self,
+        pipeline: str,
+        *,
+        reason: str,
+        message: str,
+        trigger_type: TriggerType | str = TriggerType.MANUAL,
+        correlation_id: str | None = None,
+        triggered_by: str | None = None,
+        setup: Sequence[st.Op] = (),
+    ) -> str:
+        """A run that did not start (e.g. its upstream failed), recorded ``skipped`` at once
+        with ``reason`` in ``extra``; return its run id."""
+        record = self._new_record(
+            pipeline, TriggerType(trigger_type), None, None, 1, None, correlation_id,
+            triggered_by, {"reason": reason},
+        )  # fmt: skip
+        run = Run(self, record)
+        run.mark(RunStatus.SKIPPED, message)
+        run._close(RunStatus.SKIPPED, None)
+        self.store.write([*setup, st.run_op(record)])
+        return run.run_id
+
     def _record_failure(self, run: Run, exc: BaseException) -> None:
         """The failed run's final record; the run's own error stays the one raised."""
         if isinstance(exc, CommitUnknown):  # it may have committed: the watchdog will know
@@ -502,6 +525,25 @@ class Ledger:
             )
         return [int(r[0]) for r in rows]
 
+    def latest_runs(self, pipelines: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Of each pipeline that has runs, its latest: status, run id, start."""
+        d = self.store.database.dialect
+        out: dict[str, dict[str, Any]] = {}
+        with self.store.database.session(write=False) as session:
+            if not is_migrated(session, LEDGER):
+                return out
+            for name in pipelines:
+                rows = session.query(
+                    f"SELECT run_id, status, started_at FROM {d.table(RUNS)} "
+                    f"WHERE pipeline = {d.param} ORDER BY started_at DESC LIMIT 1",
+                    [name],
+                )
+                if rows:
+                    run_id, status, started = rows[0]
+                    out[name] = {"run_id": str(run_id), "status": str(status),
+                                 "started_at": str(started)}  # fmt: skip
+        return out
+
     def last_successful_run(self, pipeline: str) -> datetime | None:
         """The ``data_interval_end`` of the pipeline's latest successful run."""
         from pipeledger.ledger.queries import last_success
@@ -556,3 +598,7 @@ class NullLedger(Ledger):
 
     def watchdog(self) -> dict[str, str]:
         return {}
+
+    def record_skipped(self, pipeline: str, **options: Any) -> str:
+        return self._new_record(pipeline, TriggerType.MANUAL, None, None, 1, None, None, None,
+                                None).run_id  # fmt: skip

@@ -170,6 +170,7 @@ class RunRow(_Json):
     parent_run_id: str | None
     data_interval_start: datetime | None
     data_interval_end: datetime | None
+    correlation_id: str | None
 
 
 _RUN_TIMES = frozenset({"started_at", "ended_at", "data_interval_start", "data_interval_end"})

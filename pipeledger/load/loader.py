@@ -294,8 +294,9 @@ class Load:
     def _merge_spec(self, shape: Shape) -> sql.MergeSpec:
         p = self.pipeline
         return sql.MergeSpec(
-            self.target, shape.columns, tuple(p.key), p.cursor, p.on_conflict, self.fingerprinted
-        )
+            self.target, shape.columns, tuple(p.key), p.cursor, p.on_conflict, self.fingerprinted,
+            self.config.needs_before_images(self.target),
+        )  # fmt: skip
 
     def _publish(self, session: Session, shape: Shape, tracker: WatermarkTracker) -> None:
         spec = self._merge_spec(shape)

@@ -11,7 +11,16 @@ from datetime import datetime
 
 from pipeledger.errors import ConflictError, WarehouseError
 from pipeledger.load import sql
+from pipeledger.load.before import (
+    META,
+    before_table,
+    create_before_table,
+    keep_before_images,
+    replaced_rows,
+)
 from pipeledger.load.result import MergeCounts
+from pipeledger.schema import LOADED_AT_COLUMN, RUN_ID_COLUMN, Column, TableName
+from pipeledger.warehouse.dialect import quote
 from pipeledger.warehouse.session import Session
 from pipeledger.warehouse.stage import create_schema, unique_key_index
 
@@ -69,7 +78,32 @@ def merge_staged(
     source, unique = _unique_source(session, spec, staged)
     if spec.policy == "error":
         _refuse_conflicts(session, spec, source)
+    if spec.before_images:
+        keep_replaced(session, spec, source, run_id)
     return _upsert(session, spec, source, staged, unique, run_id, loaded_at)
+
+
+def keep_replaced(session: Session, spec: sql.MergeSpec, source: str, run_id: str) -> None:
+    """Before the merge: the target rows it will replace, as before-images (load.before)."""
+    d = session.dialect
+    condition = sql.update_condition(d, spec, incoming="s", stored="t")
+    if condition is None:  # the policy never replaces a row
+        return
+    ensure_before_table(session, spec.target, spec.columns)
+    join = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in spec.key)
+    meta = META if spec.fingerprints else (RUN_ID_COLUMN, LOADED_AT_COLUMN)
+    where = replaced_rows(d, join, condition, source)
+    session.execute(keep_before_images(d, spec.target, spec.names, where, meta), [run_id])
+
+
+def ensure_before_table(session: Session, target: TableName, columns: Sequence[Column]) -> None:
+    """The target's before-image table, with every column the target has now."""
+    d = session.dialect
+    session.execute(create_before_table(d, target, columns))
+    have = {name for name, _ in session.table_columns(before_table(target)) or []}
+    for column in columns:
+        if column.name not in have:  # the target gained a column since
+            session.execute(sql.add_column(d, before_table(target), column))
 
 
 def _unique_source(session: Session, spec: sql.MergeSpec, staged: int) -> tuple[str, int]:

@@ -24,6 +24,7 @@ class MergeCounts:
     updated: int = 0
     unchanged: int = 0
     superseded: int = 0
+    deleted: int = 0
 
 
 @dataclass(frozen=True)

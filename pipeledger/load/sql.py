@@ -37,6 +37,7 @@ class MergeSpec:
     cursor: str
     policy: str
     fingerprints: bool = True  # the target has the fingerprint column
+    before_images: bool = False  # keep the versions it replaces (a model reads the target)
 
     @property
     def names(self) -> list[str]:

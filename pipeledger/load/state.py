@@ -22,6 +22,7 @@ from pipeledger.watermark import CursorValue, from_text
 
 STATE_TABLE = TableName(SCHEMA, "pipeline_state")
 COMMITS_TABLE = TableName(SCHEMA, "run_commits")
+INPUTS_TABLE = TableName(SCHEMA, "model_inputs")
 
 
 def _state_table(d: Dialect) -> str:
@@ -46,6 +47,9 @@ def state_migrations(d: Dialect) -> list[Migration]:
          renewed_guard_table(d)),
         (5, "commit log: one row per run that committed, in the run's transaction",
          _commits_table(d)),
+        (6, "models: which upstream runs each model consumed",
+         [*inputs_table(d), f"CREATE INDEX IF NOT EXISTS {quote('run_commits_target')} "
+          f"ON {d.table(COMMITS_TABLE)} (target, committed_at)"]),
     ]  # fmt: skip
 
 
@@ -60,6 +64,36 @@ def _commits_table(d: Dialect) -> list[str]:
 
 
 STATE = Component("state", state_migrations, STATE_TABLE)
+
+
+def inputs_table(d: Dialect) -> list[str]:
+    """State migration: which upstream runs each model consumed, and by which model run."""
+    table = d.table(INPUTS_TABLE)
+    return [
+        f"CREATE TABLE IF NOT EXISTS {table} (model text NOT NULL, run_id text NOT NULL, "
+        f"upstream text NOT NULL, consumed_by text NOT NULL, consumed_at {d.instant_type} "
+        "NOT NULL, PRIMARY KEY (model, run_id))",
+    ]
+
+
+def pending_runs(d: Dialect, targets: int) -> str:
+    """Runs that committed into the upstream targets (``targets`` parameters) and that the
+    model (the last parameter) has not consumed: whenever they committed, so a run that
+    started before the model's last run but committed after it is still found."""
+    return (
+        f"SELECT c.run_id, c.target FROM {d.table(COMMITS_TABLE)} AS c "
+        f"WHERE c.target IN ({d.marks(targets)}) AND NOT EXISTS (SELECT 1 FROM "
+        f"{d.table(INPUTS_TABLE)} AS m WHERE m.model = {d.param} AND m.run_id = c.run_id) "
+        "ORDER BY c.committed_at, c.run_id"
+    )
+
+
+def record_input(d: Dialect) -> str:
+    """Parameters: model, upstream run id, upstream target, this run's id, when."""
+    return (
+        f"INSERT INTO {d.table(INPUTS_TABLE)} (model, run_id, upstream, consumed_by, "
+        f"consumed_at) VALUES ({d.marks(5)}) ON CONFLICT (model, run_id) DO NOTHING"
+    )
 
 
 def read_state(d: Dialect) -> str:

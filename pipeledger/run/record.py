@@ -53,6 +53,7 @@ class Written:
     staged_rows: int
     target_created: bool = False
     staged_max_cursor: str | None = None  # when the loader knows it already
+    deleted: int = 0
 
 
 def measure_target(
@@ -64,12 +65,15 @@ def measure_target(
 ) -> tuple[int, str | None]:
     """(row count, greatest cursor) of the target after this run, in O(rows staged).
 
-    pipeledger only inserts and updates: the count is the previous snapshot's plus this run's
-    inserts, and the greatest cursor the greater of the previous one and the staged rows'
-    (staged rows that were not written are never newer than the row they lost to). Without a
-    previous snapshot of an existing table, the table is counted once.
+    The count is the previous snapshot's plus this run's inserts less its deletes, and the
+    greatest cursor the greater of the previous one and the staged rows' (staged rows that
+    were not written are never newer than the row they lost to). Without a previous
+    snapshot of an existing table, the table is counted once. A target without a cursor
+    (a model that has none) has no greatest cursor.
     """
     d = session.dialect
+    if not shape.cursor:
+        return _counted(session, target, written, previous), None
     cursor = '"' + shape.cursor + '"'
     if previous is None and not written.target_created:
         count, high = session.query(
@@ -84,7 +88,16 @@ def measure_target(
         where = d.table(TableName.parse(target)) if written.target_created else d.stage()
         staged_high = session.query(f"SELECT max({cursor}) FROM {where}")[0][0]
         high = _greatest(high, _cursor_text(staged_high))
-    return count + written.inserted, high
+    return count + written.inserted - written.deleted, high
+
+
+def _counted(
+    session: Session, target: str, written: Written, previous: tuple[int, str | None] | None
+) -> int:
+    if previous is not None or written.target_created:
+        return (previous or (0, None))[0] + written.inserted - written.deleted
+    table = session.dialect.table(TableName.parse(target))
+    return int(session.query(f"SELECT count(*) FROM {table}")[0][0])
 
 
 def take_snapshot(

@@ -20,15 +20,17 @@ from __future__ import annotations
 import getpass
 import logging
 import socket
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, TypeVar
 
 from pipeledger.adapters import open_warehouse
-from pipeledger.config import Config, SqlSource
+from pipeledger.config import Config, ModelConfig, SqlSource
 from pipeledger.errors import LedgerNotWritten, PipeledgerError, WarehouseError
-from pipeledger.ledger.api import Ledger, NullLedger, PipelineInfo, Run
+from pipeledger.ledger.api import Ledger, NullLedger, PipelineInfo, Run, RunCancelled
 from pipeledger.ledger.store import Op
 from pipeledger.load.state import STATE, read_commits, record_commit
 from pipeledger.redact import redact
@@ -113,7 +115,7 @@ def run_job(config: Config, spec: RunSpec, make: Callable[[str, Warehouse], Job[
 
 def _in_transaction(warehouse: Warehouse, job: Job[R], run: Run, dry_run: bool) -> R:
     try:
-        with warehouse.session() as session:
+        with warehouse.session() as session, _active(run.run_id, session):
             result = job.execute(session, run)
             if dry_run:
                 session.mark_rollback()
@@ -124,8 +126,43 @@ def _in_transaction(warehouse: Warehouse, job: Job[R], run: Run, dry_run: bool) 
         if isinstance(exc, PipeledgerError):
             exc.run_id = run.run_id
         job.failed(run, exc)
+        if _INTERRUPTED.is_set():  # stopped on purpose: the ledger says cancelled
+            raise RunCancelled("cancelled while it ran") from exc
         raise
     return result
+
+
+_ACTIVE: dict[str, Session] = {}  # run id -> its open transaction, for interrupt_all
+_ACTIVE_LOCK = threading.Lock()
+_INTERRUPTED = threading.Event()
+
+
+@contextmanager
+def _active(run_id: str, session: Session) -> Iterator[None]:
+    with _ACTIVE_LOCK:
+        if _INTERRUPTED.is_set():  # interrupted while it waited to begin
+            session.interrupt()
+        _ACTIVE[run_id] = session
+    try:
+        yield
+    finally:
+        with _ACTIVE_LOCK:
+            _ACTIVE.pop(run_id, None)
+
+
+def interrupt_reset() -> None:
+    """A new invocation: nothing is being interrupted."""
+    _INTERRUPTED.clear()
+
+
+def interrupt_all() -> None:
+    """Stop every run of this process that is in its transaction (from another thread):
+    each rolls back and is recorded ``cancelled``."""
+    _INTERRUPTED.set()
+    with _ACTIVE_LOCK:
+        sessions = list(_ACTIVE.values())
+    for session in sessions:
+        session.interrupt()
 
 
 def _commit_records(session: Session, job: Job[R], run: Run) -> None:
@@ -174,23 +211,40 @@ def ledger_for(config: Config, warehouse: Warehouse | None = None) -> Ledger:
 
 
 def _describe_source(config: Config, name: str) -> str:
-    source = config.pipeline(name).source
+    node = config.node(name)
+    if isinstance(node, ModelConfig):
+        return f"model {node.sql or 'query'} ({node.materialized})"
+    source = node.source
     if isinstance(source, SqlSource):
         return f"{redact(source.url)} {source.table or 'query'}"
     return f"{source.kind} {source.path}"
 
 
 def registration(ledger: Ledger, config: Config, name: str) -> list[Op]:
-    """Ops putting the pipeline, its config version and dependencies in the registry."""
-    pipeline = config.pipeline(name)
+    """Ops putting the pipeline (or model), its config version and the nodes it reads
+    from in the registry."""
+    node = config.node(name)
+    text = node.model_dump_json()
+    if isinstance(node, ModelConfig):  # the query is part of what the model is
+        text += config.model_sql(name).text
     return ledger.registration(
         PipelineInfo(
-            name, config_text=redact(pipeline.model_dump_json()),
-            description=pipeline.description, owner=pipeline.owner,
+            name, config_text=redact(text), description=node.description, owner=node.owner,
             source_system=_describe_source(config, name),
-            target_system=f"{redact(config.warehouse_url)} {pipeline.target}",
-            freshness_sla=pipeline.freshness_sla, depends_on=tuple(pipeline.depends_on),
+            target_system=f"{redact(config.warehouse_url)} {node.target}",
+            freshness_sla=node.freshness_sla, depends_on=config.upstreams(name),
         )
+    )  # fmt: skip
+
+
+def record_skip(config: Config, name: str, trigger: Trigger, reason: str, message: str) -> str:
+    """A node that is not run (its upstream failed), recorded as a ``skipped`` run."""
+    ledger = ledger_for(config)
+    setup = registration(ledger, config, name) if ledger.records else []
+    return ledger.record_skipped(
+        name, reason=reason, message=message, trigger_type=trigger.trigger_type,
+        correlation_id=trigger.correlation_id, triggered_by=trigger.triggered_by or who(),
+        setup=setup,
     )  # fmt: skip
 
 

@@ -80,6 +80,9 @@ class Dialect:
     instant_type: ClassVar[str]
     #: a statement sees the tables as they were when it began, not its own changes so far
     statement_snapshot: ClassVar[bool]
+    #: the first statement of a transaction whose every statement sees one snapshot (None:
+    #: a writing transaction already does, holding the only write lock)
+    snapshot_statement: ClassVar[str | None]
     #: the type of a 64-bit integer column in pipeledger's own tables
     int64_type: ClassVar[str]
     distinct_operator: ClassVar[str]
@@ -153,6 +156,11 @@ class Dialect:
         """``SELECT`` prefix keeping one row per ``expression`` where the upsert needs it."""
         return ""
 
+    def cast_to(self, expression: str, sql_type: str) -> str:
+        """``expression`` as a value of the canonical ``sql_type``, stored as this warehouse
+        stores that type."""
+        return f"CAST({expression} AS {sql_type})"
+
 
 class _Postgres(Dialect):
     name = "postgres"
@@ -180,6 +188,7 @@ class _Postgres(Dialect):
     instant_type = "timestamptz"
     int64_type = "bigint"
     statement_snapshot = True
+    snapshot_statement = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
     distinct_operator = "IS DISTINCT FROM"
 
     def row_text(self, alias: str, columns: Sequence[str]) -> str:
@@ -232,6 +241,7 @@ class _Sqlite(Dialect):
     instant_type = "text"
     int64_type = "integer"  # SQLite's INTEGER is 64-bit
     statement_snapshot = False
+    snapshot_statement = None
     distinct_operator = "IS NOT"
 
     def column_type(self, sql_type: str) -> str:
@@ -262,6 +272,21 @@ class _Sqlite(Dialect):
 
     def utc_day(self, column: str) -> str:
         return f"substr({column}, 1, 10)"  # stored as UTC ISO-8601 text
+
+    def cast_to(self, expression: str, sql_type: str) -> str:
+        # exact decimals are text with the column's scale; dates and times are ISO text
+        if sql_type.startswith("numeric("):
+            scale = int(sql_type.rstrip(")").split(",")[1])
+            return (
+                f"CASE WHEN {expression} IS NULL THEN NULL "
+                f"ELSE printf('%.{scale}f', {expression}) END"
+            )
+        kinds = {"bigint": "INTEGER", "integer": "INTEGER", "smallint": "INTEGER",
+                 "boolean": "INTEGER", "real": "REAL", "double precision": "REAL",
+                 "text": "TEXT"}  # fmt: skip
+        if sql_type in kinds:
+            return f"CAST({expression} AS {kinds[sql_type]})"
+        return expression
 
 
 POSTGRES: Dialect = _Postgres()
