@@ -158,7 +158,7 @@ class Load:
         if rows is None:
             return None
         p = self.pipeline
-        shape = shape_from_table(rows, p.key, p.cursor, p.partition_by)
+        shape = shape_from_table(rows, p.key, p.cursor, p.partition_by, table=p.target)
         check_lateness(shape, p.lateness)
         return shape
 
