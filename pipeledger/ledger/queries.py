@@ -8,7 +8,8 @@ Definitions used throughout, stated once:
 
 - **The latest run** of a pipeline is the one that started last (ties: the greatest run id).
   **The last success** is the latest run with status ``success``; its ``ended_at`` is what
-  freshness is measured from (the same run :func:`last_success` reads).
+  freshness is measured from. :func:`last_success` (``Ledger.last_successful_run``) reads
+  the latest successful run that is not a backfill or replay: the frontier of the data.
 - **Rows written** by a run are ``rows_inserted + rows_updated`` (a missing count is 0).
 - **Volume** (:func:`volume_anomalies`) compares the rows written by the latest successful
   non-backfill run with the successful non-backfill runs that *started* in the 30 UTC days
@@ -141,7 +142,8 @@ def _latest(d: Dialect, outer: str, condition: str = "") -> str:
 
 
 _SUCCESS = " AND r.status = 'success'"
-_VOLUME = " AND r.status = 'success' AND r.trigger_type NOT IN ('backfill', 'replay')"
+_NOT_FRONTIER = "('backfill', 'replay')"  # runs that re-load old data
+_VOLUME = f" AND r.status = 'success' AND r.trigger_type NOT IN {_NOT_FRONTIER}"
 
 
 # -- 1. list_runs -----------------------------------------------------------------------
@@ -746,16 +748,19 @@ class PruneResult(_Json):
 
 
 def prunable_runs_sql(d: Dialect) -> str:
-    """Run ids that ended before the cutoff (one parameter), except running runs and each
-    pipeline's last success (``last_successful_run`` reads it)."""
+    """Run ids that ended before the cutoff (one parameter), except running runs, each
+    pipeline's last success (freshness) and its last success that is not a backfill or
+    replay (``last_successful_run`` reads it)."""
     runs = d.table(RUNS)
     later_success = (
         f"SELECT 1 FROM {runs} s WHERE s.pipeline = r.pipeline AND s.status = 'success' "
         "AND (s.started_at > r.started_at OR (s.started_at = r.started_at AND s.run_id > r.run_id))"
     )
+    later_frontier = f"{later_success} AND s.trigger_type NOT IN {_NOT_FRONTIER}"
     return (
         f"SELECT r.run_id FROM {runs} r WHERE r.status <> 'running' AND r.ended_at < {d.param} "
-        f"AND (r.status <> 'success' OR EXISTS ({later_success}))"
+        f"AND (r.status <> 'success' OR (EXISTS ({later_success}) "
+        f"AND (r.trigger_type IN {_NOT_FRONTIER} OR EXISTS ({later_frontier}))))"
     )
 
 
@@ -778,12 +783,17 @@ def prune(session: Session, older_than: timedelta, now: datetime) -> PruneResult
 # -- the loader's question --------------------------------------------------------------
 
 
-def last_success(session: Session, pipeline: str) -> datetime | None:
-    """``data_interval_end`` of the pipeline's latest successful run (by start time)."""
-    d = session.dialect
-    rows = session.query(
+def last_success_sql(d: Dialect) -> str:
+    return (
         f"SELECT data_interval_end FROM {d.table(RUNS)} WHERE pipeline = {d.param} "
-        "AND status = 'success' ORDER BY started_at DESC, run_id DESC LIMIT 1",
-        [pipeline],
+        f"AND status = 'success' AND trigger_type NOT IN {_NOT_FRONTIER} "
+        "ORDER BY started_at DESC, run_id DESC LIMIT 1"
     )
+
+
+def last_success(session: Session, pipeline: str) -> datetime | None:
+    """``data_interval_end`` of the pipeline's latest successful run (by start time) that
+    is not a backfill or a replay: those re-load old data, and must not move the answer
+    back (a replay covers no interval at all). None for an integer cursor."""
+    rows = session.query(last_success_sql(session.dialect), [pipeline])
     return stored_datetime(rows[0][0]) if rows else None
