@@ -300,8 +300,8 @@ def _ledger_app() -> typer.Typer:
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Count, then roll back.")] = False,
         as_json: JsonOption = False,
     ) -> None:
-        """Delete old runs with their tasks, events and snapshots (keeps running runs and
-        each pipeline's last success)."""
+        """Delete old runs with their tasks, events, snapshots and check results (keeps
+        running runs and each pipeline's last success)."""
         with guard(as_json):
             age = parse_duration(older_than)
             with _ledger(write=True) as session:
@@ -345,7 +345,7 @@ def _prune_report(result: q.PruneResult | None, dry_run: bool, as_json: bool) ->
     out.print(
         f"{verb} {result.pipeline_runs:,} run(s) that ended before {_ts(result.cutoff)}, "
         f"{result.task_runs:,} task(s), {result.audit_events:,} audit event(s), "
-        f"{result.dataset_snapshots:,} snapshot(s)",
+        f"{result.dataset_snapshots:,} snapshot(s), {result.quality_results:,} check result(s)",
         soft_wrap=True,
         highlight=False,
     )

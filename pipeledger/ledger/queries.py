@@ -48,7 +48,15 @@ from typing import Any
 
 from pipeledger.errors import AmbiguousRunId
 from pipeledger.ledger.model import stored_datetime
-from pipeledger.ledger.schema import AUDIT, DEPENDENCIES, PIPELINES, RUNS, SNAPSHOTS, TASKS
+from pipeledger.ledger.schema import (
+    AUDIT,
+    DEPENDENCIES,
+    PIPELINES,
+    QUALITY,
+    RUNS,
+    SNAPSHOTS,
+    TASKS,
+)
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
 
@@ -745,6 +753,7 @@ class PruneResult(_Json):
     task_runs: int
     audit_events: int
     dataset_snapshots: int
+    quality_results: int
 
 
 def prunable_runs_sql(d: Dialect) -> str:
@@ -765,9 +774,10 @@ def prunable_runs_sql(d: Dialect) -> str:
 
 
 def prune(session: Session, older_than: timedelta, now: datetime) -> PruneResult:
-    """Delete runs that ended before ``now - older_than`` with their tasks, audit events
-    and snapshots, in ``session`` (a writer); running runs and each pipeline's last
-    success are kept. Returns the rows deleted per table."""
+    """Delete runs that ended before ``now - older_than`` with their tasks, audit events,
+    snapshots and check results, in ``session`` (a writer); running runs and each
+    pipeline's last successes are kept (:func:`prunable_runs_sql`). A run's records go
+    before the run (their foreign keys). Returns the rows deleted per table."""
     d = session.dialect
     cutoff = now - older_than
     doomed = prunable_runs_sql(d)
@@ -775,7 +785,7 @@ def prune(session: Session, older_than: timedelta, now: datetime) -> PruneResult
         table.table: session.execute(
             f"DELETE FROM {d.table(table)} WHERE run_id IN ({doomed})", [cutoff]
         )
-        for table in (TASKS, AUDIT, SNAPSHOTS, RUNS)  # the runs last: they define the set
+        for table in (TASKS, AUDIT, SNAPSHOTS, QUALITY, RUNS)  # the runs last: they define the set
     }
     return PruneResult(cutoff=cutoff, **counts)
 

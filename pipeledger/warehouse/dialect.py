@@ -82,6 +82,8 @@ class Dialect:
     statement_snapshot: ClassVar[bool]
     #: the type of a 64-bit integer column in pipeledger's own tables
     int64_type: ClassVar[str]
+    #: ``ALTER TABLE ... ADD CONSTRAINT`` exists (else a table is rebuilt to gain one)
+    alters_constraints: ClassVar[bool]
     distinct_operator: ClassVar[str]
 
     def __repr__(self) -> str:
@@ -179,6 +181,7 @@ class _Postgres(Dialect):
     toggles_triggers = True
     instant_type = "timestamptz"
     int64_type = "bigint"
+    alters_constraints = True
     statement_snapshot = True
     distinct_operator = "IS DISTINCT FROM"
 
@@ -231,6 +234,7 @@ class _Sqlite(Dialect):
     toggles_triggers = False
     instant_type = "text"
     int64_type = "integer"  # SQLite's INTEGER is 64-bit
+    alters_constraints = False
     statement_snapshot = False
     distinct_operator = "IS NOT"
 
