@@ -251,7 +251,7 @@ def _main_json(args: list[str]) -> int:
     try:
         code = app(args=args, standalone_mode=False)
     except typer.TyperException as exc:
-        print_message("usage error", exc.format_message())
+        print_message("usage error" if exc.exit_code == 2 else "error", exc.format_message())
         print_json(usage_error_json(exc))
         return exc.exit_code
     return code if isinstance(code, int) else 0
