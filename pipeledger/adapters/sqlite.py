@@ -182,6 +182,7 @@ class SqliteWarehouse:
         conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")  # the ledger's (off by default in SQLite)
         # the SQL functions the quality gate uses, which PostgreSQL has built in
         conn.create_function("md5", 1, _md5, deterministic=True)
         conn.create_function("regexp", 2, _regexp, deterministic=True)

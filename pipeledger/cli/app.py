@@ -9,6 +9,7 @@ COMMIT), 75 failed (transient: a retry may succeed), 130/143 cancelled.
 from __future__ import annotations
 
 import signal
+import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -31,6 +32,7 @@ from pipeledger.cli.common import (
     out,
     print_json,
     print_message,
+    usage_error_json,
 )
 from pipeledger.cli.render import dag_lines, model_lines, result_lines, state_lines
 from pipeledger.errors import GateFailed
@@ -274,7 +276,24 @@ def demo(
 
 def main() -> None:
     runner.prefer_system_allocator()
-    app()
+    args = sys.argv[1:]
+    if "--json" not in args:
+        app()
+        return
+    sys.exit(_main_json(args))
+
+
+def _main_json(args: list[str]) -> int:
+    """With ``--json``, stdout is one JSON document whatever happens, also when the command
+    line itself is wrong (an unknown option, a missing argument, a bad value), which the
+    parser reports before any command runs."""
+    try:
+        code = app(args=args, standalone_mode=False)
+    except typer.TyperException as exc:
+        print_message("usage error" if exc.exit_code == 2 else "error", exc.format_message())
+        print_json(usage_error_json(exc))
+        return exc.exit_code
+    return code if isinstance(code, int) else 0
 
 
 from pipeledger.cli import ledger_cli  # noqa: E402  (registers the ledger commands on app)

@@ -224,7 +224,7 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOption = False,
     ) -> None:
         """Recent runs, newest first."""
-        with guard(), _ledger() as session:
+        with guard(as_json), _ledger() as session:
             start = parse_since(since, _now()) if since else None
             wanted = status.value if status else None
             rows = q.list_runs(session, name, start, wanted, limit) if session else []
@@ -236,7 +236,7 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOption = False,
     ) -> None:
         """One run with its tasks, audit events and snapshots."""
-        with guard(), _ledger() as session:
+        with guard(as_json), _ledger() as session:
             detail = q.show_run(session, run_id) if session else None
             if detail is None:
                 raise PipeledgerError(f"no run with id {run_id!r} in the ledger")
@@ -249,21 +249,21 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def status(as_json: JsonOption = False) -> None:
         """Health per pipeline: 7-day success rate, freshness, volume anomaly."""
-        with guard(), _ledger() as session:
+        with guard(as_json), _ledger() as session:
             rows = q.pipeline_status(session, _now()) if session else []
             _report(rows, as_json, status_lines, NO_RUNS)
 
     @app.command()
     def anomalies(name: NameArgument = None, as_json: JsonOption = False) -> None:
         """Rows written by each pipeline's latest run against its last 30 days."""
-        with guard(), _ledger() as session:
+        with guard(as_json), _ledger() as session:
             rows = q.volume_anomalies(session, _now(), name) if session else []
             _report(rows, as_json, anomaly_lines, "no successful runs" if session else NO_RUNS)
 
     @app.command()
     def tasks(name: NameArgument = None, as_json: JsonOption = False) -> None:
         """Per task and day (14 days): runs, mean and longest duration, mean rows out."""
-        with guard(), _ledger() as session:
+        with guard(as_json), _ledger() as session:
             rows = q.task_trends(session, _now(), name) if session else []
             _report(rows, as_json, trend_lines, "no tasks in 14 days" if session else NO_RUNS)
 
@@ -274,7 +274,7 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOption = False,
     ) -> None:
         """Audit events about one target table, newest first."""
-        with guard(), _ledger() as session:
+        with guard(as_json), _ledger() as session:
             start = parse_since(since, _now()) if since else None
             rows = q.audit_trail(session, table, start) if session else []
             _report(rows, as_json, audit_lines, f"no audit events for {table}")
@@ -282,7 +282,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def blocked(as_json: JsonOption = False) -> None:
         """Pipelines waiting on an upstream that is not fresh (exit 0 either way)."""
-        with guard(), _ledger() as session:
+        with guard(as_json), _ledger() as session:
             rows = q.blocked_pipelines(session, _now()) if session else []
             _report(rows, as_json, blocked_lines, "no pipeline is blocked")
 
@@ -300,9 +300,9 @@ def _ledger_app() -> typer.Typer:
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Count, then roll back.")] = False,
         as_json: JsonOption = False,
     ) -> None:
-        """Delete old runs with their tasks, events and snapshots (keeps running runs and
-        each pipeline's last success)."""
-        with guard():
+        """Delete old runs with their tasks, events, snapshots and check results (keeps
+        running runs and each pipeline's last success)."""
+        with guard(as_json):
             age = parse_duration(older_than)
             with _ledger(write=True) as session:
                 if session is None:
@@ -317,7 +317,7 @@ def _ledger_app() -> typer.Typer:
     def migrate_command(as_json: JsonOption = False) -> None:
         """Create or upgrade the ledger tables (ledger database) and the watermark table
         (warehouse)."""
-        with guard():
+        with guard(as_json):
             config = load()
             targets = ((LEDGER, config.ledger_url), (STATE, config.warehouse_url))
             applied: dict[str, list[int]] = {}
@@ -345,7 +345,7 @@ def _prune_report(result: q.PruneResult | None, dry_run: bool, as_json: bool) ->
     out.print(
         f"{verb} {result.pipeline_runs:,} run(s) that ended before {_ts(result.cutoff)}, "
         f"{result.task_runs:,} task(s), {result.audit_events:,} audit event(s), "
-        f"{result.dataset_snapshots:,} snapshot(s)",
+        f"{result.dataset_snapshots:,} snapshot(s), {result.quality_results:,} check result(s)",
         soft_wrap=True,
         highlight=False,
     )

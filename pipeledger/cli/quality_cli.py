@@ -86,7 +86,7 @@ def list_entries(
     as_json: JsonOption = False,
 ) -> None:
     """What is set aside (unresolved unless --all), oldest first."""
-    with guard():
+    with guard(as_json):
         entries = quarantined(load(), name, run=run, include_resolved=include_resolved)
         if as_json:
             print_json([e.to_json() for e in entries])
@@ -102,7 +102,7 @@ def list_entries(
 @quarantine_app.command("replay")
 def replay_entries(name: NameArgument, run: RunOption = None, as_json: JsonOption = False) -> None:
     """Check the unresolved rows again with today's config; publish those that pass."""
-    with guard():
+    with guard(as_json):
         result = replay(load(), name, run=run)
         if as_json:
             print_json(result.to_json())

@@ -109,11 +109,14 @@ def dag_lines(graph: dict[str, Any]) -> list[str]:
 
 
 def state_lines(rows: Sequence[WatermarkRow]) -> list[str]:
+    """One line per pipeline and partition, with what ``--json`` shows. Every value is
+    escaped: a partition shown as ``[eu]`` would otherwise be read as a markup tag."""
     lines = []
     for row in rows:
-        partition = f" [{row.partition}]" if row.partition else ""
+        partition = f" {escape(f'[{row.partition}]')}" if row.partition else ""
         lines.append(
-            f"[bold]{row.pipeline}[/]{partition}  {row.cursor_column} ({row.cursor_type})  "
-            f"{row.watermark}  (set by run {row.run_id} at {row.updated_at})"
+            f"[bold]{escape(row.pipeline)}[/]{partition}  {escape(row.cursor_column)} "
+            f"({escape(row.cursor_type)})  {escape(row.watermark)}  "
+            f"(set by run {escape(row.run_id)} at {escape(row.updated_at)})"
         )
     return lines

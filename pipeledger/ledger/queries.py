@@ -8,7 +8,8 @@ Definitions used throughout, stated once:
 
 - **The latest run** of a pipeline is the one that started last (ties: the greatest run id).
   **The last success** is the latest run with status ``success``; its ``ended_at`` is what
-  freshness is measured from (the same run :func:`last_success` reads).
+  freshness is measured from. :func:`last_success` (``Ledger.last_successful_run``) reads
+  the latest successful run that is not a backfill or replay: the frontier of the data.
 - **Rows written** by a run are ``rows_inserted + rows_updated`` (a missing count is 0).
 - **Volume** (:func:`volume_anomalies`) compares the rows written by the latest successful
   non-backfill run with the successful non-backfill runs that *started* in the 30 UTC days
@@ -47,7 +48,15 @@ from typing import Any
 
 from pipeledger.errors import AmbiguousRunId
 from pipeledger.ledger.model import stored_datetime
-from pipeledger.ledger.schema import AUDIT, DEPENDENCIES, PIPELINES, RUNS, SNAPSHOTS, TASKS
+from pipeledger.ledger.schema import (
+    AUDIT,
+    DEPENDENCIES,
+    PIPELINES,
+    QUALITY,
+    RUNS,
+    SNAPSHOTS,
+    TASKS,
+)
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
 
@@ -141,7 +150,8 @@ def _latest(d: Dialect, outer: str, condition: str = "") -> str:
 
 
 _SUCCESS = " AND r.status = 'success'"
-_VOLUME = " AND r.status = 'success' AND r.trigger_type NOT IN ('backfill', 'replay')"
+_NOT_FRONTIER = "('backfill', 'replay')"  # runs that re-load old data
+_VOLUME = f" AND r.status = 'success' AND r.trigger_type NOT IN {_NOT_FRONTIER}"
 
 
 # -- 1. list_runs -----------------------------------------------------------------------
@@ -744,26 +754,31 @@ class PruneResult(_Json):
     task_runs: int
     audit_events: int
     dataset_snapshots: int
+    quality_results: int
 
 
 def prunable_runs_sql(d: Dialect) -> str:
-    """Run ids that ended before the cutoff (one parameter), except running runs and each
-    pipeline's last success (``last_successful_run`` reads it)."""
+    """Run ids that ended before the cutoff (one parameter), except running runs, each
+    pipeline's last success (freshness) and its last success that is not a backfill or
+    replay (``last_successful_run`` reads it)."""
     runs = d.table(RUNS)
     later_success = (
         f"SELECT 1 FROM {runs} s WHERE s.pipeline = r.pipeline AND s.status = 'success' "
         "AND (s.started_at > r.started_at OR (s.started_at = r.started_at AND s.run_id > r.run_id))"
     )
+    later_frontier = f"{later_success} AND s.trigger_type NOT IN {_NOT_FRONTIER}"
     return (
         f"SELECT r.run_id FROM {runs} r WHERE r.status <> 'running' AND r.ended_at < {d.param} "
-        f"AND (r.status <> 'success' OR EXISTS ({later_success}))"
+        f"AND (r.status <> 'success' OR (EXISTS ({later_success}) "
+        f"AND (r.trigger_type IN {_NOT_FRONTIER} OR EXISTS ({later_frontier}))))"
     )
 
 
 def prune(session: Session, older_than: timedelta, now: datetime) -> PruneResult:
-    """Delete runs that ended before ``now - older_than`` with their tasks, audit events
-    and snapshots, in ``session`` (a writer); running runs and each pipeline's last
-    success are kept. Returns the rows deleted per table."""
+    """Delete runs that ended before ``now - older_than`` with their tasks, audit events,
+    snapshots and check results, in ``session`` (a writer); running runs and each
+    pipeline's last successes are kept (:func:`prunable_runs_sql`). A run's records go
+    before the run (their foreign keys). Returns the rows deleted per table."""
     d = session.dialect
     cutoff = now - older_than
     doomed = prunable_runs_sql(d)
@@ -771,7 +786,7 @@ def prune(session: Session, older_than: timedelta, now: datetime) -> PruneResult
         table.table: session.execute(
             f"DELETE FROM {d.table(table)} WHERE run_id IN ({doomed})", [cutoff]
         )
-        for table in (TASKS, AUDIT, SNAPSHOTS, RUNS)  # the runs last: they define the set
+        for table in (TASKS, AUDIT, SNAPSHOTS, QUALITY, RUNS)  # the runs last: they define the set
     }
     return PruneResult(cutoff=cutoff, **counts)
 
@@ -779,12 +794,17 @@ def prune(session: Session, older_than: timedelta, now: datetime) -> PruneResult
 # -- the loader's question --------------------------------------------------------------
 
 
-def last_success(session: Session, pipeline: str) -> datetime | None:
-    """``data_interval_end`` of the pipeline's latest successful run (by start time)."""
-    d = session.dialect
-    rows = session.query(
+def last_success_sql(d: Dialect) -> str:
+    return (
         f"SELECT data_interval_end FROM {d.table(RUNS)} WHERE pipeline = {d.param} "
-        "AND status = 'success' ORDER BY started_at DESC, run_id DESC LIMIT 1",
-        [pipeline],
+        f"AND status = 'success' AND trigger_type NOT IN {_NOT_FRONTIER} "
+        "ORDER BY started_at DESC, run_id DESC LIMIT 1"
     )
+
+
+def last_success(session: Session, pipeline: str) -> datetime | None:
+    """``data_interval_end`` of the pipeline's latest successful run (by start time) that
+    is not a backfill or a replay: those re-load old data, and must not move the answer
+    back (a replay covers no interval at all). None for an integer cursor."""
+    rows = session.query(last_success_sql(session.dialect), [pipeline])
     return stored_datetime(rows[0][0]) if rows else None

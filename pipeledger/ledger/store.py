@@ -96,6 +96,8 @@ def apply(session: Session, op: Op) -> None:
     """Execute one op in ``session``; applying it again changes nothing."""
     d = session.dialect
     if op.kind == "run":
+        at = op.data["started_at"]  # the run's foreign key: a pipeline that never registered
+        session.execute(lsql.ensure_pipeline(d), [op.data["pipeline"], at, at])
         changed = session.execute(lsql.upsert_run(d), _params(op.data, lsql.RUN_COLUMNS))
         if not changed and op.data.get("status") != "running":
             _late_completion(session, op.data)

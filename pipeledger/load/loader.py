@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 import pyarrow as pa
 
@@ -56,6 +56,7 @@ from pipeledger.watermark import (
     Window,
     arrow_filter,
     incremental_window,
+    is_whole_day,
     to_text,
 )
 
@@ -158,7 +159,7 @@ class Load:
         if rows is None:
             return None
         p = self.pipeline
-        shape = shape_from_table(rows, p.key, p.cursor, p.partition_by)
+        shape = shape_from_table(rows, p.key, p.cursor, p.partition_by, table=p.target)
         check_lateness(shape, p.lateness)
         return shape
 
@@ -455,12 +456,16 @@ class Load:
     def _covered(self) -> tuple[datetime, datetime] | None:
         """The stretch of the cursor this run covered, for the ledger's data interval: from
         its window's lower bound (or the least cursor it read) to the greatest cursor
-        staged or already covered (time cursors only)."""
+        staged or already covered; a backfill's is its range, to the end of a date-only
+        end's day, as ``runner.backfill`` records it when the run starts (time cursors
+        only)."""
         tracker, window = self.tracker, self.window
         if tracker is None or window is None:
             return None
-        if self.mode == "backfill":
+        if self.mode == "backfill":  # a date-only end covers that whole day
             start, end = window.lower, window.upper
+            if end is not None and is_whole_day(end):
+                end = end + timedelta(days=1)  # type: ignore[operator]
         else:
             lows = [*window.partition_lower.values()] or ([window.lower] if window.lower else [])
             start = min(lows) if lows else tracker.least

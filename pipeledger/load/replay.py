@@ -176,7 +176,9 @@ def _shape(session: Session, name: str, pipeline: PipelineConfig) -> tuple[Shape
             "rows have nowhere to go; nothing was replayed"
         )
     fingerprinted = any(column == ROW_HASH_COLUMN for column, _ in columns)
-    shape = shape_from_table(columns, pipeline.key, pipeline.cursor, pipeline.partition_by)
+    shape = shape_from_table(
+        columns, pipeline.key, pipeline.cursor, pipeline.partition_by, table=pipeline.target
+    )
     return shape, fingerprinted  # a target is upgraded by its next run, not by a replay
 
 

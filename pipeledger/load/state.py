@@ -121,32 +121,39 @@ def write_state(d: Dialect) -> str:
     )
 
 
+def insert_commit(d: Dialect) -> str:
+    return (
+        f"INSERT INTO {d.table(COMMITS_TABLE)} (run_id, pipeline, target, committed_at, "
+        f"ledger_ops) VALUES ({d.marks(5)})"
+    )
+
+
+def select_commits(d: Dialect, count: int) -> str:
+    return (
+        f"SELECT run_id, ledger_ops FROM {d.table(COMMITS_TABLE)} "
+        f"WHERE run_id IN ({d.marks(count)})"
+    )
+
+
 def record_commit(
     session: Session, run_id: str, pipeline: str, target: str | None, ledger_ops: str | None
 ) -> None:
     """This run commits (it is inside the transaction that does). ``ledger_ops``: what the
     run writes to a ledger that lives elsewhere, as JSON lines, so that it can be written
     there later from here if the ledger cannot hear it now."""
-    d = session.dialect
     session.execute(
-        f"INSERT INTO {d.table(COMMITS_TABLE)} (run_id, pipeline, target, committed_at, "
-        f"ledger_ops) VALUES ({d.marks(5)})",
-        [run_id, pipeline, target, datetime.now(UTC), ledger_ops],
+        insert_commit(session.dialect), [run_id, pipeline, target, datetime.now(UTC), ledger_ops]
     )
 
 
 def read_commits(session: Session, run_ids: Sequence[str]) -> dict[str, str | None]:
     """Of ``run_ids``, those that committed, with the ledger ops they left."""
-    d, found = session.dialect, {}
+    found = {}
     if session.table_columns(COMMITS_TABLE) is None:
         return {}
     for start in range(0, len(run_ids), 500):
         chunk = list(run_ids[start : start + 500])
-        rows = session.query(
-            f"SELECT run_id, ledger_ops FROM {d.table(COMMITS_TABLE)} "
-            f"WHERE run_id IN ({d.marks(len(chunk))})",
-            chunk,
-        )
+        rows = session.query(select_commits(session.dialect, len(chunk)), chunk)
         found.update({str(run_id): ops for run_id, ops in rows})
     return found
 

@@ -84,14 +84,31 @@ def infer_shape(
 
 
 def shape_from_table(
-    rows: Sequence[tuple[str, str]], key: Sequence[str], cursor: str, partition_by: str | None
+    rows: Sequence[tuple[str, str]],
+    key: Sequence[str],
+    cursor: str,
+    partition_by: str | None,
+    *,
+    table: str,
 ) -> Shape:
-    """The shape of an existing target, read from the database catalog."""
+    """The shape of an existing target ``table``, read from the database catalog. Its
+    column names reach SQL text as the config's names do, so they pass the same check
+    first: a column made by hand (``a"b``) is refused here, before any statement names it."""
     meta = {RUN_ID_COLUMN, LOADED_AT_COLUMN, ROW_HASH_COLUMN}
-    columns = tuple(Column(name, canonical_type(kind)) for name, kind in rows if name not in meta)
+    columns = tuple(_catalog_column(table, name, kind) for name, kind in rows if name not in meta)
     shape = Shape(columns, tuple(key), cursor, partition_by)
     _check_roles(shape)
     return shape
+
+
+def _catalog_column(table: str, name: str, kind: str) -> Column:
+    try:
+        return Column(check_identifier(name, "column"), canonical_type(kind))
+    except ValueError as exc:
+        raise SchemaError(
+            f"target {table}: {exc}; pipeledger loads only tables whose columns it can name "
+            "and type: rename or retype that column, or load into another target"
+        ) from None
 
 
 def _check_roles(shape: Shape) -> None:

@@ -85,6 +85,8 @@ class Dialect:
     snapshot_statement: ClassVar[str | None]
     #: the type of a 64-bit integer column in pipeledger's own tables
     int64_type: ClassVar[str]
+    #: ``ALTER TABLE ... ADD CONSTRAINT`` exists (else a table is rebuilt to gain one)
+    alters_constraints: ClassVar[bool]
     distinct_operator: ClassVar[str]
 
     def __repr__(self) -> str:
@@ -187,6 +189,7 @@ class _Postgres(Dialect):
     toggles_triggers = True
     instant_type = "timestamptz"
     int64_type = "bigint"
+    alters_constraints = True
     statement_snapshot = True
     snapshot_statement = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
     distinct_operator = "IS DISTINCT FROM"
@@ -240,6 +243,7 @@ class _Sqlite(Dialect):
     toggles_triggers = False
     instant_type = "text"
     int64_type = "integer"  # SQLite's INTEGER is 64-bit
+    alters_constraints = False
     statement_snapshot = False
     snapshot_statement = None
     distinct_operator = "IS NOT"

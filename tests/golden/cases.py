@@ -1,0 +1,491 @@
+"""The input side of the golden SQL tests: every pure SQL builder, called with fixed inputs,
+one :class:`Case` per call, with what must exist for its output to be executed.
+
+The expected text lives in ``tests/golden/<dialect>/<module>.sql``, one section per case
+(``-- case: NAME``). After a deliberate change to a builder, rewrite those files with
+``.venv/bin/python -m pytest tests/golden --update-golden`` and review the diff.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from pipeledger.config import ChecksConfig, RangeBound
+from pipeledger.extract import sql as extract_sql
+from pipeledger.ledger import queries
+from pipeledger.ledger import sql as lsql
+from pipeledger.ledger.schema import ledger_migrations
+from pipeledger.load import guard_sql, replay, state
+from pipeledger.load import sql as load_sql
+from pipeledger.quality import checks
+from pipeledger.quality import quarantine as quarantine_sql
+from pipeledger.schema import Column, TableName
+from pipeledger.transform.conform import Shape
+from pipeledger.warehouse import stage
+from pipeledger.warehouse.dialect import Dialect
+from pipeledger.warehouse.migrations import Migration
+from pipeledger.watermark import Window
+
+# -- the fixed inputs -------------------------------------------------------------------
+
+TARGET = TableName("analytics", "orders")
+COLUMNS = (
+    Column("order_id", "bigint"),
+    Column("region", "text"),
+    Column("amount", "numeric(12,2)"),
+    Column("status", "text"),
+    Column("updated_at", "timestamptz"),
+)
+KEY = ("order_id",)
+COMPOSITE_KEY = ("order_id", "region")
+SHAPE = Shape(COLUMNS, KEY, "updated_at", "region")
+RUN_ID = "6f1c7f0e-3c55-4b7e-9a55-0c6f1b0d2a11"
+AT = datetime(2024, 6, 15, 12, 0, tzinfo=UTC)
+LOWER = datetime(2024, 1, 1, 10, 0, tzinfo=UTC)
+UPPER = datetime(2024, 1, 7, 18, 30, tzinfo=UTC)
+STAGED_ROW = (1, "eu", Decimal("10.00"), "completed", LOWER, 123456789)
+CHECKS = ChecksConfig(
+    not_null=["status"],
+    range={"amount": RangeBound(min=0, max=1000), "order_id": RangeBound(min=1)},
+    accepted_values={"status": ["completed", "shipped"]},
+    matches={"region": "^[a-z]{2}$"},
+    warn=["matches"],
+)
+POLICIES = ("update", "newer_wins", "ignore", "error")
+
+
+def spec(
+    policy: str = "update", key: tuple[str, ...] = KEY, fingerprints: bool = True
+) -> load_sql.MergeSpec:
+    return load_sql.MergeSpec(TARGET, COLUMNS, key, "updated_at", policy, fingerprints)
+
+
+# -- what a builder produced ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Golden:
+    """A builder's output: statements (each with an optional note), and the parameters the
+    builder itself says it binds (None: it leaves them to the caller)."""
+
+    statements: tuple[tuple[str | None, str], ...]
+    params: tuple[Any, ...] | None = None
+
+    def render(self) -> str:
+        if not self.statements:
+            return "-- (no statement on this dialect)"
+        lines = []
+        for note, statement in self.statements:
+            if note:
+                lines.append(f"-- {note}")
+            lines.append(statement + ";")
+        if self.params is not None:
+            lines.append(f"-- params: {list(self.params)!r}")
+        return "\n".join(lines)
+
+
+def text(statement: str | None) -> Golden:
+    return Golden(() if statement is None else ((None, statement),))
+
+
+def texts(statements: Sequence[str]) -> Golden:
+    return Golden(tuple((None, s) for s in statements))
+
+
+def bound(statement: str, params: Sequence[Any]) -> Golden:
+    return Golden(((None, statement),), tuple(params))
+
+
+def migrations(steps: Sequence[Migration]) -> Golden:
+    out: list[tuple[str | None, str]] = []
+    for version, description, statements in steps:
+        out += [(f"migration {version}: {description}" if i == 0 else None, s)
+                for i, s in enumerate(statements)]  # fmt: skip
+    return Golden(tuple(out))
+
+
+# -- one case per builder call ----------------------------------------------------------
+
+BOTH = ("postgres", "sqlite")
+POSTGRES_ONLY = ("postgres",)
+SQLITE_ONLY = ("sqlite",)
+
+
+@dataclass(frozen=True)
+class Case:
+    """``world``: what must exist before the output runs (tests/golden/test_sql_golden.py
+    builds it: ledger, state, schema, target, stage, stage_unique, replay_stage,
+    quarantine, trigger). ``setup``: statements run before it, not pinned here. ``bind``:
+    values to run it with when the builder binds none itself (else each statement with
+    parameters is EXPLAINed with NULLs). ``runs``: False for what needs more than a
+    statement (COPY)."""
+
+    module: str
+    name: str
+    build: Callable[[Dialect], Golden]
+    dialects: tuple[str, ...] = BOTH
+    world: frozenset[str] = frozenset()
+    setup: Callable[[Dialect], list[str]] = field(default=lambda d: [])
+    bind: Callable[[Dialect], list[Any]] | None = None
+    runs: bool = True
+
+
+def _w(*parts: str) -> frozenset[str]:
+    return frozenset(parts)
+
+
+def _load_sql() -> list[Case]:
+    m = "load_sql"
+    merges = [
+        Case(m, f"merge under on_conflict={policy}",
+             lambda d, p=policy: text(load_sql.merge(d, spec(p), d.stage())),
+             world=_w("target", "stage"), bind=lambda d: [RUN_ID, AT])
+        for policy in POLICIES
+    ]  # fmt: skip
+    return [
+        Case(m, "create_target with its primary key",
+             lambda d: text(load_sql.create_target(d, spec())), world=_w("schema")),
+        Case(m, "create_target with the primary key deferred",
+             lambda d: text(load_sql.create_target(d, spec(), primary_key=False)),
+             world=_w("schema")),
+        Case(m, "add_primary_key after a bulk insert",  # deferred_primary_key only
+             lambda d: text(load_sql.add_primary_key(d, spec())), POSTGRES_ONLY,
+             world=_w("schema"),
+             setup=lambda d: [load_sql.create_target(d, spec(), primary_key=False)]),
+        Case(m, "add_column for schema drift",
+             lambda d: text(load_sql.add_column(d, TARGET, Column("discount", "numeric(5,2)"))),
+             world=_w("target")),
+        Case(m, "add_column if missing",
+             lambda d: text(load_sql.add_column(d, TARGET, Column("note", "text"), True)),
+             world=_w("target")),
+        Case(m, "insert_new into a target this run created",
+             lambda d: text(load_sql.insert_new(d, spec(), d.stage())),
+             world=_w("target", "stage"), bind=lambda d: [RUN_ID, AT]),
+        Case(m, "stage_schema of a run", lambda d: text(load_sql.stage_schema(RUN_ID)),
+             POSTGRES_ONLY, runs=False),
+        Case(m, "create_promotable_stage",
+             lambda d: texts(load_sql.create_promotable_stage(RUN_ID, COLUMNS, "updated_at")),
+             POSTGRES_ONLY, world=_w("schema")),
+        Case(m, "promote_stage into the target",
+             lambda d: texts(load_sql.promote_stage(spec(), RUN_ID, AT)), POSTGRES_ONLY,
+             world=_w("schema"),
+             setup=lambda d: load_sql.create_promotable_stage(RUN_ID, COLUMNS, "updated_at")),
+        Case(m, "drop_promotable_stage",
+             lambda d: texts(load_sql.drop_promotable_stage(RUN_ID)), POSTGRES_ONLY,
+             world=_w("schema"),
+             setup=lambda d: load_sql.create_promotable_stage(RUN_ID, COLUMNS, "updated_at")),
+        Case(m, "stored_hashes of a backfill window",
+             lambda d: text(load_sql.stored_hashes(d, TARGET, f'"updated_at" >= {d.param}')),
+             world=_w("target"), bind=lambda d: [LOWER, AT, 1001]),
+        Case(m, "staged_key_hashes", lambda d: text(load_sql.staged_key_hashes(d, spec())),
+             world=_w("target", "stage")),
+        Case(m, "restage_from_target of three fingerprints",
+             lambda d: text(load_sql.restage_from_target(d, spec(), 3)),
+             world=_w("target", "stage"),
+             bind=lambda d: [[1, 2, 3]] if d.array_params else [1, 2, 3]),
+        Case(m, "duplicate_keys", lambda d: text(load_sql.duplicate_keys(d, spec())),
+             world=_w("stage")),
+        Case(m, "duplicate_keys of a composite key",
+             lambda d: text(load_sql.duplicate_keys(d, spec(key=COMPOSITE_KEY))),
+             world=_w("stage")),
+        Case(m, "dedupe_stage", lambda d: text(load_sql.dedupe_stage(d, spec())),
+             world=_w("stage")),
+        Case(m, "conflicting_rows under on_conflict=error",
+             lambda d: text(load_sql.conflicting_rows(d, spec("error"), d.stage())),
+             world=_w("target", "stage")),
+        Case(m, "conflicting_duplicates under on_conflict=error",
+             lambda d: text(load_sql.conflicting_duplicates(d, spec("error"))),
+             world=_w("stage")),
+        Case(m, "count_new_keys", lambda d: text(load_sql.count_new_keys(d, spec(), d.stage())),
+             world=_w("target", "stage")),
+        *merges,
+        Case(m, "merge of a composite key into a target without fingerprints",
+             lambda d: text(load_sql.merge(d, spec("newer_wins", COMPOSITE_KEY, False),
+                                           d.stage())),
+             world=_w("schema", "stage"),
+             setup=lambda d: [load_sql.create_target(d, spec(key=COMPOSITE_KEY))],
+             bind=lambda d: [RUN_ID, AT]),
+        Case(m, "merge planner settings",
+             lambda d: texts([*load_sql.MERGE_PLANNER_SETTINGS, *load_sql.MERGE_PLANNER_RESET]),
+             POSTGRES_ONLY),
+    ]  # fmt: skip
+
+
+def _warehouse_stage() -> list[Case]:
+    m = "warehouse_stage"
+    columns = [*COLUMNS, load_sql.ROW_HASH]
+    names = [c.name for c in columns]
+    return [
+        Case(m, "create_schema of the target", lambda d: text(stage.create_schema(d, TARGET))),
+        Case(m, "create_stage", lambda d: text(stage.create_stage(d, columns))),
+        Case(m, "drop_stage", lambda d: texts(stage.drop_stage(d)), world=_w("stage")),
+        Case(m, "copy_stage as CSV", lambda d: text(stage.copy_stage(names)), POSTGRES_ONLY,
+             runs=False),
+        Case(m, "copy_stage as binary", lambda d: text(stage.copy_stage(names, binary=True)),
+             POSTGRES_ONLY, runs=False),
+        Case(m, "insert_stage", lambda d: text(stage.insert_stage(d, names)), world=_w("stage"),
+             bind=lambda d: list(STAGED_ROW)),
+        Case(m, "unique_key_index on the stage", lambda d: text(stage.unique_key_index(d, KEY)),
+             world=_w("stage")),
+        Case(m, "unique_key_index on the deduplicated stage",  # proves_keys_by_index only
+             lambda d: text(stage.unique_key_index(d, KEY, d.stage_unique())), POSTGRES_ONLY,
+             world=_w("stage", "stage_unique")),
+    ]  # fmt: skip
+
+
+def _load_guard_sql() -> list[Case]:
+    m = "load_guard_sql"
+    return [
+        Case(m, "forget_hash_function", lambda d: text(guard_sql.forget_hash_function()),
+             POSTGRES_ONLY, world=_w("state")),
+        Case(m, "fingerprint_guard_table", lambda d: text(guard_sql.fingerprint_guard_table(d)),
+             world=_w("state")),
+        Case(m, "renewed_guard_table", lambda d: texts(guard_sql.renewed_guard_table(d)),
+             world=_w("state")),
+        Case(m, "forget_hash_trigger", lambda d: text(guard_sql.forget_hash_trigger(d, TARGET)),
+             world=_w("state", "target")),
+        Case(m, "always_fire", lambda d: text(guard_sql.always_fire(TARGET)), POSTGRES_ONLY,
+             world=_w("state", "target", "trigger")),
+        Case(m, "trigger_version",
+             lambda d: bound(guard_sql.trigger_version(d), guard_sql.trigger_params(d, TARGET)),
+             world=_w("state", "target", "trigger")),
+        Case(m, "trigger_exists", lambda d: text(guard_sql.trigger_exists(d)), POSTGRES_ONLY,
+             world=_w("target"), bind=lambda d: [d.table(TARGET), guard_sql.FORGET_TRIGGER]),
+        Case(m, "may_upgrade", lambda d: text(guard_sql.may_upgrade(d)), POSTGRES_ONLY,
+             world=_w("state", "target"),
+             bind=lambda d: [d.table(TARGET), *[d.table(guard_sql.GUARDS_TABLE)] * 2]),
+        Case(m, "without_rowid", lambda d: text(guard_sql.without_rowid()), SQLITE_ONLY,
+             world=_w("target"), bind=lambda d: [str(TARGET)]),
+        Case(m, "guard_key", lambda d: text(guard_sql.guard_key(d)), world=_w("target"),
+             bind=lambda d: [d.table(TARGET)]),
+        Case(m, "read_guard_row", lambda d: text(guard_sql.read_guard_row(d)),
+             world=_w("state"), bind=lambda d: ["16384"]),
+        Case(m, "record_guard", lambda d: text(guard_sql.record_guard(d)), world=_w("state"),
+             bind=lambda d: ["16384", "1:2:3", AT]),
+        Case(m, "newest_load", lambda d: text(guard_sql.newest_load(d, TARGET)),
+             world=_w("target")),
+        Case(m, "lock_against_writers",
+             lambda d: text(guard_sql.lock_against_writers(d, TARGET)), world=_w("target")),
+    ]  # fmt: skip
+
+
+def _load_state() -> list[Case]:
+    m = "load_state"
+    return [
+        Case(m, "state_migrations", lambda d: migrations(state.state_migrations(d))),
+        Case(m, "read_state", lambda d: text(state.read_state(d)), world=_w("state"),
+             bind=lambda d: ["orders"]),
+        Case(m, "read_all_state", lambda d: text(state.read_all_state(d)), world=_w("state")),
+        Case(m, "write_state", lambda d: text(state.write_state(d)), world=_w("state"),
+             bind=lambda d: ["orders", "eu", "updated_at", "timestamptz",
+                             "2024-01-01T10:00:00.000000+00:00", RUN_ID, AT]),
+        Case(m, "insert_commit", lambda d: text(state.insert_commit(d)), world=_w("state"),
+             bind=lambda d: [RUN_ID, "orders", str(TARGET), AT, None]),
+        Case(m, "select_commits of two runs", lambda d: text(state.select_commits(d, 2)),
+             world=_w("state"), bind=lambda d: [RUN_ID, "other"]),
+    ]  # fmt: skip
+
+
+def _row_checks(d: Dialect) -> list[checks.RowCheck]:
+    return checks.row_checks(d, CHECKS, SHAPE)
+
+
+def _check(d: Dialect, name: str) -> checks.RowCheck:
+    return next(c for c in _row_checks(d) if c.name == name)
+
+
+CHECK_NAMES = ("key_not_null:order_id", "not_null:status", "range:amount", "range:order_id",
+               "accepted_values:status", "matches:region")  # fmt: skip
+
+
+def _sample(d: Dialect, name: str) -> Golden:
+    check = _check(d, name)
+    return bound(checks.sample_keys(d, KEY, check.predicate), check.params)
+
+
+def _quarantine_rows(d: Dialect) -> Golden:
+    check = _check(d, "accepted_values:status")
+    statement = checks.quarantine_rows(d, TARGET, SHAPE, check, check.predicate)
+    reason = "accepted_values:status: expected one of completed, shipped"
+    return bound(statement, [RUN_ID, "orders", check.name, reason, AT, RUN_ID, check.name,
+                             *check.params])  # fmt: skip
+
+
+def _delete_failing(d: Dialect) -> Golden:
+    failing = [_check(d, "range:amount"), _check(d, "accepted_values:status")]
+    statement = checks.delete_failing(d, [c.predicate for c in failing])
+    return bound(statement, [p for c in failing for p in c.params])
+
+
+def _quality_checks() -> list[Case]:
+    m = "quality_checks"
+    samples = [
+        Case(m, f"sample_keys failing {name}", lambda d, n=name: _sample(d, n), world=_w("stage"))
+        for name in CHECK_NAMES
+    ]
+    return [
+        Case(m, "count_failures of every kind of row check",
+             lambda d: bound(*checks.count_failures(d, _row_checks(d))), world=_w("stage")),
+        *samples,
+        Case(m, "sample_keys of duplicated keys",
+             lambda d: text(checks.sample_keys(d, KEY, checks.duplicate_predicate(d, KEY))),
+             world=_w("stage")),
+        Case(m, "sample_keys of duplicated composite keys",
+             lambda d: text(checks.sample_keys(d, COMPOSITE_KEY,
+                                               checks.duplicate_predicate(d, COMPOSITE_KEY))),
+             world=_w("stage")),
+        Case(m, "create_quarantine", lambda d: text(checks.create_quarantine(d, TARGET)),
+             world=_w("schema")),
+        Case(m, "quarantine_rows failing accepted_values", _quarantine_rows,
+             world=_w("stage", "quarantine")),
+        Case(m, "delete_failing of two checks", _delete_failing, world=_w("stage")),
+    ]  # fmt: skip
+
+
+def _replay_check(d: Dialect) -> checks.RowCheck:
+    return _check(d, "accepted_values:status")
+
+
+def _load_replay() -> list[Case]:
+    m = "load_replay"
+    return [
+        Case(m, "failing_ids",
+             lambda d: bound(replay.failing_ids(d, _replay_check(d)), _replay_check(d).params),
+             world=_w("replay_stage")),
+        Case(m, "keep_entries of two entries",
+             lambda d: text(replay.keep_entries(d, TARGET, 2)), world=_w("quarantine"),
+             bind=lambda d: ["range:amount: expected >= 0", RUN_ID, "q1", "q2"]),
+        Case(m, "resolve_entries of two entries",
+             lambda d: text(replay.resolve_entries(d, TARGET, 2)), world=_w("quarantine"),
+             bind=lambda d: [AT, RUN_ID, RUN_ID, "q1", "q2"]),
+    ]  # fmt: skip
+
+
+def _quality_quarantine() -> list[Case]:
+    m = "quality_quarantine"
+    return [
+        Case(m, "select_entries unresolved",
+             lambda d: text(quarantine_sql.select_entries(d, TARGET, resolved=False, run=None)),
+             world=_w("quarantine"), bind=lambda d: ["orders"]),
+        Case(m, "select_entries with resolved ones, of one run",
+             lambda d: text(quarantine_sql.select_entries(d, TARGET, resolved=True,
+                                                          run=RUN_ID[:8])),
+             world=_w("quarantine"), bind=lambda d: ["orders", RUN_ID[:8]]),
+    ]  # fmt: skip
+
+
+def _ledger_sql() -> list[Case]:
+    m = "ledger_sql"
+    builders = {
+        "upsert_run": lsql.upsert_run, "finish_run": lsql.finish_run,
+        "heartbeat": lsql.heartbeat, "insert_task": lsql.insert_task,
+        "insert_event": lsql.insert_event, "insert_snapshot": lsql.insert_snapshot,
+        "insert_quality": lsql.insert_quality, "ensure_pipeline": lsql.ensure_pipeline,
+        "upsert_pipeline": lsql.upsert_pipeline,
+        "delete_dependencies": lsql.delete_dependencies,
+        "insert_dependency": lsql.insert_dependency, "running_runs": lsql.running_runs,
+        "abandon_run": lsql.abandon_run,
+    }  # fmt: skip
+    return [
+        Case(m, name, lambda d, b=build: text(b(d)), world=_w("ledger"))
+        for name, build in builders.items()
+    ]
+
+
+def _ledger_schema() -> list[Case]:
+    return [Case("ledger_schema", "ledger_migrations", lambda d: migrations(ledger_migrations(d)))]
+
+
+def _extract_sql() -> list[Case]:
+    m = "extract_sql"
+    windows = {
+        "a full read": (Window(), "updated_at", None),
+        "an incremental window": (Window(lower=LOWER), "updated_at", None),
+        "a backfill to a date-only end": (
+            Window(lower=date(2024, 1, 1), upper=date(2024, 1, 7), backfill=True),
+            "updated_at", None,
+        ),
+        "a backfill to a timestamp": (Window(LOWER, UPPER, backfill=True), "updated_at", None),
+        "a window per partition": (
+            Window(partition_lower={"eu": LOWER, "us": LOWER - timedelta(hours=2)}),
+            "updated_at", "region",
+        ),
+        "an integer cursor": (Window(lower=100), "order_id", None),
+    }  # fmt: skip
+
+    def select(d: Dialect, window: Window, cursor: str, partition_by: str | None) -> Golden:
+        where, params = extract_sql.window_predicate(d, window, cursor, partition_by)
+        return bound(extract_sql.select_statement(d, str(TARGET), None, where), params)
+
+    cases = [
+        Case(m, f"select with window_predicate of {name}",
+             lambda d, a=args: select(d, *a), world=_w("target"))
+        for name, args in windows.items()
+    ]  # fmt: skip
+    query = "SELECT order_id, updated_at FROM {table}"
+    cases.append(
+        Case(m, "select_statement of a query",
+             lambda d: text(extract_sql.select_statement(
+                 d, None, query.format(table=d.table(TARGET)), "1=1")),
+             world=_w("target"))
+    )  # fmt: skip
+    return cases
+
+
+def _ledger_queries() -> list[Case]:
+    m = "ledger_queries"
+    since = AT - timedelta(days=7)
+    return [
+        Case(m, "list_runs_sql", lambda d: bound(*queries.list_runs_sql(d)), world=_w("ledger")),
+        Case(m, "list_runs_sql of one pipeline, status and start",
+             lambda d: bound(*queries.list_runs_sql(d, "orders", since, "failed", 10)),
+             world=_w("ledger")),
+        Case(m, "volume_anomalies_sql", lambda d: bound(*queries.volume_anomalies_sql(d, AT, None)),
+             world=_w("ledger")),
+        Case(m, "volume_anomalies_sql of one pipeline",
+             lambda d: bound(*queries.volume_anomalies_sql(d, AT, "orders")), world=_w("ledger")),
+        Case(m, "pipeline_status_sql", lambda d: bound(*queries.pipeline_status_sql(d, AT)),
+             world=_w("ledger")),
+        Case(m, "task_trends_sql", lambda d: bound(*queries.task_trends_sql(d, AT, None, 14)),
+             world=_w("ledger")),
+        Case(m, "task_trends_sql of one pipeline",
+             lambda d: bound(*queries.task_trends_sql(d, AT, "orders", 14)), world=_w("ledger")),
+        Case(m, "dependencies_sql", lambda d: text(queries.dependencies_sql(d)),
+             world=_w("ledger")),
+        Case(m, "prunable_runs_sql", lambda d: text(queries.prunable_runs_sql(d)),
+             world=_w("ledger"), bind=lambda d: [AT - timedelta(days=90)]),
+        Case(m, "last_success_sql", lambda d: text(queries.last_success_sql(d)),
+             world=_w("ledger"), bind=lambda d: ["orders"]),
+    ]  # fmt: skip
+
+
+CASES: tuple[Case, ...] = (
+    *_load_sql(),
+    *_warehouse_stage(),
+    *_load_guard_sql(),
+    *_load_state(),
+    *_quality_checks(),
+    *_load_replay(),
+    *_quality_quarantine(),
+    *_ledger_sql(),
+    *_ledger_schema(),
+    *_extract_sql(),
+    *_ledger_queries(),
+)
+MODULES = {
+    "load_sql": "pipeledger.load.sql",
+    "warehouse_stage": "pipeledger.warehouse.stage",
+    "load_guard_sql": "pipeledger.load.guard_sql",
+    "load_state": "pipeledger.load.state",
+    "quality_checks": "pipeledger.quality.checks",
+    "load_replay": "pipeledger.load.replay (quarantine replay)",
+    "quality_quarantine": "pipeledger.quality.quarantine",
+    "ledger_sql": "pipeledger.ledger.sql",
+    "ledger_schema": "pipeledger.ledger.schema (migrations)",
+    "extract_sql": "pipeledger.extract.sql",
+    "ledger_queries": "pipeledger.ledger.queries",
+}

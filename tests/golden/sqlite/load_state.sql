@@ -1,0 +1,30 @@
+-- Golden SQL of pipeledger.load.state on SQLite, for the inputs in
+-- tests/golden/cases.py. Not edited by hand: after changing a builder, run
+-- `.venv/bin/python -m pytest tests/golden --update-golden` and review the diff.
+
+-- case: state_migrations
+-- migration 1: watermark state per pipeline and partition
+CREATE TABLE IF NOT EXISTS "pipeledger.pipeline_state" (pipeline text NOT NULL, partition_key text NOT NULL, cursor_column text NOT NULL, cursor_type text NOT NULL, watermark text NOT NULL, run_id text NOT NULL, updated_at timestamptz NOT NULL, PRIMARY KEY (pipeline, partition_key));
+-- migration 3: fingerprint guards: which trigger guards a target, and since when
+CREATE TABLE IF NOT EXISTS "pipeledger.fingerprint_guards" (target text PRIMARY KEY, trigger_version text NOT NULL, since text NOT NULL);
+-- migration 4: fingerprint guards replace a guards table of an earlier shape
+DROP TABLE IF EXISTS "pipeledger.fingerprint_guards";
+CREATE TABLE "pipeledger.fingerprint_guards" (target text PRIMARY KEY, trigger_version text NOT NULL, since text NOT NULL);
+-- migration 5: commit log: one row per run that committed, in the run's transaction
+CREATE TABLE IF NOT EXISTS "pipeledger.run_commits" (run_id text PRIMARY KEY, pipeline text NOT NULL, target text, committed_at text NOT NULL, ledger_ops text);
+CREATE INDEX IF NOT EXISTS "run_commits_pipeline" ON "pipeledger.run_commits" (pipeline, committed_at);
+
+-- case: read_state
+SELECT partition_key, watermark, cursor_type FROM "pipeledger.pipeline_state" WHERE pipeline = ?;
+
+-- case: read_all_state
+SELECT pipeline, partition_key, cursor_column, cursor_type, watermark, run_id, updated_at FROM "pipeledger.pipeline_state" ORDER BY pipeline, partition_key;
+
+-- case: write_state
+INSERT INTO "pipeledger.pipeline_state" (pipeline, partition_key, cursor_column, cursor_type, watermark, run_id, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (pipeline, partition_key) DO UPDATE SET cursor_column = excluded.cursor_column, cursor_type = excluded.cursor_type, watermark = excluded.watermark, run_id = excluded.run_id, updated_at = excluded.updated_at;
+
+-- case: insert_commit
+INSERT INTO "pipeledger.run_commits" (run_id, pipeline, target, committed_at, ledger_ops) VALUES (?, ?, ?, ?, ?);
+
+-- case: select_commits of two runs
+SELECT run_id, ledger_ops FROM "pipeledger.run_commits" WHERE run_id IN (?, ?);
