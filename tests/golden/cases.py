@@ -19,8 +19,9 @@ from pipeledger.extract import sql as extract_sql
 from pipeledger.ledger import queries
 from pipeledger.ledger import sql as lsql
 from pipeledger.ledger.schema import ledger_migrations
-from pipeledger.load import guard_sql, replay, state
+from pipeledger.load import before, guard_sql, replay, state
 from pipeledger.load import sql as load_sql
+from pipeledger.models import sql as models_sql
 from pipeledger.quality import checks
 from pipeledger.quality import quarantine as quarantine_sql
 from pipeledger.schema import Column, TableName
@@ -287,7 +288,86 @@ def _load_state() -> list[Case]:
              bind=lambda d: [RUN_ID, "orders", str(TARGET), AT, None]),
         Case(m, "select_commits of two runs", lambda d: text(state.select_commits(d, 2)),
              world=_w("state"), bind=lambda d: [RUN_ID, "other"]),
+        Case(m, "pending_runs of one upstream", lambda d: text(state.pending_runs(d, 1)),
+             world=_w("state"), bind=lambda d: [str(TARGET), "gold_daily"]),
+        Case(m, "record_input", lambda d: text(state.record_input(d)), world=_w("state"),
+             bind=lambda d: ["gold_daily", RUN_ID, str(TARGET), RUN_ID, AT]),
     ]  # fmt: skip
+
+
+NAMES = [c.name for c in COLUMNS]
+OTHER_RUN = "0b8e6a2c-1d5f-4c3a-8e7d-2f4a6b8c0d1e"
+
+
+def _create_before(d: Dialect) -> list[str]:
+    return [before.create_before_table(d, TARGET, COLUMNS)]
+
+
+def _replaced(d: Dialect) -> str:
+    newer = 's."updated_at" > t."updated_at"'
+    return before.replaced_rows(d, POSTGRES_JOIN, newer, d.stage())
+
+
+def _load_before() -> list[Case]:
+    m = "load_before"
+    return [
+        Case(m, "create_before_table", lambda d: text(before.create_before_table(d, TARGET,
+             COLUMNS)), world=_w("state")),
+        Case(m, "keep_before_images of rows a newer staged row replaces",
+             lambda d: bound(before.keep_before_images(d, TARGET, NAMES, _replaced(d)),
+                             [RUN_ID]),
+             world=_w("state", "target", "stage"), setup=_create_before),
+    ]  # fmt: skip
+
+
+POSTGRES_JOIN = 't."order_id" = s."order_id"'
+REGION = 'q."region"'
+MODEL_QUERY = 'SELECT "updated_at", "amount" FROM "analytics"."orders"'
+
+
+def _models_sql() -> list[Case]:
+    m = "models_sql"
+    typed = (Column("day", "date"), Column("revenue", "numeric(38,2)"))
+    return [
+        Case(m, "written_by two runs (PostgreSQL text, rewritten into the model's query)",
+             lambda d: text(models_sql.written_by(TARGET, NAMES, [RUN_ID, OTHER_RUN])),
+             dialects=POSTGRES_ONLY, world=_w("target")),
+        Case(m, "replaced_by two runs, one column not kept",
+             lambda d: text(models_sql.replaced_by(TARGET, NAMES, NAMES[:-1], [RUN_ID])),
+             dialects=POSTGRES_ONLY, world=_w("state"), setup=_create_before),
+        Case(m, "stage_model with a condition", lambda d: text(models_sql.stage_model(
+             d, COLUMNS, f"SELECT * FROM {d.table(TARGET)}", 'q."region" = \'eu\'')),
+             world=_w("target", "stage")),
+        Case(m, "touched partitions", lambda d: text(models_sql.touched(
+             ["region"], f"SELECT * FROM {d.table(TARGET)}")), world=_w("target")),
+        Case(m, "create_touched keys", lambda d: text(models_sql.create_touched(
+             d, COLUMNS[:2], f"SELECT * FROM {d.table(TARGET)}")), world=_w("target")),
+        Case(m, "in_touched", lambda d: texts([f"SELECT 1 FROM {d.table(TARGET)} AS q WHERE "
+             + models_sql.in_touched(d, "q", ["order_id", "region"])]), world=_w("target"),
+             setup=lambda d: [models_sql.create_touched(d, COLUMNS[:2],
+                              f"SELECT * FROM {d.table(TARGET)}")]),
+        Case(m, "in_values of three", lambda d: text(f"SELECT 1 FROM {d.table(TARGET)} AS q "
+             "WHERE " + models_sql.in_values(d, REGION, 3)), world=_w("target"),
+             bind=lambda d: [["eu", "us", "ap"]] if d.array_params else ["eu", "us", "ap"]),
+        Case(m, "in_range of a date-only end", lambda d: bound(*_in_range(d)),
+             world=_w("target")),
+        Case(m, "delete_where", lambda d: text(models_sql.delete_where(d, TARGET,
+             't."region" = \'eu\'')), world=_w("target")),
+        Case(m, "insert_staged where the target lacks the row",
+             lambda d: text(models_sql.insert_staged(d, TARGET, NAMES, "NOT EXISTS ("
+             + models_sql.same_row(d, NAMES, "t", d.table(TARGET), "s") + ")")),
+             world=_w("target", "stage"), bind=lambda d: [RUN_ID, AT]),
+        Case(m, "create_model_target keyed by its partition",
+             lambda d: text(models_sql.create_model_target(d, TARGET, typed, ["day"])),
+             world=_w("schema")),
+        Case(m, "run_index", lambda d: text(models_sql.run_index(d, TARGET)),
+             world=_w("target")),
+    ]  # fmt: skip
+
+
+def _in_range(d: Dialect) -> tuple[str, list[Any]]:
+    where, params = models_sql.in_range(d, 'q."updated_at"', Window(LOWER, date(2024, 1, 7)))
+    return f"SELECT 1 FROM {d.table(TARGET)} AS q WHERE {where}", params
 
 
 def _row_checks(d: Dialect) -> list[checks.RowCheck]:
@@ -468,6 +548,8 @@ CASES: tuple[Case, ...] = (
     *_warehouse_stage(),
     *_load_guard_sql(),
     *_load_state(),
+    *_load_before(),
+    *_models_sql(),
     *_quality_checks(),
     *_load_replay(),
     *_quality_quarantine(),
@@ -481,6 +563,8 @@ MODULES = {
     "warehouse_stage": "pipeledger.warehouse.stage",
     "load_guard_sql": "pipeledger.load.guard_sql",
     "load_state": "pipeledger.load.state",
+    "load_before": "pipeledger.load.before",
+    "models_sql": "pipeledger.models.sql",
     "quality_checks": "pipeledger.quality.checks",
     "load_replay": "pipeledger.load.replay (quarantine replay)",
     "quality_quarantine": "pipeledger.quality.quarantine",

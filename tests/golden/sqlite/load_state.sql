@@ -13,6 +13,9 @@ CREATE TABLE "pipeledger.fingerprint_guards" (target text PRIMARY KEY, trigger_v
 -- migration 5: commit log: one row per run that committed, in the run's transaction
 CREATE TABLE IF NOT EXISTS "pipeledger.run_commits" (run_id text PRIMARY KEY, pipeline text NOT NULL, target text, committed_at text NOT NULL, ledger_ops text);
 CREATE INDEX IF NOT EXISTS "run_commits_pipeline" ON "pipeledger.run_commits" (pipeline, committed_at);
+-- migration 6: models: which upstream runs each model consumed
+CREATE TABLE IF NOT EXISTS "pipeledger.model_inputs" (model text NOT NULL, run_id text NOT NULL, upstream text NOT NULL, consumed_by text NOT NULL, consumed_at text NOT NULL, PRIMARY KEY (model, run_id));
+CREATE INDEX IF NOT EXISTS "run_commits_target" ON "pipeledger.run_commits" (target, committed_at);
 
 -- case: read_state
 SELECT partition_key, watermark, cursor_type FROM "pipeledger.pipeline_state" WHERE pipeline = ?;
@@ -28,3 +31,9 @@ INSERT INTO "pipeledger.run_commits" (run_id, pipeline, target, committed_at, le
 
 -- case: select_commits of two runs
 SELECT run_id, ledger_ops FROM "pipeledger.run_commits" WHERE run_id IN (?, ?);
+
+-- case: pending_runs of one upstream
+SELECT c.run_id, c.target FROM "pipeledger.run_commits" AS c WHERE c.target IN (?) AND NOT EXISTS (SELECT 1 FROM "pipeledger.model_inputs" AS m WHERE m.model = ? AND m.run_id = c.run_id) ORDER BY c.committed_at, c.run_id;
+
+-- case: record_input
+INSERT INTO "pipeledger.model_inputs" (model, run_id, upstream, consumed_by, consumed_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (model, run_id) DO NOTHING;
