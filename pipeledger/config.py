@@ -382,9 +382,20 @@ class Config(_Strict):
     def warehouse_table(self, source: SourceConfig) -> TableName | None:
         """The table a ``table`` source reads, when it is in the warehouse itself (a load
         reading another node's target)."""
-        if isinstance(source, SqlSource) and source.table and source.url == self.warehouse_url:
+        if isinstance(source, SqlSource) and source.table and self._is_warehouse(source.url):
             return TableName.parse(source.table)
         return None
+
+    def _is_warehouse(self, url: str) -> bool:
+        """Whether ``url`` names the warehouse (SQLite: the same file, however written)."""
+        if url == self.warehouse_url:
+            return True
+        prefix = "sqlite:///"
+        if not (url.startswith(prefix) and self.warehouse_url.startswith(prefix)):
+            return False
+        path = Path(url.removeprefix(prefix))
+        mine = Path(self.warehouse_url.removeprefix(prefix))
+        return self.resolve(str(path)).resolve() == self.resolve(str(mine)).resolve()
 
     def needs_before_images(self, target: TableName) -> bool:
         """Whether a model reads ``target`` in a way that must know the versions its writers

@@ -290,3 +290,28 @@ def test_an_upstream_load_committing_while_a_model_runs_is_consumed_once(project
     assert total_inserted == 300_000
     again = by_node(project.run_json("run", "silver_orders"))["silver_orders"]
     assert (again["upstream_runs"], written(again)) == (0, 0)
+
+
+def test_a_load_reads_an_upstream_target_without_its_own_columns(project: Project) -> None:
+    medallion(project)
+    write(project, "orders_1.csv", first_batch())
+    url = project.warehouse_url or "sqlite:///.pipeledger/warehouse.db"
+    raw = project.root / "pipeledger.toml"
+    raw.write_text(raw.read_text() + (
+        f'\n[pipelines.copy]\nsource = {{ kind = "sql", url = "{url}", '
+        'table = "bronze.orders" }'
+        '\ntarget = "copy.orders"\nkey = ["order_id"]\ncursor = "updated_at"\n'
+        'on_conflict = "update"\n'
+        # SQLite hands back text: the types are declared, as for any SQLite source
+        'columns = { updated_at = "timestamptz", amount = "numeric(12,2)" }\n'
+    ))  # fmt: skip
+    code, out, err = project.cli("dag", "--json")
+    assert code == 0, err
+    assert {"from": "bronze_orders", "to": "copy"} in json.loads(out)["edges"]
+    outcomes = by_node(project.run_json("run"))
+    assert outcomes["copy"]["rows_inserted"] == 60
+    columns = [c[0] for c in project.query(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = 'copy'"
+        if project.backend == "postgres" else 'SELECT name FROM pragma_table_info(\'copy.orders\')'
+    )]  # fmt: skip
+    assert sorted(c for c in columns if not c.startswith("_pipeledger_")) == sorted(HEADER)
