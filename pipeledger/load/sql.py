@@ -20,6 +20,7 @@ from pipeledger.schema import (
     RUN_ID_COLUMN,
     Column,
     TableName,
+    sqlite_declared_type,
 )
 
 DialectName = Literal["postgres", "sqlite"]
@@ -50,10 +51,9 @@ class Dialect:
         return quote(f"{name.schema}.{name.table}")
 
     def column_type(self, sql_type: str) -> str:
-        """The DDL type; SQLite keeps exact decimals as text (its NUMERIC would round them)."""
-        if self.name == "sqlite" and sql_type.startswith("numeric("):
-            return "DECIMAL_TEXT" + sql_type.removeprefix("numeric")
-        return sql_type
+        """The DDL type; SQLite keeps exact decimals as text (its NUMERIC would round them)
+        and declares other types by names of its own (``schema.sqlite_declared_type``)."""
+        return sqlite_declared_type(sql_type) if self.name == "sqlite" else sql_type
 
     def stage(self) -> str:
         return quote(STAGE) if self.name == "postgres" else f"temp.{quote(STAGE)}"
