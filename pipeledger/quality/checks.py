@@ -170,11 +170,33 @@ def create_quarantine(d: Dialect, target: TableName) -> str:
 
 
 def _row_json(d: Dialect, shape: Shape, names: Sequence[str]) -> str:
+    """The row as a JSON object, each value in the text a replay reads back (PostgreSQL's
+    own rendering; SQLite's stored text, which PostgreSQL's rendering matches)."""
     if d.name == "postgres":
         pairs = ", ".join(f"'{n}', {_col(n)}" for n in names)
         return f"jsonb_build_object({pairs})"
-    pairs = ", ".join(f"'{n}', {_col(n)}" for n in names)
+    types = {c.name: c.sql_type for c in shape.columns}
+    pairs = ", ".join(f"'{n}', {_sqlite_json_value(n, types.get(n, ''))}" for n in names)
     return f"json_object({pairs})"
+
+
+def _sqlite_json_value(name: str, sql_type: str) -> str:
+    """SQLite: bytea as PostgreSQL's \\x hex text (json_object refuses a BLOB), jsonb as
+    JSON (not a string holding it), an interval (integer microseconds) as its text."""
+    value = _col(name)
+    if sql_type == "bytea":  # hex(NULL) is '', not NULL
+        return f"CASE WHEN {value} IS NULL THEN NULL ELSE '\\x' || lower(hex({value})) END"
+    if sql_type == "jsonb":
+        return f"json({value})"
+    if sql_type == "interval":
+        magnitude = f"abs({value})"
+        return (
+            f"CASE WHEN {value} IS NULL THEN NULL ELSE "
+            f"(CASE WHEN {value} < 0 THEN '-' ELSE '' END) || "
+            f"printf('%02d:%02d:%02d.%06d', {magnitude} / 3600000000, "
+            f"{magnitude} / 60000000 % 60, {magnitude} / 1000000 % 60, {magnitude} % 1000000) END"
+        )
+    return value
 
 
 def quarantine_rows(
