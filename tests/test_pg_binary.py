@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -229,20 +230,23 @@ def test_encode_takes_empty_batches_and_buffers_longer_than_the_values() -> None
 
 
 def test_wide_numerics_land_exactly_whatever_their_digits(postgres_url: str) -> None:
-    """numeric(19..38, s) goes through 128-bit arithmetic in 32-bit limbs: random values of
-    every length, at every scale alignment, land as the decimal sent."""
+    """numeric(19..38, s) goes through 128-bit arithmetic in 32-bit limbs, or int64 when a
+    batch's values allow: random values of every length, at every scale alignment, land
+    as the decimal sent, in batches of large values and of values that fit an int64."""
     import random
 
     rng = random.Random(20240601)
     kinds = [(19, 0), (20, 1), (23, 2), (26, 5), (29, 8), (33, 13), (38, 0), (38, 19), (38, 37)]
     with psycopg.connect(postgres_url) as conn:
-        for precision, scale in kinds:
-            digits = [rng.randint(1, precision) for _ in range(400)]
+        for (precision, scale), widest in itertools.product(kinds, ("any", "int64")):
+            most = precision if widest == "any" else min(precision, 15)
+            digits = [rng.randint(1, most) for _ in range(400)]
             unscaled = [rng.choice((-1, 1)) * rng.randrange(10 ** (d - 1), 10**d) for d in digits]
-            sent = [Decimal(u).scaleb(-scale) for u in unscaled] + [Decimal(0)]
+            sent = [Decimal(u).scaleb(-scale) for u in unscaled] + [Decimal(0), None]
             kind = pa.decimal128(precision, scale)
             part = pa.record_batch({"v": pa.array(sent, kind)})
-            table = f"wide_{precision}_{scale}"
+            assert pg_binary._fits_int64(part.column(0)) == (widest == "int64")
+            table = f"wide_{precision}_{scale}_{widest}"
             conn.execute(f"CREATE TEMP TABLE {table} (v numeric({precision},{scale}))")
             payload = bytes(pg_binary.HEADER) + bytes(pg_binary.encode(part)) + pg_binary.TRAILER
             with conn.cursor().copy(f"COPY {table} FROM STDIN (FORMAT binary)") as cp:

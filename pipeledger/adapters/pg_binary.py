@@ -99,7 +99,7 @@ def _numeric(array: pa.Array) -> Array:
     """numeric(p, s) with a fixed digit count per column; one row of bytes per value."""
     precision, scale = array.type.precision, array.type.scale
     if precision > _MAX_PRECISION:
-        return _wide_numeric(array)
+        return _small_wide_numeric(array) if _fits_int64(array) else _wide_numeric(array)
     halves = buffers.values(array, "<i8", lanes=2)
     unscaled = halves[:, 0]  # p <= 18: the low half holds it, the high half its sign
     lowest = unscaled == np.iinfo(np.int64).min  # np.abs cannot negate it
@@ -127,6 +127,46 @@ def _numeric(array: pa.Array) -> Array:
     return out.view(np.uint8).reshape(len(array), -1)
 
 
+def _fits_int64(array: pa.Array) -> bool:
+    """Every value's unscaled magnitude, aligned to base-10000 groups, fits an int64: the
+    usual case of a numeric(38, s) holding amounts (what CSV inference declares)."""
+    halves = buffers.values(array, "<i8", lanes=2)
+    unscaled = halves[:, 0]
+    fits = (halves[:, 1] == unscaled >> 63) & (unscaled != np.iinfo(np.int64).min)
+    if array.null_count:
+        fits |= ~buffers.validity(array)
+    if not fits.all():
+        return False
+    largest = int(np.abs(np.where(fits, unscaled, 0)).max()) if len(array) else 0
+    return bool(largest <= np.iinfo(np.int64).max // 10 ** _pad(array.type.scale))
+
+
+def _pad(scale: int) -> int:
+    """Zeros appended to the fraction to fill its last base-10000 group."""
+    return -scale % 4
+
+
+def _small_wide_numeric(array: pa.Array) -> Array:
+    """numeric(p, s) with p > 18 whose values all fit an int64 (:func:`_fits_int64`): as
+    many base-10000 groups as this batch's largest value needs (the server strips leading
+    zero groups anyway), computed in int64. Such a value cannot exceed the precision."""
+    scale = array.type.scale
+    unscaled = buffers.values(array, "<i8", lanes=2)[:, 0]
+    if array.null_count:
+        unscaled = np.where(buffers.validity(array), unscaled, 0)
+    aligned = np.abs(unscaled) * np.int64(10 ** _pad(scale))
+    fraction_groups = -(-scale // 4)
+    largest = int(aligned.max()) if len(array) else 0
+    groups = max(fraction_groups + 1, -(-len(str(largest)) // 4))
+    out = np.empty((len(array), 4 + groups), dtype=">u2")
+    out[:, 0] = groups
+    out[:, 1] = (groups - fraction_groups - 1) & 0xFFFF
+    out[:, 2] = np.where(unscaled < 0, _NUMERIC_NEGATIVE, 0)
+    out[:, 3] = scale
+    _base_10000(aligned, out[:, 4:])
+    return out.view(np.uint8).reshape(len(array), -1)
+
+
 def _wide_numeric(array: pa.Array) -> Array:
     """numeric(p, s) with 18 < p <= 38: the unscaled value is 128 bits, which numpy has no
     integer for. Its magnitude is cut into five 32-bit limbs (in 64-bit lanes, so a limb
@@ -145,8 +185,7 @@ def _wide_numeric(array: pa.Array) -> Array:
     shift = np.uint64(32)
     limbs = [np.zeros(len(array), np.uint64), high >> shift, high & mask, low >> shift, low & mask]
     whole_groups, fraction_groups = -(-(precision - scale) // 4), -(-scale // 4)
-    pad = 4 * fraction_groups - scale
-    _limbs_times(limbs, 10**pad)
+    _limbs_times(limbs, 10 ** _pad(scale))
     groups = whole_groups + fraction_groups
     digits = np.empty((len(array), groups), dtype=np.uint64)
     for column in reversed(range(groups)):
