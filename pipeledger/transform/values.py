@@ -376,6 +376,10 @@ def _micros(value: timedelta) -> int:
 # -- JSON -----------------------------------------------------------------------------
 
 
+# \u0000 as an escape (not an escaped backslash followed by "u0000"): jsonb refuses it
+_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number PostgreSQL accepts")
 
@@ -385,7 +389,7 @@ def _check_json(text: str) -> str:
         json.loads(text, parse_constant=_no_constant, parse_float=str, parse_int=str)
     except ValueError as exc:
         raise Unfit(f"{_short(text)!r} is not JSON ({exc})") from None
-    if "\\u0000" in text:
+    if "\\u0000" in text and _NUL_ESCAPE.search(text):
         raise Unfit(f"{_short(text)!r}: JSON with \\u0000 cannot be stored as jsonb")
     return text
 
@@ -523,7 +527,11 @@ def _map_fragments(array: pa.Array) -> list[str]:
 
 
 def _quoted(text: str | None) -> str:
-    return "null" if text is None else json.dumps(text, ensure_ascii=False)
+    if text is None:
+        return "null"
+    if "\x00" in text:
+        raise Unfit(f"{_short(text)!r} holds a NUL character, which jsonb cannot")
+    return json.dumps(text, ensure_ascii=False)
 
 
 def _python_fragment(value: Any) -> str:
