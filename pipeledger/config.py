@@ -28,9 +28,9 @@ from pydantic import (
 )
 
 from pipeledger.errors import ConfigError
-from pipeledger.models.sqltext import ModelSql
 from pipeledger.redact import redact, register_secret, register_url
 from pipeledger.schema import TableName, canonical_type, check_identifier
+from pipeledger.sqltext import ModelSql
 
 DEFAULT_CONFIG = "pipeledger.toml"
 EMBEDDED_DIR = ".pipeledger"

@@ -162,6 +162,13 @@ def test_sqlite_has_no_schemas_so_the_name_is_one_identifier() -> None:
         ("character varying(40)", "text"),
         ("double", "double precision"),
         ("int8", "bigint"),
+        ("UUID", "uuid"),
+        ("blob", "bytea"),
+        ("JSONB", "jsonb"),
+        ("time without time zone", "time"),
+        ("time(6)", "time"),
+        ("interval", "interval"),
+        ("numeric(50, 10)", "numeric(50,10)"),  # carried as decimal256
     ],
 )
 def test_canonical_types(declared: str, canonical: str) -> None:
@@ -169,7 +176,7 @@ def test_canonical_types(declared: str, canonical: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", ["numeric(12,2)); drop table x", "json", "text; --", "numeric(40,2)"]
+    "bad", ["numeric(12,2)); drop table x", "json", "text; --", "numeric(77,2)", "timetz"]
 )
 def test_unsupported_types_are_refused(bad: str) -> None:
     with pytest.raises(ValueError):

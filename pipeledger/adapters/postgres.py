@@ -8,6 +8,7 @@ import itertools
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,11 @@ import psycopg
 import pyarrow as pa
 import pyarrow.csv as pacsv
 from psycopg import errors as pgerrors
+from psycopg.abc import Buffer
+from psycopg.types.datetime import IntervalLoader
+from psycopg.types.string import TextLoader
 
+from pipeledger import values
 from pipeledger.adapters import pg_binary
 from pipeledger.errors import (
     ConcurrentRunError,
@@ -25,7 +30,7 @@ from pipeledger.errors import (
     WarehouseError,
 )
 from pipeledger.redact import redact
-from pipeledger.schema import TableName
+from pipeledger.schema import TableName, arrow_type
 from pipeledger.warehouse.dialect import POSTGRES
 from pipeledger.warehouse.stage import copy_stage
 
@@ -165,16 +170,28 @@ class PostgresSession:
 
 def _csv_bytes(batch: pa.RecordBatch) -> memoryview:
     """CSV for COPY. Aware timestamps go out as UTC wall time (the session is in UTC):
-    pyarrow formats zoned timestamps an order of magnitude slower than naive ones."""
-    columns = [
-        column.cast(pa.timestamp(column.type.unit))
-        if pa.types.is_timestamp(column.type) and column.type.tz is not None
-        else column
-        for column in batch.columns
-    ]
+    pyarrow formats zoned timestamps an order of magnitude slower than naive ones. Types
+    CSV has no form for go out as the text PostgreSQL reads (``pipeledger/values.py``)."""
+    columns = [_csv_column(column) for column in batch.columns]
     buffer = io.BytesIO()
     pacsv.write_csv(pa.RecordBatch.from_arrays(columns, names=batch.schema.names), buffer, _CSV)
     return buffer.getbuffer()
+
+
+def _csv_column(column: pa.Array) -> pa.Array:
+    kind = column.type
+    if pa.types.is_timestamp(kind) and kind.tz is not None:
+        return column.cast(pa.timestamp(kind.unit))
+    if kind == pa.uuid():
+        return values.uuid_text(column)
+    if kind == pa.json_():
+        return column.storage
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        return values.bytes_text(column)
+    if pa.types.is_duration(kind):
+        micros = column.cast(pa.int64()).to_pylist()
+        return pa.array([None if m is None else values.interval_text(m) for m in micros])
+    return column
 
 
 class PostgresWarehouse:
@@ -206,6 +223,12 @@ class PostgresWarehouse:
 
 _OIDS: dict[int, pa.DataType] = {
     16: pa.bool_(),
+    17: pa.binary(),  # bytea
+    114: pa.json_(),  # json
+    3802: pa.json_(),  # jsonb
+    2950: pa.uuid(),
+    1083: pa.time64("us"),
+    1186: pa.duration("us"),  # interval
     20: pa.int64(),
     21: pa.int16(),
     23: pa.int32(),
@@ -219,8 +242,34 @@ _OIDS: dict[int, pa.DataType] = {
 
 def _arrow_type(column: psycopg.Column) -> pa.DataType:
     if column.type_code == 1700 and column.precision is not None:
-        return pa.decimal128(column.precision, column.scale or 0)
+        return arrow_type(f"numeric({column.precision},{column.scale or 0})")
     return _OIDS.get(column.type_code, pa.string())
+
+
+class _JsonText(TextLoader):
+    """json and jsonb as their text (psycopg would parse them into Python objects)."""
+
+
+class _FixedInterval(IntervalLoader):
+    """An interval of months or years has no fixed length: refuse it rather than let it
+    become 30 days a month."""
+
+    def load(self, data: Buffer) -> timedelta:
+        text = bytes(data)
+        if b"mon" in text or b"year" in text:
+            raise psycopg.DataError(
+                f"interval {text.decode()!r} counts months or years, which have no fixed "
+                "length; select it as text, or convert it in the query (e.g. with "
+                "justify_days, or extract(epoch from ...))"
+            )
+        interval: timedelta = super().load(data)
+        return interval
+
+
+def _reader_adapters(conn: psycopg.Connection[Any]) -> None:
+    for name in ("json", "jsonb"):
+        conn.adapters.register_loader(name, _JsonText)
+    conn.adapters.register_loader("interval", _FixedInterval)
 
 
 class PostgresReader:
@@ -233,6 +282,7 @@ class PostgresReader:
         self, statement: str, params: Sequence[Any], batch_rows: int
     ) -> Iterator[pa.RecordBatch]:
         conn = _connect(self.url)
+        _reader_adapters(conn)
         try:
             with conn.cursor(name="pipeledger_extract") as cursor:
                 cursor.itersize = batch_rows
@@ -250,13 +300,13 @@ def _batches(cursor: psycopg.ServerCursor[Any], batch_rows: int) -> Iterator[pa.
     while rows := cursor.fetchmany(batch_rows):
         columns = list(zip(*rows, strict=True))
         arrays = [
-            pa.array(_plain(values, field.type), type=field.type)
-            for values, field in zip(columns, schema, strict=True)
+            pa.array(_plain(items, field.type), type=field.type)
+            for items, field in zip(columns, schema, strict=True)
         ]
         yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _plain(values: Sequence[Any], arrow: pa.DataType) -> Sequence[Any]:
+def _plain(items: Sequence[Any], arrow: pa.DataType) -> Sequence[Any]:
     if pa.types.is_string(arrow):
-        return [None if v is None else str(v) for v in values]
-    return values
+        return [None if v is None else str(v) for v in items]
+    return items

@@ -5,7 +5,9 @@ SQLite's single write lock for its whole transaction (``BEGIN IMMEDIATE``), so t
 into one file run one after the other. SQLite has no schemas, so ``schema.table`` is the
 single table name ``"schema.table"``. Timestamps are stored as fixed-width ISO 8601 text
 (UTC for time-zone aware columns) and exact decimals as text, so that comparisons and
-ordering in SQL agree with the values' own order.
+ordering in SQL agree with the values' own order. So are times (``HH:MM:SS.ffffff``) and
+uuids (lower case); intervals are integer microseconds, bytea a BLOB and jsonb its JSON
+text. Each is declared by a type name that maps back (``schema.sqlite_declared_type``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeledger import values
 from pipeledger.errors import (
     ConcurrentRunError,
     ConfigError,
@@ -34,7 +37,7 @@ from pipeledger.errors import (
     TransientWarehouseError,
     WarehouseError,
 )
-from pipeledger.schema import TableName
+from pipeledger.schema import TableName, from_sqlite_declared
 from pipeledger.warehouse.dialect import SQLITE, quote
 from pipeledger.warehouse.stage import insert_stage
 
@@ -68,8 +71,14 @@ def _column(array: pa.Array) -> list[Any]:
         if kind.tz is not None:
             text = pc.binary_join_element_wise(text, pa.scalar("+00:00"), "")
         return list(text.to_pylist())
-    if pa.types.is_date(kind) or pa.types.is_decimal(kind):
+    if pa.types.is_date(kind) or pa.types.is_decimal(kind) or pa.types.is_time(kind):
         return list(array.cast(pa.string()).to_pylist())
+    if kind == pa.uuid():
+        return list(values.uuid_text(array).to_pylist())
+    if kind == pa.json_():
+        return list(array.storage.to_pylist())
+    if pa.types.is_duration(kind):
+        return list(array.cast(pa.int64()).to_pylist())
     return list(array.to_pylist())
 
 
@@ -149,7 +158,7 @@ class SqliteSession:
     def table_columns(self, table: TableName) -> list[tuple[str, str]] | None:
         name = SQLITE.table(table)
         rows = self.query(f"SELECT name, type FROM pragma_table_info({quote(name[1:-1])})")
-        return [(str(n), _declared(str(t))) for n, t in rows] or None
+        return [(str(n), from_sqlite_declared(str(t))) for n, t in rows] or None
 
     def mark_rollback(self) -> None:
         self.rollback_only = True
@@ -161,13 +170,6 @@ class SqliteSession:
     def _check(self) -> None:
         if self.interrupted:
             raise TransientWarehouseError("SQLite: the run was interrupted")
-
-
-def _declared(text: str) -> str:
-    lowered = text.lower()
-    if lowered.startswith("decimal_text"):
-        return "numeric" + lowered.removeprefix("decimal_text")
-    return lowered
 
 
 class SqliteWarehouse:

@@ -48,6 +48,7 @@ from pipeledger.quality.quarantine import QuarantineEntry, read_entries
 from pipeledger.schema import ROW_HASH_COLUMN, Column, TableName
 from pipeledger.transform.conform import Shape, conform, shape_from_table
 from pipeledger.transform.fingerprint import with_row_hash
+from pipeledger.values import json_text
 from pipeledger.warehouse.dialect import Dialect, quote
 from pipeledger.warehouse.session import Session
 from pipeledger.warehouse.stage import create_stage, drop_stage
@@ -117,10 +118,13 @@ def distinct_rows(entries: Sequence[QuarantineEntry]) -> list[_Row]:
     ]
 
 
-def _text(value: Any) -> str | None:
-    """A stored JSON scalar as text; the transform then casts it to the column's type."""
+def _text(value: Any, sql_type: str = "") -> str | None:
+    """A stored JSON scalar as text; the transform then casts it to the column's type (a
+    jsonb column's value, nested or not, as its JSON text)."""
     if value is None:
         return None
+    if sql_type == "jsonb":
+        return json_text(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
@@ -130,7 +134,10 @@ def replay_batch(shape: Shape, rows: Sequence[_Row], origin: str) -> pa.RecordBa
     """The rows conformed to the target's columns, with their row id as one more column."""
     names = [c.name for c in shape.columns]
     raw = pa.RecordBatch.from_arrays(
-        [pa.array([_text(r.values.get(n)) for r in rows], pa.string()) for n in names],
+        [
+            pa.array([_text(r.values.get(c.name), c.sql_type) for r in rows], pa.string())
+            for c in shape.columns
+        ],
         names=names,
     )
     conformed = conform(SourceBatch(raw, origin), shape, gated_keys=True)

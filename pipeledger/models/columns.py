@@ -18,8 +18,8 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
 from pipeledger.errors import SchemaError
-from pipeledger.models.sqltext import READ, ModelSql
 from pipeledger.schema import Column, TableName, canonical_type, check_identifier
+from pipeledger.sqltext import READ, ModelSql
 from pipeledger.warehouse.session import Session
 
 _WIDEST = 38

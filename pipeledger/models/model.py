@@ -42,10 +42,10 @@ from pipeledger.load.state import pending_runs, record_input
 from pipeledger.load.steps import StepClock
 from pipeledger.models import sql
 from pipeledger.models.columns import output_columns
-from pipeledger.models.sqltext import ModelSql
 from pipeledger.quality.gate import GateSpec, run_gate
 from pipeledger.quality.report import GateReport
 from pipeledger.schema import RESERVED_PREFIX, RUN_ID_COLUMN, Column, TableName, canonical_type
+from pipeledger.sqltext import ModelSql
 from pipeledger.transform.conform import Shape
 from pipeledger.warehouse.dialect import Dialect, quote
 from pipeledger.warehouse.session import Session

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar, Literal
 
-from pipeledger.schema import TableName
+from pipeledger.schema import TableName, sqlite_declared_type
 
 DialectName = Literal["postgres", "sqlite"]
 STAGE = "_pipeledger_stage"
@@ -146,6 +146,11 @@ class Dialect:
         """``expression`` of ``sql_type`` as something that compares as a number."""
         return expression
 
+    def json_value(self, expression: str, sql_type: str) -> str:
+        """``expression`` of ``sql_type`` as a value inside a JSON object, in the text a
+        quarantine replay reads back."""
+        return expression
+
     def exact_square(self, expression: str) -> str:
         """The square of an integer expression, without overflow."""
         raise NotImplementedError
@@ -249,10 +254,28 @@ class _Sqlite(Dialect):
     distinct_operator = "IS NOT"
 
     def column_type(self, sql_type: str) -> str:
-        # SQLite's NUMERIC affinity would round exact decimals: they are kept as text
-        if sql_type.startswith("numeric("):
-            return "DECIMAL_TEXT" + sql_type.removeprefix("numeric")
-        return sql_type
+        # exact decimals are kept as text (NUMERIC affinity would round them), and other
+        # types by names of SQLite's own (schema.sqlite_declared_type)
+        return sqlite_declared_type(sql_type)
+
+    def json_value(self, expression: str, sql_type: str) -> str:
+        # bytea as PostgreSQL's \x hex text (json_object refuses a BLOB), jsonb as JSON
+        # (not a string holding it), an interval (integer microseconds) as its text
+        if sql_type == "bytea":  # hex(NULL) is '', not NULL
+            hexed = f"'\\x' || lower(hex({expression}))"
+            return f"CASE WHEN {expression} IS NULL THEN NULL ELSE {hexed} END"
+        if sql_type == "jsonb":
+            return f"json({expression})"
+        if sql_type == "interval":
+            magnitude = f"abs({expression})"
+            return (
+                f"CASE WHEN {expression} IS NULL THEN NULL ELSE "
+                f"(CASE WHEN {expression} < 0 THEN '-' ELSE '' END) || "
+                f"printf('%02d:%02d:%02d.%06d', {magnitude} / 3600000000, "
+                f"{magnitude} / 60000000 % 60, {magnitude} / 1000000 % 60, "
+                f"{magnitude} % 1000000) END"
+            )
+        return expression
 
     def row_text(self, alias: str, columns: Sequence[str]) -> str:
         return "(" + " || ',' || ".join(f"quote({alias}.{quote(c)})" for c in columns) + ")"
