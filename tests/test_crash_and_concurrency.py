@@ -8,6 +8,7 @@ import select
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 from tests.helpers import Project, order, orders_pipeline, write_big_orders_csv
 
@@ -68,3 +69,88 @@ def test_state_can_be_read_from_another_process_while_a_load_runs(project: Proje
     assert load.returncode == 0
     assert project.watermarks() != before
     assert project.count() == BIG + 10
+
+
+def _wait_for_statement(
+    project: Project, process: subprocess.Popen[str], pattern: str, timeout: float = 120.0
+) -> None:
+    """Wait until the run of ``process`` executes a statement like ``pattern`` (its
+    sessions are named after its process: ``pipeledger.clients``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rows = project.query(
+            "SELECT 1 FROM pg_stat_activity WHERE application_name LIKE %s "
+            "AND state = 'active' AND query LIKE %s",
+            [f"pipeledger {process.pid}@%", pattern],
+        )
+        if rows:
+            return
+        assert process.poll() is None, f"the run ended first:\n{process.communicate()[1]}"
+        time.sleep(0.01)
+    raise AssertionError(f"no statement like {pattern} within {timeout}s")
+
+
+def test_a_run_right_after_one_killed_in_its_merge_loads_every_row_once(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    project = Project(tmp_path, postgres_url)
+    _base(project)
+    process = project.spawn("run")
+    _wait_for_statement(project, process, '%INSERT INTO "analytics"."orders" AS t%')
+    os.kill(process.pid, signal.SIGKILL)  # its session goes on with the merge, for now
+    process.wait(timeout=30)
+
+    result = project.run()  # at once: it must not be turned away by the dead run's lock
+    assert (result["rows_inserted"], result["rows_updated"]) == (BIG, 0)
+    assert project.query("SELECT count(*), count(DISTINCT order_id) FROM analytics.orders") == [
+        (BIG + 10, BIG + 10)
+    ]
+    runs = project.query(
+        "SELECT run_id, status, error_message FROM pipeledger.pipeline_runs ORDER BY started_at"
+    )
+    assert [status for _, status, _ in runs] == ["success", "abandoned", "success"]
+    assert f"its process {process.pid} on" in runs[1][2] and "ended without finishing" in runs[1][2]
+
+
+def test_of_twenty_runs_started_together_one_loads_and_the_others_are_skipped(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    project = Project(tmp_path, postgres_url)
+    _base(project)
+    processes = project.spawn_together(*[["run", "--json"]] * 20)
+    outcomes = []
+    for process in processes:
+        out, err = process.communicate(timeout=300)
+        outcomes.append((process.returncode, json.loads(out)[0], err))
+
+    loaded = [result for code, result, _ in outcomes if code == 0]
+    assert [(r["status"], r["rows_inserted"]) for r in loaded] == [("success", BIG)]
+    skipped = [(code, result["status"]) for code, result, _ in outcomes if code != 0]
+    odd = [err for code, _, err in outcomes if code not in (0, 4)]
+    assert skipped == [(4, "skipped")] * 19, odd
+    assert project.count() == BIG + 10
+    statuses = project.query(
+        "SELECT status, count(*) FROM pipeledger.pipeline_runs GROUP BY status ORDER BY status"
+    )
+    assert statuses == [("skipped", 19), ("success", 2)]
+
+
+def test_first_loads_of_two_pipelines_into_one_new_schema_both_succeed(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """Each first load stages in a schema of its own; the target schema is made in a short
+    transaction of its own, so neither waits for the other's load to end."""
+    project = Project(tmp_path, postgres_url)
+    rows = 150_000
+    pipelines = {}
+    for name in ("a", "b"):
+        csv = f"data/{name}.csv"
+        write_big_orders_csv(project.root / csv, rows, 1, "2024-01-01T00:00:00+00:00")
+        source = {"kind": "csv", "path": csv}
+        pipelines[name] = orders_pipeline(source=source, target=f"fresh.{name}")
+    project.configure(**pipelines)
+    processes = project.spawn_together(["run", "a"], ["run", "b"])
+    for process in processes:
+        _, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err
+    assert project.count("fresh.a") == project.count("fresh.b") == rows

@@ -41,3 +41,26 @@ def test_sqlite_second_writer_waits_then_fails_cleanly(tmp_path: Path) -> None:
         holder.execute("ROLLBACK")
         holder.close()
     assert code == 4 and "another load is writing" in err
+
+
+def test_a_skipped_run_names_the_watermark_that_stays(tmp_path: Path, postgres_url: str) -> None:
+    project = Project(tmp_path, postgres_url)
+    project.configure(orders=orders_pipeline())
+    project.write_csv("orders_1.csv", [order(1, "2024-01-01T10:00:00Z")])
+    watermark = project.run()["watermark_after"]
+    project.write_csv("orders_2.csv", [order(2, "2024-01-02T10:00:00Z")])
+    with psycopg.connect(postgres_url) as holder:  # what an active run holds
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", [zlib.crc32(b"pipeledger:orders")])
+        code, _, err = project.cli("run")
+        json_code, out, _ = project.cli("run", "--json")
+    stays = f"nothing was written; the watermark stays at {watermark}"
+    assert code == json_code == 4
+    assert err.startswith("skipped: pipeline orders: another run holds its lock") and stays in err
+    [skipped] = json.loads(out)
+    assert skipped["status"] == "skipped" and stays in skipped["error"]
+    recorded = project.query(
+        "SELECT status, error_message FROM pipeledger.pipeline_runs ORDER BY started_at"
+    )
+    assert [status for status, _ in recorded] == ["success", "skipped", "skipped"]
+    assert all(stays in message for _, message in recorded[1:])
+    assert project.watermarks() == {"": watermark}
