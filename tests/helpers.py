@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +142,15 @@ class Project:
     def spawn_together(self, *commands: Sequence[str]) -> list[subprocess.Popen[str]]:
         """One process per command, released at the same instant once every one has
         imported pipeledger (imports would otherwise spread their starts over seconds)."""
+        processes, release = self.spawn_gated(*commands)
+        release()
+        return processes
+
+    def spawn_gated(
+        self, *commands: Sequence[str]
+    ) -> tuple[list[subprocess.Popen[str]], Callable[[], None]]:
+        """One process per command, each waiting after its imports until ``release()``
+        (which returns once every one of them is ready, then lets them all go)."""
         gate = self.root / f".gate-{uuid.uuid4().hex[:8]}"
         processes = [
             subprocess.Popen(
@@ -153,13 +162,16 @@ class Project:
             )
             for n, command in enumerate(commands)
         ]
-        deadline = time.monotonic() + 120
-        while not all(Path(f"{gate}.{n}").exists() for n in range(len(commands))):
-            assert time.monotonic() < deadline, "the processes did not start"
-            assert all(p.poll() is None for p in processes), "a process ended before the gate"
-            time.sleep(0.02)
-        gate.touch()
-        return processes
+
+        def release() -> None:
+            deadline = time.monotonic() + 120
+            while not all(Path(f"{gate}.{n}").exists() for n in range(len(commands))):
+                assert time.monotonic() < deadline, "the processes did not start"
+                assert all(p.poll() is None for p in processes), "a process ended early"
+                time.sleep(0.02)
+            gate.touch()
+
+        return processes, release
 
     # -- looking ----------------------------------------------------------------------
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:

@@ -10,6 +10,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import psycopg
+
 from tests.helpers import Project, order, orders_pipeline, write_big_orders_csv
 
 BIG = 600_000
@@ -93,42 +95,79 @@ def _wait_for_statement(
 def test_a_run_right_after_one_killed_in_its_merge_loads_every_row_once(
     tmp_path: Path, postgres_url: str
 ) -> None:
+    """The killed run's session goes on with its merge (here: waiting for a row that a
+    person holds locked), holding the pipeline's lock: the next run must not be skipped."""
     project = Project(tmp_path, postgres_url)
-    _base(project)
-    process = project.spawn("run")
-    _wait_for_statement(project, process, '%INSERT INTO "analytics"."orders" AS t%')
-    os.kill(process.pid, signal.SIGKILL)  # its session goes on with the merge, for now
-    process.wait(timeout=30)
+    project.configure(orders=orders_pipeline())
+    project.write_csv("orders_0.csv", [order(i, "2023-12-31T10:00:00Z") for i in range(1, 11)])
+    project.run()
+    changed = [order(1, "2024-01-01T00:00:00Z", status="refunded")]
+    project.write_csv(
+        "orders_1.csv", changed + [order(i, "2024-01-01T01:00:00Z") for i in range(11, 1011)]
+    )
+    [retry], release = project.spawn_gated(["run", "--json"])
+    with psycopg.connect(postgres_url) as person:
+        person.execute("SELECT 1 FROM analytics.orders WHERE order_id = 1 FOR UPDATE")
+        killed = project.spawn("run")
+        _wait_for_statement(project, killed, '%INSERT INTO "analytics"."orders" AS t%')
+        os.kill(killed.pid, signal.SIGKILL)
+        killed.wait(timeout=30)
+        release()  # at once, while the dead run's session still waits in its merge
+        _wait_for_statement(project, retry, '%INSERT INTO "analytics"."orders" AS t%')
+        person.rollback()
+        out, err = retry.communicate(timeout=120)
 
-    result = project.run()  # at once: it must not be turned away by the dead run's lock
-    assert (result["rows_inserted"], result["rows_updated"]) == (BIG, 0)
+    assert retry.returncode == 0, err
+    [result] = json.loads(out)
+    assert (result["rows_inserted"], result["rows_updated"]) == (1000, 1)
     assert project.query("SELECT count(*), count(DISTINCT order_id) FROM analytics.orders") == [
-        (BIG + 10, BIG + 10)
+        (1010, 1010)
     ]
     runs = project.query(
-        "SELECT run_id, status, error_message FROM pipeledger.pipeline_runs ORDER BY started_at"
+        "SELECT status, error_message FROM pipeledger.pipeline_runs ORDER BY started_at"
     )
-    assert [status for _, status, _ in runs] == ["success", "abandoned", "success"]
-    assert f"its process {process.pid} on" in runs[1][2] and "ended without finishing" in runs[1][2]
+    assert [status for status, _ in runs] == ["success", "abandoned", "success"]
+    assert f"its process {killed.pid} on" in runs[1][1] and "ended without finishing" in runs[1][1]
 
 
 def test_of_twenty_runs_started_together_one_loads_and_the_others_are_skipped(
     tmp_path: Path, postgres_url: str
 ) -> None:
+    """The source is a table the test holds locked: the run that gets the pipeline's lock
+    waits in its source query until every other run has been turned away."""
     project = Project(tmp_path, postgres_url)
-    _base(project)
-    processes = project.spawn_together(*[["run", "--json"]] * 20)
+    columns = (
+        "order_id bigint, qty integer, order_date date, amount numeric(12,2), status text, "
+        "customer_id bigint, updated_at timestamptz"
+    )
+    project.execute(f"CREATE SCHEMA src; CREATE TABLE src.orders ({columns})")
+    source = {"kind": "sql", "url": postgres_url, "table": "src.orders"}
+    project.configure(orders=orders_pipeline(source=source))
+    fill = (
+        "INSERT INTO src.orders SELECT i, 1, '2024-01-01', 9.99, 'completed', i, "
+        "%s::timestamptz FROM generate_series(%s::int, %s::int) i"
+    )
+    project.execute(fill, ["2024-01-01T00:00:00Z", 1, 10])
+    project.run()
+    project.execute(fill, ["2024-01-02T00:00:00Z", 11, 1010])
+    with psycopg.connect(postgres_url) as source_lock:
+        source_lock.execute("LOCK TABLE src.orders IN ACCESS EXCLUSIVE MODE")
+        processes = project.spawn_together(*[["run", "--json"]] * 20)
+        deadline = time.monotonic() + 120
+        while sum(p.poll() is not None for p in processes) < 19:
+            assert time.monotonic() < deadline, "the other runs were not turned away"
+            time.sleep(0.05)
     outcomes = []
     for process in processes:
-        out, err = process.communicate(timeout=300)
+        out, err = process.communicate(timeout=120)
         outcomes.append((process.returncode, json.loads(out)[0], err))
 
     loaded = [result for code, result, _ in outcomes if code == 0]
-    assert [(r["status"], r["rows_inserted"]) for r in loaded] == [("success", BIG)]
+    assert [(r["status"], r["rows_inserted"]) for r in loaded] == [("success", 1000)]
     skipped = [(code, result["status"]) for code, result, _ in outcomes if code != 0]
     odd = [err for code, _, err in outcomes if code not in (0, 4)]
     assert skipped == [(4, "skipped")] * 19, odd
-    assert project.count() == BIG + 10
+    assert project.count() == 1010
     statuses = project.query(
         "SELECT status, count(*) FROM pipeledger.pipeline_runs GROUP BY status ORDER BY status"
     )
