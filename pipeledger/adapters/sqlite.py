@@ -208,7 +208,7 @@ class SqliteWarehouse:
 
     def _connect(self, write: bool) -> sqlite3.Connection:
         self._make_folder()
-        reason = read_only_reason(self.path)
+        reason = None if str(self.path) == ":memory:" else read_only_reason(self.path)
         if reason is not None and write:
             what, fix = reason
             raise TerminalWarehouseError(
