@@ -181,3 +181,19 @@ def test_a_spooled_failure_is_replayed_before_the_watchdog_judges_the_run(
     )
     assert late == [(0,)] and not spool.exists()
     assert project.count() == 10
+
+
+def test_a_warehouse_unreachable_from_the_start_is_recorded_in_a_ledger_of_its_own(
+    tmp_path: Path, ledger_database: LedgerDatabase
+) -> None:
+    project = Project(tmp_path, "postgresql://postgres@127.0.0.1:1/warehouse")  # nothing there
+    project.configure(orders=orders_pipeline(), raw=f'\n[ledger]\nurl = "{ledger_database.url}"\n')
+    project.write_csv("orders_1.csv", [order(1, "2024-01-01T10:00:00Z")])
+    code, _, err = project.cli("run")
+    assert code == 75 and err.startswith("error: PostgreSQL connect to")
+    assert "pipeline orders: the run could not start; nothing was read or written" in err
+    [(status, code_text, message)] = ledger_database.query(
+        "SELECT status, error_code, error_message FROM pipeledger.pipeline_runs"
+    )
+    assert (status, code_text) == ("failed", "TransientWarehouseError")
+    assert "Connection refused" in message

@@ -78,15 +78,21 @@ def _warehouse_settings(name: str) -> dict[str, str]:
     }
 
 
+# settings an older server does not know (a separate ledger may run an older release)
+_SINCE = {"client_connection_check_interval": 140000}
+
+
 def _connect(url: str, settings: dict[str, str]) -> psycopg.Connection[Any]:
     """A connection with ``settings`` for the session, set in one round trip."""
-    calls = ", ".join("set_config(%s, %s, false)" for _ in settings)
     try:
         conn = psycopg.connect(url, autocommit=False)
     except psycopg.Error as exc:
         raise _translate(exc, f"connect to {redact(url)}") from exc
+    version = conn.info.server_version
+    known = {k: v for k, v in settings.items() if version >= _SINCE.get(k, 0)}
+    calls = ", ".join("set_config(%s, %s, false)" for _ in known)
     try:
-        conn.execute(f"SELECT {calls}", [v for pair in settings.items() for v in pair])
+        conn.execute(f"SELECT {calls}", [v for pair in known.items() for v in pair])
     except psycopg.Error as exc:
         conn.close()
         raise _translate(exc, f"connect to {redact(url)}") from exc
@@ -320,7 +326,6 @@ class PostgresReader:
     def read(
         self, statement: str, params: Sequence[Any], batch_rows: int
     ) -> Iterator[pa.RecordBatch]:
-        # a source may be any PostgreSQL version: only settings every version knows
         conn = _connect(self.url, {"TimeZone": "UTC", "application_name": client_name()})
         try:
             with conn.cursor(name="pipeledger_extract") as cursor:

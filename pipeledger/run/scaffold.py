@@ -100,14 +100,12 @@ def run_job(config: Config, spec: RunSpec, make: Callable[[str, Warehouse], Job[
     """Run ``make(run_id, warehouse)`` in the scaffold (module docstring)."""
     warehouse = open_warehouse(config.warehouse_url)
     ledger = NullLedger() if spec.dry_run else ledger_for(config, warehouse)
-    if STATE not in ledger.components:
-        ensure_migrated(warehouse, STATE)
     trigger = spec.trigger
     logical_run_id, attempt = ledger.next_attempt(spec.pipeline) if trigger.retry else (None, 1)
     kind = "retry" if trigger.retry else (spec.trigger_type or trigger.trigger_type)
     setup = registration(ledger, config, spec.pipeline) if ledger.records else []
     result: R | None = None
-    opened = False
+    working = False
     try:
         with ledger.run(
             spec.pipeline, trigger_type=kind, logical_run_id=logical_run_id, attempt=attempt,
@@ -115,9 +113,11 @@ def run_job(config: Config, spec: RunSpec, make: Callable[[str, Warehouse], Job[
             triggered_by=trigger.triggered_by or who(), data_interval=spec.data_interval,
             setup=setup,
         ) as run:  # fmt: skip
-            opened = True
+            if STATE not in ledger.components:  # in the run: a ledger of its own records
+                ensure_migrated(warehouse, STATE)  # a warehouse it cannot reach
             named = open_warehouse(config.warehouse_url, client_name(spec.pipeline, run.run_id))
             job = make(run.run_id, named)
+            working = True
             result = _in_transaction(named, job, run, spec.dry_run)
     except LedgerNotWritten as exc:
         exc.add_note(
@@ -128,10 +128,9 @@ def run_job(config: Config, spec: RunSpec, make: Callable[[str, Warehouse], Job[
         exc.result = result
         raise
     except Exception as exc:
-        if not opened and not isinstance(exc, ConcurrentRunError):  # it says so itself
+        if not working and not isinstance(exc, ConcurrentRunError):  # that one says so
             exc.add_note(
-                f"pipeline {spec.pipeline}: the ledger could not open the run; nothing was "
-                "read or written"
+                f"pipeline {spec.pipeline}: the run could not start; nothing was read or written"
             )
         raise
     return result
