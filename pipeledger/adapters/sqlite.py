@@ -93,6 +93,7 @@ def _regexp(pattern: str, value: str | None) -> bool | None:
 _HINTS = {
     "readonly": "the database file or its folder is read-only for this user",
     "disk is full": "the disk is full, or a file size limit was reached",
+    "disk I/O error": "a write failed: the disk may be full, a file size limit reached",
 }
 
 
