@@ -53,6 +53,7 @@ __all__ = [
     "backfill",
     "check",
     "exit_code",
+    "outcome_of",
     "replay",
     "run",
     "run_model",
@@ -194,12 +195,17 @@ def _outcome(
         if name in config.models:
             return run_model(config, name, mode=mode, trigger=trigger)
         return run_one(config, name, on_progress=on_progress, trigger=trigger)
-    except LedgerNotWritten as exc:
-        if isinstance(exc.result, LoadResult):
-            return exc.result.with_ledger_error(str(exc))
-        return failure(name, exc)
     except Exception as exc:  # every node's outcome is reported, whatever happened
-        return failure(name, exc)
+        return outcome_of(name, exc)
+
+
+def outcome_of(pipeline: str, exc: BaseException) -> Outcome:
+    """The outcome of a run that raised ``exc``: a load that committed but that the ledger
+    could not record is still a success (exit 5, with its ``ledger_error``)."""
+    if isinstance(exc, LedgerNotWritten) and isinstance(exc.result, LoadResult | ModelResult):
+        notes = getattr(exc, "__notes__", [])
+        return exc.result.with_ledger_error(redact("\n".join([str(exc), *notes])))
+    return failure(pipeline, exc)
 
 
 def _skipped(config: Config, name: str, trigger: Trigger) -> RunFailure:

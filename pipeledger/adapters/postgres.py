@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
+import logging
+import time
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -22,7 +24,9 @@ from psycopg.types.string import TextLoader
 
 from pipeledger import values
 from pipeledger.adapters import pg_binary
+from pipeledger.clients import client_gone, client_name, client_process
 from pipeledger.errors import (
+    CommitUnknown,
     ConcurrentRunError,
     InsufficientPrivilege,
     TerminalWarehouseError,
@@ -47,6 +51,16 @@ _TRANSIENT = (
 )
 _CSV = pacsv.WriteOptions(include_header=False, batch_size=65_536)
 TEMP_BUFFERS = "256MB"
+# how often the server checks that the client of a running statement is still there: a
+# statement whose client died (SIGKILL, OOM) is aborted within this, releasing its locks
+CLIENT_CHECK_INTERVAL = "1s"
+# how long a run waits for the session of a run whose process is gone to end
+DEAD_HOLDER_WAIT_S = 30.0
+_POLL_S = 0.1
+
+# psycopg logs a warning when it abandons a COPY on a lost connection; the error raised
+# next says the same, so the warning shows only where logging is configured (--verbose)
+logging.getLogger("psycopg").addHandler(logging.NullHandler())
 
 
 def _translate(exc: psycopg.Error, doing: str) -> WarehouseError:
@@ -57,15 +71,59 @@ def _translate(exc: psycopg.Error, doing: str) -> WarehouseError:
     return kind(message, sqlstate=exc.sqlstate)
 
 
-def _connect(url: str) -> psycopg.Connection[Any]:
+def _warehouse_settings(name: str) -> dict[str, str]:
+    """A warehouse session: in UTC, named ``name`` (``pipeledger.clients``), its statements
+    aborted by the server once it notices the client is gone (PostgreSQL 14+), its
+    temporary staging tables kept in memory instead of spilling early."""
+    return {
+        "TimeZone": "UTC",
+        "application_name": name,
+        "client_connection_check_interval": CLIENT_CHECK_INTERVAL,
+        "temp_buffers": TEMP_BUFFERS,
+    }
+
+
+# settings an older server does not know (a separate ledger may run an older release)
+_SINCE = {"client_connection_check_interval": 140000}
+
+
+def _connect(url: str, settings: dict[str, str]) -> psycopg.Connection[Any]:
+    """A connection with ``settings`` for the session, set in one round trip."""
     try:
         conn = psycopg.connect(url, autocommit=False)
     except psycopg.Error as exc:
         raise _translate(exc, f"connect to {redact(url)}") from exc
-    conn.execute("SET TIME ZONE 'UTC'")
-    # staging lives in temporary tables: let them stay in memory instead of spilling early
-    conn.execute(f"SET temp_buffers = '{TEMP_BUFFERS}'")
+    version = conn.info.server_version
+    known = {k: v for k, v in settings.items() if version >= _SINCE.get(k, 0)}
+    calls = ", ".join("set_config(%s, %s, false)" for _ in known)
+    try:
+        conn.execute(f"SELECT {calls}", [v for pair in known.items() for v in pair])
+        conn.commit()  # the settings last the session; the run's transaction starts afresh
+    except psycopg.Error as exc:
+        conn.close()
+        raise _translate(exc, f"connect to {redact(url)}") from exc
     return conn
+
+
+def _commit(conn: psycopg.Connection[Any]) -> None:
+    """COMMIT; a connection lost on the way leaves the outcome unknown (CommitUnknown)."""
+    try:
+        conn.commit()
+    except psycopg.Error as exc:
+        if conn.broken or conn.closed:
+            raise CommitUnknown(
+                f"PostgreSQL: the connection was lost during COMMIT "
+                f"({redact(str(exc).strip())}); the transaction may or may not have committed",
+                sqlstate=exc.sqlstate,
+            ) from exc
+        raise _translate(exc, "COMMIT failed") from exc
+
+
+def _rollback(conn: psycopg.Connection[Any]) -> None:
+    try:
+        conn.rollback()
+    except psycopg.Error as exc:
+        raise _translate(exc, "ROLLBACK failed") from exc
 
 
 class PostgresSession:
@@ -137,12 +195,54 @@ class PostgresSession:
             raise _translate(exc, "statement failed") from exc
 
     def lock_pipeline(self, pipeline: str) -> None:
+        """Take the pipeline's advisory lock, or raise ConcurrentRunError at once while a
+        live run holds it. A holder whose process is gone from this host (killed while
+        its statement runs on) is ended, and its lock awaited up to DEAD_HOLDER_WAIT_S."""
         key = zlib.crc32(f"pipeledger:{pipeline}".encode())
-        (acquired,) = self.query("SELECT pg_try_advisory_xact_lock(%s)", [key])[0]
-        if not acquired:
-            raise ConcurrentRunError(
-                f"pipeline {pipeline}: another run holds its lock; this run did nothing"
-            )
+        deadline = time.monotonic() + DEAD_HOLDER_WAIT_S
+        ended: set[int] = set()
+        while not self._try_lock(key):
+            backend, name = self._lock_holder(key)
+            if backend is not None and not client_gone(name):
+                raise ConcurrentRunError(
+                    f"pipeline {pipeline}: another run holds its lock{_held_by(name)}; "
+                    "this run did nothing"
+                )
+            if time.monotonic() > deadline:
+                raise ConcurrentRunError(
+                    f"pipeline {pipeline}: the session of a run whose process is gone still "
+                    f"holds its lock after {DEAD_HOLDER_WAIT_S:.0f} s{_held_by(name)}; this "
+                    "run did nothing"
+                )
+            if backend is not None and backend not in ended:
+                ended.add(backend)
+                self._end_backend(backend)
+            time.sleep(_POLL_S)
+
+    def _try_lock(self, key: int) -> bool:
+        return bool(self.query("SELECT pg_try_advisory_xact_lock(%s)", [key])[0][0])
+
+    def _lock_holder(self, key: int) -> tuple[int | None, str | None]:
+        """The backend holding the advisory lock ``key`` (one bigint: classid 0, objid
+        the key) and its session's name; (None, None) when it was just released."""
+        rows = self.query(
+            "SELECT a.pid, a.application_name FROM pg_locks l "
+            "JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 0 "
+            "AND l.objid::bigint = %s AND l.objsubid = 1 "
+            "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            [key],
+        )
+        return (int(rows[0][0]), rows[0][1]) if rows else (None, None)
+
+    def _end_backend(self, backend: int) -> None:
+        """Ask the server to end a dead client's session (the server's own check ends it
+        too, within CLIENT_CHECK_INTERVAL, if this role may not)."""
+        try:
+            with self.savepoint():
+                self.query("SELECT pg_terminate_backend(%s)", [backend])
+        except WarehouseError:
+            return
 
     def table_columns(self, table: TableName) -> list[tuple[str, str]] | None:
         # to_regclass resolves an unqualified name through search_path exactly as the
@@ -166,6 +266,13 @@ class PostgresSession:
     def _check(self) -> None:
         if self.interrupted:
             raise TransientWarehouseError("PostgreSQL: the run was interrupted")
+
+
+def _held_by(name: str | None) -> str:
+    process = client_process(name)
+    if process is None:
+        return ""
+    return f" (process {process[0]} on {process[1]}: {redact(name or '')})"
 
 
 def _csv_bytes(batch: pa.RecordBatch) -> memoryview:
@@ -197,20 +304,22 @@ def _csv_column(column: pa.Array) -> pa.Array:
 class PostgresWarehouse:
     dialect = POSTGRES
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, client: str | None = None) -> None:
+        """``client``: the name its sessions carry (default: this process's)."""
         self.url = url
+        self.client = client or client_name()
 
     @contextmanager
     def session(self, write: bool = True) -> Iterator[PostgresSession]:
-        conn = _connect(self.url)
+        conn = _connect(self.url, _warehouse_settings(self.client))
         try:
             session = PostgresSession(conn)
             yield session
             session._check()  # an interrupted run never commits
             if session.rollback_only:
-                conn.rollback()
+                _rollback(conn)
             else:
-                conn.commit()
+                _commit(conn)
         except BaseException:
             # an interrupt can land mid-COPY, when the connection cannot take a ROLLBACK;
             # closing it makes the server roll back, and the first error is the one to keep
@@ -281,7 +390,7 @@ class PostgresReader:
     def read(
         self, statement: str, params: Sequence[Any], batch_rows: int
     ) -> Iterator[pa.RecordBatch]:
-        conn = _connect(self.url)
+        conn = _connect(self.url, {"TimeZone": "UTC", "application_name": client_name()})
         _reader_adapters(conn)
         try:
             with conn.cursor(name="pipeledger_extract") as cursor:

@@ -78,6 +78,8 @@ def _report(outcomes: Sequence[runner.Outcome], as_json: bool) -> None:
         lines = model_lines(outcome) if isinstance(outcome, ModelResult) else result_lines(outcome)
         for line in lines:
             out.print(line, soft_wrap=True, highlight=False)
+        if outcome.ledger_error:  # committed, but not recorded (exit 5)
+            print_message("error", outcome.ledger_error)
 
 
 class TriggerKind(StrEnum):
@@ -185,7 +187,7 @@ def backfill(
                     config, name, start, end, on_progress=on_progress, full_compare=full_compare
                 )
         except Exception as exc:  # reported like a run's failure, with its exit code
-            outcome = runner.failure(name, exc)
+            outcome = runner.outcome_of(name, exc)
         _report([outcome], as_json)
         code = runner.exit_code([outcome])
         if code:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -34,6 +33,7 @@ from typing import Any, Literal
 
 from pipeledger import __about__
 from pipeledger.adapters import open_warehouse
+from pipeledger.clients import this_host
 from pipeledger.config import EMBEDDED_DIR, EMBEDDED_FILE
 from pipeledger.errors import (
     CommitUnknown,
@@ -367,10 +367,12 @@ class Ledger:
         try:
             self._finish(run, run.final_status, None)
         except (PipeledgerError, OSError) as problem:
-            raise LedgerNotWritten(
-                f"run {run.run_id} of {run.record.pipeline} finished, but the ledger could not "
-                f"record it ({problem}); `pipeledger watchdog` or the next run records it"
-            ) from problem
+            error = LedgerNotWritten(
+                f"run {run.run_id} of {run.record.pipeline} committed, but its final record "
+                f"could not be written to the ledger: {problem}"
+            )
+            error.run_id = run.run_id
+            raise error from problem
 
     def _new_record(
         self,
@@ -393,7 +395,7 @@ class Ledger:
             started_at=now, triggered_by=triggered_by, parent_run_id=parent_run_id,
             correlation_id=correlation_id, environment=self.environment,
             data_interval_start=start, data_interval_end=end,
-            code_version=__about__.__version__, host=socket.gethostname(),
+            code_version=__about__.__version__, host=this_host(),
             pid=os.getpid(), heartbeat_at=now, lease_expires_at=now + self.lease,
             extra=dict(extra or {}),
         )  # fmt: skip
@@ -422,7 +424,7 @@ class Ledger:
             return
         try:
             self._upkeep(ops)
-        except (WarehouseError, ConcurrentRunError):
+        except (WarehouseError, ConcurrentRunError, OSError):  # OSError: the spool's lock
             if not self.store.separate:
                 raise
             self.store.write(ops)  # spools them, or raises under on_unavailable = "fail"
@@ -431,9 +433,9 @@ class Ledger:
 
     def _upkeep(self, ops: Sequence[st.Op] = ()) -> dict[str, str]:
         """Migrate, replay the spool, settle runs whose lease expired, then ``ops``, in one
-        transaction; return the ids of the runs the watchdog settled."""
-        with self.store.spool.locked():
-            spooled = self.store.spool.pending()
+        transaction; return the ids of the runs the watchdog settled. The spool is replayed
+        first: a run's final record waiting there must not be judged abandoned."""
+        with self.store.spool.replaying() as spooled:
             with self.store.database.session() as session:
                 for component in self.components:
                     migrate(session, component)
@@ -442,7 +444,8 @@ class Ledger:
                 settled = abandon_expired(session, self.commits)
                 for op in ops:
                     st.apply(session, op)
-            self.store.spool.clear(len(spooled))
+            if spooled:
+                self.store.spool.clear(len(spooled))
         self.store._migrated = True
         mark_migrated(self.url, *self.components)
         return settled

@@ -28,7 +28,7 @@ only rows that differ, so an unchanged partition keeps its rows and their run id
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -83,7 +83,15 @@ class ModelResult:
     quality: GateReport | None = None
     steps: tuple[StepResult, ...] = ()
     target_created: bool = False
-    exit_code: int = 0
+    ledger_error: str | None = None  # committed, but the ledger could not record it
+
+    @property
+    def exit_code(self) -> int:
+        """0, or 5 when the rows committed but the ledger could not record the run."""
+        return 5 if self.ledger_error else 0
+
+    def with_ledger_error(self, message: str) -> ModelResult:
+        return replace(self, ledger_error=message)
 
     @property
     def _recomputed(self) -> str | int:
@@ -114,6 +122,7 @@ class ModelResult:
             "started_at": self.started_at.isoformat(),
             "duration_s": round(self.duration_s, 3),
             "error": None,
+            "ledger_error": self.ledger_error,
             "quality": self.quality.to_json() if self.quality else None,
         }
 

@@ -12,7 +12,12 @@
 
 On failure the job says what it left behind (a note on the error, e.g. "nothing was
 written; the watermark stays at ..."), records how far it got, and the error is re-raised
-unchanged. A dry run records nothing in the ledger.
+unchanged. A connection lost during COMMIT leaves the outcome unknown (``CommitUnknown``):
+nothing is recorded then, and the watchdog settles the run from the warehouse's commit log.
+A dry run records nothing in the ledger.
+
+The run's warehouse sessions carry its name (``pipeledger.clients``), so that a run that
+finds its pipeline locked can tell a live holder from the session of a killed one.
 """
 
 from __future__ import annotations
@@ -28,8 +33,15 @@ from datetime import datetime
 from typing import Protocol, TypeVar
 
 from pipeledger.adapters import open_warehouse
+from pipeledger.clients import client_name
 from pipeledger.config import Config, ModelConfig, SqlSource
-from pipeledger.errors import LedgerNotWritten, PipeledgerError, WarehouseError
+from pipeledger.errors import (
+    CommitUnknown,
+    ConcurrentRunError,
+    LedgerNotWritten,
+    PipeledgerError,
+    WarehouseError,
+)
 from pipeledger.ledger.api import Ledger, NullLedger, PipelineInfo, Run, RunCancelled
 from pipeledger.ledger.store import Op
 from pipeledger.load.state import STATE, read_commits, record_commit
@@ -90,13 +102,12 @@ def run_job(config: Config, spec: RunSpec, make: Callable[[str, Warehouse], Job[
     """Run ``make(run_id, warehouse)`` in the scaffold (module docstring)."""
     warehouse = open_warehouse(config.warehouse_url)
     ledger = NullLedger() if spec.dry_run else ledger_for(config, warehouse)
-    if STATE not in ledger.components:
-        ensure_migrated(warehouse, STATE)
     trigger = spec.trigger
     logical_run_id, attempt = ledger.next_attempt(spec.pipeline) if trigger.retry else (None, 1)
     kind = "retry" if trigger.retry else (spec.trigger_type or trigger.trigger_type)
     setup = registration(ledger, config, spec.pipeline) if ledger.records else []
     result: R | None = None
+    working = False
     try:
         with ledger.run(
             spec.pipeline, trigger_type=kind, logical_run_id=logical_run_id, attempt=attempt,
@@ -104,11 +115,25 @@ def run_job(config: Config, spec: RunSpec, make: Callable[[str, Warehouse], Job[
             triggered_by=trigger.triggered_by or who(), data_interval=spec.data_interval,
             setup=setup,
         ) as run:  # fmt: skip
-            job = make(run.run_id, warehouse)
-            result = _in_transaction(warehouse, job, run, spec.dry_run)
+            if STATE not in ledger.components:  # in the run: a ledger of its own records
+                ensure_migrated(warehouse, STATE)  # a warehouse it cannot reach
+            named = open_warehouse(config.warehouse_url, client_name(spec.pipeline, run.run_id))
+            job = make(run.run_id, named)
+            working = True
+            result = _in_transaction(named, job, run, spec.dry_run)
     except LedgerNotWritten as exc:
-        exc.add_note(f"pipeline {spec.pipeline}: its rows and watermark are committed")
+        exc.add_note(
+            f"pipeline {spec.pipeline} (run {exc.run_id}): its rows and watermark are "
+            "committed; the next run or `pipeledger watchdog` records the run in the ledger "
+            "from the warehouse's commit log"
+        )
         exc.result = result
+        raise
+    except Exception as exc:
+        if not working and not isinstance(exc, ConcurrentRunError):  # that one says so
+            exc.add_note(
+                f"pipeline {spec.pipeline}: the run could not start; nothing was read or written"
+            )
         raise
     return result
 
@@ -121,6 +146,13 @@ def _in_transaction(warehouse: Warehouse, job: Job[R], run: Run, dry_run: bool) 
                 session.mark_rollback()
             else:
                 _commit_records(session, job, run)
+    except CommitUnknown as exc:  # the ledger leaves the run running (ledger.api)
+        exc.run_id = run.run_id
+        exc.add_note(
+            f"pipeline {run.record.pipeline} (run {run.run_id}): the outcome is unknown; the "
+            "next run or `pipeledger watchdog` settles it from the warehouse"
+        )
+        raise
     except Exception as exc:
         exc.add_note(job.consequence())
         if isinstance(exc, PipeledgerError):
