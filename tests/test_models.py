@@ -315,3 +315,21 @@ def test_a_load_reads_an_upstream_target_without_its_own_columns(project: Projec
         if project.backend == "postgres" else 'SELECT name FROM pragma_table_info(\'copy.orders\')'
     )]  # fmt: skip
     assert sorted(c for c in columns if not c.startswith("_pipeledger_")) == sorted(HEADER)
+
+
+def test_a_model_outliving_its_heartbeat_still_records_its_run(project: Project) -> None:
+    """The heartbeat renews the run's row while the model works; the model's own
+    transaction must still write that row's final state (no serialization failure)."""
+    medallion(project)
+    raw = project.root / "pipeledger.toml"
+    raw.write_text(raw.read_text() + '\n[ledger]\nheartbeat = "20ms"\nlease = "5s"\n')
+    write(project, "orders_1.csv", first_batch())
+    project.run_json("run", "bronze_orders")
+    if project.backend == "postgres":  # slower than many heartbeats
+        sleep = "(select count(*) * 0 from (select pg_sleep(0.3)) s)"
+        slow = f"where status <> 'test' and order_id > {sleep}"
+        sql = project.root / "models" / "silver_orders.sql"
+        sql.write_text(SILVER_SQL.replace("where status <> 'test'", slow))
+    outcome = by_node(project.run_json("run", "silver_orders", "--full-refresh"))
+    assert outcome["silver_orders"]["status"] == "success"
+    assert project.count("silver.orders") == 40

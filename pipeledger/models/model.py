@@ -3,7 +3,7 @@ record which upstream runs it consumed, all in the run's one transaction.
 
 ::
 
-    BEGIN (one snapshot: PostgreSQL REPEATABLE READ; SQLite holds the write lock)
+    BEGIN
       lock the model
       the upstream runs it has not consumed yet            (the warehouse's commit log)
       incremental: the rows those runs wrote, and the versions they replaced (before-images)
@@ -19,10 +19,15 @@ record which upstream runs it consumed, all in the run's one transaction.
       the consumed upstream runs                           (pipeledger.model_inputs)
     COMMIT
 
-Exactly once: a run that committed into an upstream is consumed by the first model run
-whose snapshot sees it, whenever it started; an upstream load still running is not seen
-(not half-read) and is consumed next time. ``partition_overwrite`` and ``replace`` rewrite
-only rows that differ, so an unchanged partition keeps its rows and their run ids.
+Exactly once, without one snapshot for the whole run (a REPEATABLE READ transaction could
+not write the run's final record once the heartbeat had renewed its lease): an upstream
+run is consumed only if the list of pending runs, read first, names it; the new rows are
+read by those runs' ids, so a run that commits meanwhile is neither half-read nor marked
+consumed, and the next model run takes it. A recomputation of touched partitions (or
+keys) may already see that later run's rows: it is recomputed again next time with the
+same result, which is never counted twice. An upstream load still running is not seen at
+all (it has not committed). ``partition_overwrite`` and ``replace`` rewrite only rows that
+differ, so an unchanged partition keeps its rows and their run ids.
 """
 
 from __future__ import annotations
@@ -188,9 +193,6 @@ class Model:
         return self.config.model_sql(self.name)
 
     def execute(self, session: Session) -> ModelResult:
-        d = session.dialect
-        if d.snapshot_statement:  # every read below sees one moment of the warehouse
-            session.execute(d.snapshot_statement)
         session.lock_pipeline(self.name)
         existing = session.table_columns(self.model.target_name)
         with self.clock.measure("extract"):

@@ -80,9 +80,6 @@ class Dialect:
     instant_type: ClassVar[str]
     #: a statement sees the tables as they were when it began, not its own changes so far
     statement_snapshot: ClassVar[bool]
-    #: the first statement of a transaction whose every statement sees one snapshot (None:
-    #: a writing transaction already does, holding the only write lock)
-    snapshot_statement: ClassVar[str | None]
     #: the type of a 64-bit integer column in pipeledger's own tables
     int64_type: ClassVar[str]
     #: ``ALTER TABLE ... ADD CONSTRAINT`` exists (else a table is rebuilt to gain one)
@@ -196,7 +193,6 @@ class _Postgres(Dialect):
     int64_type = "bigint"
     alters_constraints = True
     statement_snapshot = True
-    snapshot_statement = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
     distinct_operator = "IS DISTINCT FROM"
 
     def row_text(self, alias: str, columns: Sequence[str]) -> str:
@@ -250,7 +246,6 @@ class _Sqlite(Dialect):
     int64_type = "integer"  # SQLite's INTEGER is 64-bit
     alters_constraints = False
     statement_snapshot = False
-    snapshot_statement = None
     distinct_operator = "IS NOT"
 
     def column_type(self, sql_type: str) -> str:
