@@ -42,19 +42,23 @@ def drill_backend(
     with ExitStack() as stack:
         server = stack.enter_context(PgServer(postgres_url)) if backend == "pg" else None
         site = Site(work, server)
+        harnesses: list[Harness] = []
+
+        def kept(harness: Harness) -> Harness:
+            harnesses.append(harness)
+            return harness
+
         kills = KillDrill(site, tally, _kill_plan(plan))
-        timings["kills_s"] = _timed(kills.go)
+        timings["kills_s"] = _timed(kept(kills.main), kills.go)
         half = max(plan.rows // 2, 100)
         concurrent = ConcurrentDrill(site, tally, plan.seed, half, plan.triggers)
-        timings["concurrent_s"] = _timed(lambda: concurrent.go(plan.rounds))
-        harnesses = [kills.main, concurrent.h]
+        timings["concurrent_s"] = _timed(kept(concurrent.h), lambda: concurrent.go(plan.rounds))
         if server is not None and plan.outages:
             ledger = stack.enter_context(PgServer())  # a second server, stopped at will
             outage = LedgerOutage(site, tally, plan.seed, half, ledger)
             timings["ledger_outage_s"] = _timed(
-                lambda: outage.go(plan.outages, plan.watchdog_first)
+                kept(outage.h), lambda: outage.go(plan.outages, plan.watchdog_first)
             )
-            harnesses.append(outage.h)
         settle_all(harnesses)
         tally.figures["runs_by_status"] = _statuses(harnesses)
         if server is not None:
@@ -83,9 +87,13 @@ def _kill_plan(plan: DrillPlan) -> KillPlan:
                     settle_every=plan.settle_every)  # fmt: skip
 
 
-def _timed(step: Callable[[], object]) -> float:
+def _timed(harness: Harness, scenario: Callable[[], object]) -> float:
+    """Seconds a scenario takes; its harness's waiting process is stopped at its end."""
     started = time.monotonic()
-    step()
+    try:
+        scenario()
+    finally:
+        harness.close()
     return round(time.monotonic() - started, 1)
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from bench.drills import checks
 from bench.drills.checks import FAILURE, Tally
 from bench.drills.model import Counts, Model
-from bench.drills.proc import LOCK_HELD, SQLITE_BUSY, Launch, Outcome, run_inline, run_released
+from bench.drills.proc import LOCK_HELD, SQLITE_BUSY, Launcher, Outcome, run_inline
 from bench.drills.project import LEASE_S, PIPELINE, LedgerRun, Observation, Project, Site
 from bench.drills.source import OrderSource, Row, SourceRows, iso_z
 
@@ -81,6 +81,10 @@ class Harness:
         self.tally = tally
         self.model = Model(source.lateness_us)
         self.estimate = Estimate()
+        self.launcher = Launcher(project.root)
+
+    def close(self) -> None:
+        self.launcher.close()
 
     # -- source files -------------------------------------------------------------------------
     def add(self, rows: list[Row]) -> None:
@@ -127,7 +131,7 @@ class Harness:
         """A killed run's session can hold the pipeline's lock for a while after the kill:
         such a run is retried after a short wait, and counted."""
         for _ in range(BUSY_TRIES):
-            outcome = run_released(self.project.root, step.args)
+            outcome = self.launcher.run(step.args)
             if outcome.rc == 0 or not (outcome.says(LOCK_HELD) or outcome.says(SQLITE_BUSY)):
                 return outcome
             self.tally.count("busy_retries")
@@ -165,13 +169,12 @@ class Harness:
 
     def _kill_after(self, step: Step, delay: float) -> tuple[Outcome, bool, bool | None]:
         """(how it ended, whether it was still running, whether it was copying)."""
-        launch = Launch(self.project.root, ["-v", *step.args])
-        launch.wait_ready()
-        launch.release()
+        launch = self.launcher.start(["-v", *step.args])
         time.sleep(delay)
         copying = self.site.copying(self.project)  # PostgreSQL: is it staging right now?
         was_running = launch.kill()
         outcome = launch.wait()
+        self.launcher.warm()
         # the killed client's session may go on with its statement: wait until it is gone,
         # else a commit already sent could land after the check
         linger = self.site.wait_idle(self.project)

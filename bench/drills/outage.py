@@ -16,7 +16,7 @@ import time
 from bench.drills.checks import FAILURE, SPOOL, Tally, check_json_counts
 from bench.drills.harness import RUN, Harness
 from bench.drills.kills import LATENESS_S
-from bench.drills.proc import Launch, Outcome, run_inline
+from bench.drills.proc import Outcome, run_inline
 from bench.drills.project import LEASE_S, PgServer, Site, read_ledger
 from bench.drills.source import US, OrderSource
 
@@ -62,13 +62,12 @@ class LedgerOutage:
         return ids
 
     def lose_ledger_midway(self, what: str) -> Outcome | None:
-        launch = Launch(self.h.project.root, RUN.args)
-        launch.wait_ready()
-        launch.release()
+        launch = self.h.launcher.start(RUN.args)
         seen_running = self.wait_running(launch.pid)
         self.ledger.pause()
         self.tally.check(seen_running, FAILURE, f"{what}: the run's running row never appeared")
         outcome = launch.wait()
+        self.h.launcher.warm()
         said = f"{what}: the run failed when its ledger went away: exit {outcome.rc}"
         if not self.tally.check(outcome.rc == 0, FAILURE, f"{said}: {outcome.err[-400:]}"):
             return None

@@ -48,9 +48,9 @@ class Outcome:
 
 
 class Launch:
-    """One ``pipeledger`` command, started and imported, waiting for :meth:`release`."""
+    """One ``pipeledger`` process, started and imported, waiting for :meth:`release`."""
 
-    def __init__(self, folder: Path, args: Sequence[str], go: Path | None = None) -> None:
+    def __init__(self, folder: Path, go: Path | None = None) -> None:
         scratch = folder / ".drill"
         scratch.mkdir(exist_ok=True)
         n = next(_serial)
@@ -59,7 +59,7 @@ class Launch:
         self.out_path, self.err_path = scratch / f"{n}.out", scratch / f"{n}.err"
         with self.out_path.open("wb") as out, self.err_path.open("wb") as err:
             self.process = subprocess.Popen(
-                [sys.executable, str(LAUNCHER), str(self.ready), str(self.go), "--", *args],
+                [sys.executable, str(LAUNCHER), str(self.ready), str(self.go)],
                 cwd=folder, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                 start_new_session=True,  # a terminal's Ctrl-C reaches the drill, not the runs
             )  # fmt: skip
@@ -77,8 +77,8 @@ class Launch:
                 raise RuntimeError(f"the launcher did not start: {self.err_path.read_text()}")
             time.sleep(0.01)
 
-    def release(self) -> None:
-        self.go.touch()
+    def release(self, args: Sequence[str]) -> None:
+        go_with(self.go, args)
         self.mark_released()
 
     def mark_released(self) -> None:
@@ -113,25 +113,56 @@ class Launch:
         return outcome
 
 
+def go_with(go: Path, args: Sequence[str]) -> None:
+    """Release the processes waiting for ``go``: it appears at once, holding the arguments."""
+    partial = go.with_name(go.name + ".partial")
+    partial.write_text(json.dumps(list(args)))
+    partial.replace(go)
+
+
+class Launcher:
+    """Starts commands in one folder, each from a process imported ahead of time: the next
+    ones are started (:meth:`warm`) while the drill checks the last one."""
+
+    def __init__(self, folder: Path, depth: int = 1) -> None:
+        self.folder = folder
+        self.depth = depth
+        self._waiting: list[Launch] = []
+
+    def warm(self) -> None:
+        while len(self._waiting) < self.depth:
+            self._waiting.append(Launch(self.folder))
+
+    def start(self, args: Sequence[str]) -> Launch:
+        launch = self._waiting.pop(0) if self._waiting else Launch(self.folder)
+        launch.wait_ready()
+        launch.release(args)
+        return launch
+
+    def run(self, args: Sequence[str]) -> Outcome:
+        """Run a command to its end; ``seconds`` excludes the interpreter's imports."""
+        outcome = self.start(args).wait()
+        self.warm()
+        return outcome
+
+    def close(self) -> None:
+        """Stop the processes kept waiting (they never ran a command)."""
+        for launch in self._waiting:
+            launch.kill()
+            launch.wait()
+        self._waiting = []
+
+
 def launch_many(folder: Path, args: Sequence[str], n: int) -> list[Launch]:
     """``n`` identical commands, imported, released together by one file."""
     go = folder / ".drill" / f"go-all-{os.getpid()}-{next(_serial)}"
-    go.unlink(missing_ok=True)
-    launches = [Launch(folder, args, go) for _ in range(n)]
+    launches = [Launch(folder, go) for _ in range(n)]
     for launch in launches:
         launch.wait_ready()
-    go.touch()
+    go_with(go, args)
     for launch in launches:
         launch.mark_released()
     return launches
-
-
-def run_released(folder: Path, args: Sequence[str]) -> Outcome:
-    """Run a command to its end; ``seconds`` excludes the interpreter's imports."""
-    launch = Launch(folder, args)
-    launch.wait_ready()
-    launch.release()
-    return launch.wait()
 
 
 def run_inline(folder: Path, args: Sequence[str]) -> Outcome:

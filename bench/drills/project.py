@@ -114,6 +114,7 @@ class PgServer(AbstractContextManager["PgServer"]):
     def __init__(self, url: str | None = None) -> None:
         self._given = url
         self._server: ThrowawayPostgres | None = None
+        self._created: list[str] = []
         self.url = url or ""
 
     def __enter__(self) -> PgServer:
@@ -125,6 +126,9 @@ class PgServer(AbstractContextManager["PgServer"]):
     def __exit__(self, *exc: object) -> None:
         if self._server is not None:
             self._server.stop()
+            return
+        for url in self._created:  # on a server of someone else's, leave nothing behind
+            self.drop_database(url)
 
     def pause(self) -> None:
         """Stop the server, keeping its data (only the drill's own throwaway server)."""
@@ -151,7 +155,8 @@ class PgServer(AbstractContextManager["PgServer"]):
         name = f"drill_{tag}_{uuid.uuid4().hex[:8]}"
         self._admin(f'CREATE DATABASE "{name}"')
         base, _, _ = self.url.rpartition("/")
-        return f"{base}/{name}"
+        self._created.append(f"{base}/{name}")
+        return self._created[-1]
 
     def drop_database(self, url: str) -> None:
         self._admin(f'DROP DATABASE IF EXISTS "{url.rpartition("/")[2]}" WITH (FORCE)')
