@@ -23,18 +23,21 @@ PHASES = ("before_ledger_row", "before_staging", "staging", "after_staging", "af
 
 @dataclass(frozen=True)
 class Step:
-    """An incremental run, or a backfill over ``[low, high]``, as the CLI is asked for it."""
+    """An incremental run, or a backfill over ``[low, high]`` (microseconds; written as
+    ``...Z`` unless ``start``/``end`` give the text of the bounds that mean them)."""
 
     kind: str  # "run" or "backfill"
     low: int = 0
     high: int = 0
+    start: str = ""
+    end: str = ""
 
     @property
     def args(self) -> list[str]:
         if self.kind == "run":
             return ["run", PIPELINE, "--json"]
-        bounds = ["--start", iso_z(self.low), "--end", iso_z(self.high)]
-        return ["backfill", PIPELINE, *bounds, "--json"]
+        start, end = self.start or iso_z(self.low), self.end or iso_z(self.high)
+        return ["backfill", PIPELINE, "--start", start, "--end", end, "--json"]
 
     def apply(self, model: Model, rows: SourceRows) -> Counts:
         if self.kind == "run":
@@ -74,17 +77,32 @@ class Resolution:
 
 
 class Harness:
-    def __init__(self, site: Site, project: Project, source: OrderSource, tally: Tally) -> None:
+    """``launcher`` may serve several projects (commands name their config); ``inline``
+    runs the steps that are not killed in this process (faster, for many small steps)."""
+
+    def __init__(
+        self,
+        site: Site,
+        project: Project,
+        source: OrderSource,
+        tally: Tally,
+        launcher: Launcher | None = None,
+        inline: bool = False,
+    ) -> None:
         self.site = site
         self.project = project
         self.source = source
         self.tally = tally
         self.model = Model(source.lateness_us)
         self.estimate = Estimate()
-        self.launcher = Launcher(project.root)
+        self.launcher = launcher or Launcher(project.root)
+        self.inline = inline
 
     def close(self) -> None:
         self.launcher.close()
+
+    def command(self, step: Step, *options: str) -> list[str]:
+        return ["--config", str(self.project.root / "pipeledger.toml"), *options, *step.args]
 
     # -- source files -------------------------------------------------------------------------
     def add(self, rows: list[Row]) -> None:
@@ -131,7 +149,10 @@ class Harness:
         """A killed run's session can hold the pipeline's lock for a while after the kill:
         such a run is retried after a short wait, and counted."""
         for _ in range(BUSY_TRIES):
-            outcome = self.launcher.run(step.args)
+            if self.inline:
+                outcome = run_inline(self.project.root, step.args)
+            else:
+                outcome = self.launcher.run(self.command(step))
             if outcome.rc == 0 or not (outcome.says(LOCK_HELD) or outcome.says(SQLITE_BUSY)):
                 return outcome
             self.tally.count("busy_retries")
@@ -169,7 +190,7 @@ class Harness:
 
     def _kill_after(self, step: Step, delay: float) -> tuple[Outcome, bool, bool | None]:
         """(how it ended, whether it was still running, whether it was copying)."""
-        launch = self.launcher.start(["-v", *step.args])
+        launch = self.launcher.start(self.command(step, "-v"))
         time.sleep(delay)
         copying = self.site.copying(self.project)  # PostgreSQL: is it staging right now?
         was_running = launch.kill()

@@ -62,7 +62,7 @@ class LedgerOutage:
         return ids
 
     def lose_ledger_midway(self, what: str) -> Outcome | None:
-        launch = self.h.launcher.start(RUN.args)
+        launch = self.h.launcher.start(self.h.command(RUN))
         seen_running = self.wait_running(launch.pid)
         self.ledger.pause()
         self.tally.check(seen_running, FAILURE, f"{what}: the run's running row never appeared")
