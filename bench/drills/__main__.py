@@ -13,7 +13,6 @@ import argparse
 import json
 import shlex
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +56,7 @@ def plan_for(args: argparse.Namespace, backend: str) -> DrillPlan:
 
 def main(argv: list[str]) -> int:
     args = parse(argv)
-    started = time.monotonic()
+    start = report.Start("python -m bench.drills " + shlex.join(argv))
     backends = ["pg", "sqlite"] if args.backend == "both" else [args.backend]
     summaries: list[dict[str, Any]] = []
     for backend in backends:
@@ -67,8 +66,7 @@ def main(argv: list[str]) -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     (args.work / "drill-summary.json").write_text(json.dumps(summaries, indent=2))
     if args.results:
-        command = "python -m bench.drills " + shlex.join(argv)
-        report.write(report.block(summaries, command, time.monotonic() - started))
+        report.write(report.block(summaries, start))
     return 1 if any(s["violations"] for s in summaries) else 0
 
 

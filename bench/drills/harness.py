@@ -18,6 +18,7 @@ from bench.drills.source import OrderSource, Row, SourceRows, iso_z
 STAGED = re.compile(r"staged \d+ of (\d+) rows read")
 BUSY_RETRY_S = 0.5
 BUSY_TRIES = 120  # a minute of retries before a busy pipeline counts as a failure
+IDLE_TIMEOUT_S = 120.0  # the longest a killed run's database session may go on
 PHASES = ("before_ledger_row", "before_staging", "staging", "after_staging", "after_commit")
 
 
@@ -198,8 +199,11 @@ class Harness:
         self.launcher.warm()
         # the killed client's session may go on with its statement: wait until it is gone,
         # else a commit already sent could land after the check
-        linger = self.site.wait_idle(self.project)
+        linger = self.site.wait_idle(self.project, IDLE_TIMEOUT_S)
         self.tally.figures["max_linger_s"] = max(self.tally.figures.get("max_linger_s", 0), linger)
+        self.tally.check(
+            linger < IDLE_TIMEOUT_S, FAILURE, f"a killed run's session stayed {linger:.0f} s"
+        )
         return outcome, was_running, copying
 
     def resolve(self, step: Step, outcome: Outcome, what: str) -> Resolution:

@@ -385,11 +385,11 @@ class Site:
         else:
             project.reset_sqlite()
 
-    def wait_idle(self, project: Project) -> float:
+    def wait_idle(self, project: Project, timeout: float = 120.0) -> float:
         """After a kill: seconds until the killed run's sessions are gone (SQLite: its
         locks went with the process)."""
         if self.server and project.warehouse_url:
-            return self.server.wait_idle(project.warehouse_url)
+            return self.server.wait_idle(project.warehouse_url, timeout)
         return 0.0
 
     def copying(self, project: Project) -> bool | None:

@@ -6,6 +6,7 @@ import os
 import platform
 import subprocess
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,10 @@ ROWS = (
     ("unexpected failures", "unexpected_failures"),
     ("runs retried: pipeline still busy after a kill", "busy_retries"),
     ("longest wait for a killed run's sessions (s)", "max_linger_s"),
-    ("runs abandoned by `pipeledger watchdog`", "abandoned_by_watchdog"),
+    (
+        "runs `pipeledger watchdog` abandoned (later runs abandon the others)",
+        "abandoned_by_watchdog",
+    ),
     ("runs in the ledgers at the end, by status", "runs_by_status"),
     ("concurrent triggers: endings", "concurrent_endings"),
     ("concurrent triggers: ledger status", "concurrent_ledger_status"),
@@ -68,7 +72,17 @@ def _cell(summary: dict[str, Any], key: str) -> str:
     return str(summary.get(key, figures.get(key, "-")))
 
 
-def block(summaries: list[dict[str, Any]], command: str, wall_s: float) -> str:
+@dataclass(frozen=True)
+class Start:
+    """What the block says of the run's start: its command, commit and the machine's load."""
+
+    command: str
+    commit: str = field(default_factory=lambda: commit())
+    load: str = field(default_factory=lambda: load_average())
+    at: float = field(default_factory=time.monotonic)
+
+
+def block(summaries: list[dict[str, Any]], start: Start) -> str:
     kills = sum(s["kills"] for s in summaries)
     bad = {
         k: sum(s[k] for s in summaries) for k in ("duplicate_keys", "lost_rows", "watermarks_ahead")
@@ -77,8 +91,10 @@ def block(summaries: list[dict[str, Any]], command: str, wall_s: float) -> str:
     header = "| | " + " | ".join(NAMES[s["backend"]] for s in summaries) + " |"
     lines = [
         BEGIN, "## Crash and concurrency drill", "",
-        f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `{command}` at commit "
-        f"{_commit()}; {_machine()}. Wall time {wall_s / 60:.1f} min. How it works and how to "
+        f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `{start.command}` at "
+        f"commit {start.commit}; {_machine()}; load average {start.load} at the start, "
+        f"{load_average()} at the end (1/5/15 min). Wall time "
+        f"{(time.monotonic() - start.at) / 60:.1f} min. How it works and how to "
         "run it: [README.md](README.md#drills-crash-and-concurrency).", "",
         header, "|---" * (len(summaries) + 1) + "|",
     ]  # fmt: skip
@@ -106,7 +122,7 @@ def write(text: str, path: Path = RESULTS) -> None:
     path.write_text(new)
 
 
-def _commit() -> str:
+def commit() -> str:
     here = Path(__file__).resolve().parent
     done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here,
                           capture_output=True, text=True, check=False)  # fmt: skip
@@ -123,3 +139,8 @@ def _machine() -> str:
                 cpu = line.split(":", 1)[1].strip()
                 break
     return f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}"
+
+
+def load_average() -> str:
+    """The machine's 1/5/15-minute load: other work slows every step down."""
+    return " / ".join(f"{x:.1f}" for x in os.getloadavg())
