@@ -6,6 +6,7 @@ summary says everything that went wrong.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -31,6 +32,11 @@ KINDS = (DUPLICATES, LOST, EXTRA, AHEAD, WATERMARK, CONTRADICTION, STUCK, COUNTS
 COMMITTED = frozenset({"success", "partial"})
 
 
+def note(message: str) -> None:
+    """Progress on stderr (stdout is the JSON summary's)."""
+    print(time.strftime("%H:%M:%S"), message, file=sys.stderr, flush=True)
+
+
 @dataclass
 class Tally:
     """Violations by kind (with messages) and figures, per backend."""
@@ -43,7 +49,7 @@ class Tally:
     def violation(self, kind: str, message: str, n: int = 1) -> None:
         self.violations[kind] += n
         self.messages.append(f"{kind}: {message}")
-        print(time.strftime("%H:%M:%S"), "VIOLATION", kind, message[:400], flush=True)
+        note(f"VIOLATION {kind} {message[:400]}")
 
     def check(self, ok: bool, kind: str, message: str) -> bool:
         if not ok:

@@ -16,7 +16,7 @@ import shutil
 import time
 from dataclasses import dataclass
 
-from bench.drills.checks import Tally
+from bench.drills.checks import Tally, note
 from bench.drills.harness import RUN, Harness, Resolution, Step
 from bench.drills.model import Model
 from bench.drills.project import Site
@@ -111,11 +111,18 @@ class KillDrill:
                 break
             self._one_kill(attempts)
             done = self.tally.counters["kills"] - kills_before
+            if attempts % 10 == 0:
+                self._progress(done, attempts)
             if attempts % self.plan.settle_every == 0:
                 h.settle(f"settle after {done} kills")
                 h.complete(RUN, f"completion after {done} kills")
         self.tally.figures["later_kills"] = self.tally.counters["kills"] - kills_before
         self.finish()
+
+    def _progress(self, done: int, attempts: int) -> None:
+        rows, violations = len(self.main.source.rows), self.tally.total
+        note(f"{self.site.backend}: {done} of {self.plan.kills} kills in {attempts} attempts, "
+             f"{violations} violation(s), {rows} source rows")  # fmt: skip
 
     def _one_kill(self, attempt: int) -> None:
         h = self.main
