@@ -49,7 +49,7 @@ class LedgerOutage:
 
     def round(self, what: str) -> list[str]:
         """A run that loses its ledger midway, then one without a ledger; returns their
-        run ids (they must be in the spool)."""
+        run ids (the replay must make them ``success``)."""
         self.h.add(self.h.source.mixed(self.rows, LATENESS_S // 2))
         first = self.lose_ledger_midway(what)
         self.h.add(self.h.source.mixed(max(self.rows // 20, 10), LATENESS_S // 2))

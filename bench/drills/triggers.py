@@ -5,7 +5,6 @@ end as a busy pipeline is allowed to (see BUSY_ACCEPTED) or succeed writing noth
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 
 from bench.drills import checks
@@ -45,7 +44,6 @@ class ConcurrentDrill:
     def __init__(self, site: Site, tally: Tally, seed: int, rows: int, triggers: int) -> None:
         source = OrderSource(seed + 1, LATENESS_S * US)
         self.h = Harness(site, site.project("concurrent", LATENESS_S), source, tally)
-        self.rng = random.Random(seed)
         self.rows = rows
         self.triggers = triggers
         self.endings: Counter[str] = Counter()
