@@ -29,10 +29,9 @@ from pipeledger.config import load_config
 from pipeledger.ledger.api import RunCancelled
 
 LATENESS_S = 7200
-# Known defect: the range check compares a date-only --end as that day's midnight, so a
-# --start later on the same day is refused (exit 2) although the documented range (up to
-# the end of that day) is not empty. Set to False once fixed: then it must be accepted.
-DATE_END_REFUSED_SAME_DAY = True
+# A date-only --end covers that whole day, also after a --start later on the same day (once
+# refused as inverted: kept as a switch so the property names the rule it checks).
+DATE_END_REFUSED_SAME_DAY = False
 STYLES = ("Z", "+00:00", "+02:00", "naive", "date")
 _examples = itertools.count()
 

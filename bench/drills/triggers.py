@@ -15,12 +15,11 @@ from bench.drills.proc import LOCK_HELD, SQLITE_BUSY, Outcome, launch_many
 from bench.drills.project import Observation, Site
 from bench.drills.source import US, OrderSource
 
-# How a trigger that finds its pipeline busy may end, per backend. Today PostgreSQL reports
-# it as a failure (exit 1, JSON status "failed", "another run holds its lock") while the
-# ledger records it as skipped; once the command itself says "skipped", drop "lock_message".
+# How a trigger that finds its pipeline busy may end, per backend: PostgreSQL says
+# "skipped" (exit 4, JSON status "skipped") and the ledger records it so.
 # SQLite documents its own: a second load waits up to 5 s, then fails with a clear message.
 BUSY_ACCEPTED: dict[str, frozenset[str]] = {
-    "pg": frozenset({"skipped", "lock_message"}),
+    "pg": frozenset({"skipped"}),
     "sqlite": frozenset({"skipped", "sqlite_busy"}),
 }
 
