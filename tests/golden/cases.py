@@ -351,8 +351,6 @@ def _models_sql() -> list[Case]:
              bind=lambda d: [["eu", "us", "ap"]] if d.array_params else ["eu", "us", "ap"]),
         Case(m, "in_range of a date-only end", lambda d: bound(*_in_range(d)),
              world=_w("target")),
-        Case(m, "delete_where", lambda d: text(models_sql.delete_where(d, TARGET,
-             't."region" = \'eu\'')), world=_w("target")),
         Case(m, "insert_staged where the target lacks the row",
              lambda d: text(models_sql.insert_staged(d, TARGET, NAMES, "NOT EXISTS ("
              + models_sql.same_row(d, NAMES, "t", d.table(TARGET), "s") + ")")),
