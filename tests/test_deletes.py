@@ -249,8 +249,8 @@ def test_marked_rows_are_exempt_from_the_value_checks(project: Project) -> None:
                                               "on_fail": "quarantine"}))  # fmt: skip
     project.write_csv("orders_1.csv", [cdc(i, "2024-01-01T10:00:00Z") for i in (1, 2)], HEADER)
     project.run()
-    project.write_csv("orders_2.csv", [cdc(1, "2024-01-02T10:00:00Z", "D"),
-                                       cdc(3, "2024-01-02T10:00:00Z", "I", status="")], HEADER)  # fmt: skip
+    changes = [cdc(1, "2024-01-02T10:00:00Z", "D"), cdc(3, "2024-01-02T10:00:00Z", status="")]
+    project.write_csv("orders_2.csv", changes, HEADER)
     result = project.run()
     assert result["rows_deleted"] == 1 and result["rows_rejected"] == 1 and ids(project) == [2]
 

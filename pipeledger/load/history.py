@@ -16,7 +16,10 @@ put every row (and every delete) in cursor order, then
   changed row closes the current version and opens a new one; a late change (older than
   the current version) goes in its place, the versions around it ending where the next
   begins; a delete closes the current version (markers at their cursor; a key a full
-  snapshot lacks at the run's time, which needs a date or timestamp cursor).
+  snapshot lacks at the run's time, which needs a date or timestamp cursor);
+* a full snapshot is the current truth: a key it holds at a cursor is not deleted at or
+  after that cursor, so a deletion recorded since (the key had gone from an earlier
+  snapshot) is withdrawn and the key's version is current again.
 
 A run computes this in SQL, in the load's transaction, for the keys it touches only: their
 stored versions, the deletes those imply (a closed version that no version follows was
@@ -109,8 +112,10 @@ def _collect(session: Session, spec: sql.MergeSpec, source: str, vanished: Vanis
     session.execute(hsql.stored_deletions(d, spec))
     session.execute(hsql.stored_repeats(d, spec))
     session.execute(hsql.staged_items(d, spec, source))
-    if vanished is not None and vanished.count:
-        session.execute(hsql.snapshot_deletions(d, spec), [vanished.closed_at])
+    if vanished is not None:  # a full snapshot
+        session.execute(hsql.withdraw_deletions(d, spec))
+        if vanished.count:
+            session.execute(hsql.snapshot_deletions(d, spec), [vanished.closed_at])
 
 
 def check_history(session: Session, spec: sql.MergeSpec) -> None:

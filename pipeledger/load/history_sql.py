@@ -184,6 +184,21 @@ def snapshot_deletions(d: Dialect, spec: MergeSpec) -> str:
     )
 
 
+def withdraw_deletions(d: Dialect, spec: MergeSpec) -> str:
+    """A full snapshot is the current truth: a key it holds at a cursor is not deleted at or
+    after that cursor, so the stored deletions saying so are withdrawn (the key had gone
+    from a snapshot and came back; its version is current again)."""
+    cursor, tomb, origin = quote(spec.cursor), quote(TOMBSTONE), quote(ORIGIN)
+    held = (
+        f"SELECT 1 FROM {d.temp(ITEMS)} AS s WHERE s.{origin} = {STAGED} AND s.{tomb} = 0 "
+        f"AND {_join(spec, 's', 'i')} AND s.{cursor} <= i.{cursor}"
+    )
+    return (
+        f"DELETE FROM {d.temp(ITEMS)} AS i WHERE i.{tomb} = 1 AND i.{origin} = {STORED} "
+        f"AND EXISTS ({held})"
+    )
+
+
 def _preference(d: Dialect, spec: MergeSpec) -> str:
     """Which item one key's cursor keeps when several claim it: a deletion (the stored one
     first: it is no news), then a version as ``on_conflict`` says (``update``: the staged
