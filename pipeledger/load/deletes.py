@@ -52,7 +52,7 @@ from pipeledger.load import sql
 from pipeledger.load.before import keep_before
 from pipeledger.quality.report import CheckResult, CheckStatus, GateReport
 from pipeledger.schema import Column
-from pipeledger.warehouse.dialect import quote
+from pipeledger.warehouse.dialect import STAGE, STAGE_UNIQUE, quote
 from pipeledger.warehouse.session import Session
 from pipeledger.watermark import CursorValue
 
@@ -107,7 +107,11 @@ def delete_marked(
     session: Session, spec: sql.MergeSpec, source: str, run_id: str, at: datetime
 ) -> int:
     """Delete (or soft-delete) the target rows that ``source``'s marked rows delete."""
-    return _delete(session, spec, sql.marked_rows(session.dialect, spec, source), run_id, at)
+    d = session.dialect
+    lookup = sql.key_lookup(d, spec, STAGE_UNIQUE if source == d.stage_unique() else STAGE)
+    if lookup:  # a marked row is looked up by key for the row it deletes
+        session.execute(lookup)
+    return _delete(session, spec, sql.marked_rows(d, spec, source), run_id, at)
 
 
 # -- full snapshots ------------------------------------------------------------------------
@@ -143,7 +147,8 @@ def find_vanished(
         where = f"({where}) AND t.{quote(sql.VALID_FROM)} < {d.param}"
         params.append(closed_at)
     keys = [c for c in spec.columns if c.name in spec.key]
-    for statement in sql.create_temp(d, sql.VANISHED, keys):
+    lookup = sql.key_lookup(d, spec)
+    for statement in [*sql.create_temp(d, sql.VANISHED, keys), *([lookup] if lookup else [])]:
         session.execute(statement)
     session.execute(sql.find_vanished(d, spec, where), params)
     present, count = session.query(sql.count_in_scope(d, spec, where), params)[0]

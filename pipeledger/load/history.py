@@ -106,16 +106,21 @@ def _collect(session: Session, spec: sql.MergeSpec, source: str, vanished: Vanis
     for name, columns in tables:
         for statement in sql.create_temp(d, name, columns):
             session.execute(statement)
+    session.execute(hsql.staged_items(d, spec, source))
     lacking = [vanished.closed_at] if vanished is not None else []
-    session.execute(hsql.fill_affected(d, spec, source, vanished is not None), lacking)
+    session.execute(hsql.fill_affected(d, spec, vanished is not None), lacking)
+    # every stored row and repeat of a touched key looks it up
+    session.execute(sql.temp_index(d, hsql.AFFECTED, spec.key, unique=True))
     session.execute(hsql.stored_versions(d, spec))
     session.execute(hsql.stored_deletions(d, spec))
     session.execute(hsql.stored_repeats(d, spec))
-    session.execute(hsql.staged_items(d, spec, source))
-    if vanished is not None:  # a full snapshot
-        session.execute(hsql.withdraw_deletions(d, spec))
-        if vanished.count:
-            session.execute(hsql.snapshot_deletions(d, spec), [vanished.closed_at])
+    if vanished is None:
+        return
+    if not d.hash_joins:  # a stored deletion looks up the staged rows of its key
+        session.execute(sql.temp_index(d, hsql.ITEMS, [*spec.key, spec.cursor]))
+    session.execute(hsql.withdraw_deletions(d, spec))
+    if vanished.count:
+        session.execute(hsql.snapshot_deletions(d, spec), [vanished.closed_at])
 
 
 def check_history(session: Session, spec: sql.MergeSpec) -> None:

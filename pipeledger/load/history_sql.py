@@ -100,15 +100,15 @@ def clear_repeats(d: Dialect, spec: MergeSpec) -> str:
     return f"DELETE FROM {d.table(repeats_table(spec.target))}"
 
 
-def fill_affected(d: Dialect, spec: MergeSpec, source: str, vanished: bool) -> str:
-    """The keys this run touches (staged, or lacking from a full snapshot: those at the
-    time bound), each with the least cursor it brings."""
+def fill_affected(d: Dialect, spec: MergeSpec, vanished: bool) -> str:
+    """The keys this run touches (staged items, or lacking from a full snapshot: those at
+    the time bound), each with the least cursor it brings."""
     keys, cursor = _names(list(spec.key)), quote(spec.cursor)
+    staged = f"SELECT {keys}, {cursor} FROM {d.temp(ITEMS)} WHERE {quote(ORIGIN)} = {STAGED}"
     lacking = f" UNION ALL SELECT {keys}, {d.param} FROM {d.temp(VANISHED)}" if vanished else ""
     return (
         f"INSERT INTO {d.temp(AFFECTED)} ({keys}, {quote(SINCE)}) "
-        f"SELECT {keys}, min(n.{cursor}) FROM (SELECT {keys}, {cursor} FROM {source}{lacking}) "
-        f"AS n GROUP BY {keys}"
+        f"SELECT {keys}, min(n.{cursor}) FROM ({staged}{lacking}) AS n GROUP BY {keys}"
     )
 
 
@@ -165,12 +165,21 @@ def stored_repeats(d: Dialect, spec: MergeSpec) -> str:
 
 
 def staged_items(d: Dialect, spec: MergeSpec, source: str) -> str:
-    """Items: the staged rows (one per key and cursor), a marked row as a deletion."""
+    """Items: the staged rows (one per key and cursor), a marked row as a deletion; not a
+    row that is its key's current version as it is (re-runs: it cannot change anything,
+    and its key need not be touched)."""
     stored = _names(spec.stored)
-    deleted = f"CASE WHEN s.{quote(DELETED_FLAG)} THEN 1 ELSE 0 END" if spec.markers else "0"
+    flag = f"s.{quote(DELETED_FLAG)}"
+    deleted = f"CASE WHEN {flag} THEN 1 ELSE 0 END" if spec.markers else "0"
+    current = (
+        f"NOT EXISTS (SELECT 1 FROM {d.table(spec.target)} AS t WHERE {_at(spec, 't', 's')} "
+        f"AND t.{quote(IS_CURRENT)} AND NOT ({d.differs('t', 's', spec.values)}))"
+    )
+    news = f"{flag} OR {current}" if spec.markers else current
     return (
         f"INSERT INTO {d.temp(ITEMS)} ({stored}, {quote(TOMBSTONE)}, {quote(ORIGIN)}) "
-        f"SELECT {_names(spec.stored, 's')}, {deleted}, {STAGED} FROM {source} AS s"
+        f"SELECT {_names(spec.stored, 's')}, {deleted}, {STAGED} FROM {source} AS s "
+        f"WHERE {news}"
     )
 
 
@@ -260,7 +269,7 @@ def count_changes(d: Dialect, spec: MergeSpec) -> str:
     """(new versions, staged rows that change the history, deletions that took effect)."""
     target, tomb, origin = d.table(spec.target), quote(TOMBSTONE), quote(ORIGIN)
     stored_at = f"SELECT 1 FROM {target} AS t WHERE {_at(spec, 't', 'h')}"
-    same = f"{stored_at} AND {d.row_text('t', spec.values)} = {d.row_text('h', spec.values)}"
+    same = f"{stored_at} AND NOT ({d.differs('t', 'h', spec.values)})"
     new = d.count_where(f"h.{tomb} = 0 AND NOT EXISTS ({stored_at})")
     changing = d.count_where(f"h.{origin} = {STAGED} AND (h.{tomb} = 1 OR NOT EXISTS ({same}))")
     deletions = d.count_where(f"h.{tomb} = 1 AND h.{origin} <> {STORED}")
@@ -274,7 +283,7 @@ def rewritten(d: Dialect, spec: MergeSpec) -> str:
         f"SELECT 1 FROM {d.temp(HISTORY)} AS h WHERE h.{quote(TOMBSTONE)} = 0 "
         f"AND {_at(spec, 't', 'h')} "
         f"AND NOT (h.{quote(VALID_TO)} {d.distinct_operator} t.{quote(VALID_TO)}) "
-        f"AND {d.row_text('h', spec.values)} = {d.row_text('t', spec.values)}"
+        f"AND NOT ({d.differs('h', 't', spec.values)})"
     )
     return f"{keys_in('t', spec.key, d.temp(AFFECTED))} AND NOT EXISTS ({same})"
 

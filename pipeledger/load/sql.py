@@ -105,11 +105,29 @@ def _join(key: Sequence[str], left: str = "t", right: str = "s") -> str:
     return " AND ".join(f"{left}.{quote(k)} = {right}.{quote(k)}" for k in key)
 
 
-def keys_in(alias: str, key: Sequence[str], table: str) -> str:
-    """``alias``'s key is among the keys of ``table``."""
+def keys_in(alias: str, key: Sequence[str], table: str, where: str = "") -> str:
+    """``alias``'s key is among the keys of ``table`` (its rows matching ``where``): the
+    keys drive the lookup, by the other side's index."""
     lhs = ", ".join(f"{alias}.{quote(k)}" for k in key)
     lhs = lhs if len(key) == 1 else f"({lhs})"
-    return f"{lhs} IN (SELECT {', '.join(quote(k) for k in key)} FROM {table})"
+    condition = f" WHERE {where}" if where else ""
+    return f"{lhs} IN (SELECT {', '.join(quote(k) for k in key)} FROM {table}{condition})"
+
+
+def temp_index(d: Dialect, table: str, columns: Sequence[str], unique: bool = False) -> str:
+    """An index on a temporary table of the run's, named after it."""
+    kind = "UNIQUE INDEX" if unique else "INDEX"
+    names = ", ".join(quote(c) for c in columns)
+    return f"CREATE {kind} {d.temp(table + '_key')} ON {quote(table)} ({names})"
+
+
+def key_lookup(d: Dialect, spec: MergeSpec, table: str = STAGE) -> str | None:
+    """Where joins loop, an index that lets a temporary table of staged rows (the stage, or
+    its deduplicated copy) be probed by key; not a unique one: the stage may repeat a key."""
+    if d.hash_joins:
+        return None
+    keys = ", ".join(quote(k) for k in spec.key)
+    return f"CREATE INDEX IF NOT EXISTS {d.temp(table + '_lookup')} ON {quote(table)} ({keys})"
 
 
 def create_temp(d: Dialect, name: str, columns: Sequence[Column]) -> list[str]:
@@ -414,10 +432,13 @@ def soft_delete_where(d: Dialect, target: TableName, where: str) -> str:
 def marked_rows(d: Dialect, spec: MergeSpec, source: str) -> str:
     """Target rows ``t`` that a staged delete of ``source`` deletes: those of its key that
     are still there; under ``newer_wins`` only if the delete is not older than the row."""
+    flag = quote(DELETED_FLAG)
+    marked = keys_in("t", spec.key, source, flag)
+    if spec.policy != "newer_wins":
+        return _all(spec.present("t"), marked)
     cursor = quote(spec.cursor)
-    newer = f"s.{cursor} >= t.{cursor}" if spec.policy == "newer_wins" else None
-    marked = _all(_join(spec.key), f"s.{quote(DELETED_FLAG)}", newer)
-    return _all(spec.present("t"), f"EXISTS (SELECT 1 FROM {source} AS s WHERE {marked})")
+    newer = _all(_join(spec.key), f"s.{flag}", f"s.{cursor} >= t.{cursor}")
+    return _all(spec.present("t"), marked, f"EXISTS (SELECT 1 FROM {source} AS s WHERE {newer})")
 
 
 def vanished_rows(d: Dialect, spec: MergeSpec) -> str:

@@ -426,9 +426,9 @@ def _load_history_sql() -> list[Case]:
     return [
         _history("create_repeats", lambda d: text(hsql.create_repeats(d, h))),
         _history("clear_repeats", lambda d: text(hsql.clear_repeats(d, h))),
-        _history("fill_affected", lambda d: text(hsql.fill_affected(d, h, source(d), False))),
+        _history("fill_affected", lambda d: text(hsql.fill_affected(d, h, False))),
         _history("fill_affected with the keys a snapshot lacks",
-                 lambda d: text(hsql.fill_affected(d, h, source(d), True)),
+                 lambda d: text(hsql.fill_affected(d, h, True)),
                  bind=lambda d: [AT]),
         _history("stored_versions", lambda d: text(hsql.stored_versions(d, h))),
         _history("stored_deletions", lambda d: text(hsql.stored_deletions(d, h))),

@@ -9,10 +9,10 @@ CREATE TABLE IF NOT EXISTS "pipeledger"."repeats__analytics__orders" ("order_id"
 DELETE FROM "pipeledger"."repeats__analytics__orders";
 
 -- case: fill_affected
-INSERT INTO "_pipeledger_affected" ("order_id", "_pipeledger_since") SELECT "order_id", min(n."updated_at") FROM (SELECT "order_id", "updated_at" FROM "_pipeledger_stage") AS n GROUP BY "order_id";
+INSERT INTO "_pipeledger_affected" ("order_id", "_pipeledger_since") SELECT "order_id", min(n."updated_at") FROM (SELECT "order_id", "updated_at" FROM "_pipeledger_items" WHERE "_pipeledger_origin" = 1) AS n GROUP BY "order_id";
 
 -- case: fill_affected with the keys a snapshot lacks
-INSERT INTO "_pipeledger_affected" ("order_id", "_pipeledger_since") SELECT "order_id", min(n."updated_at") FROM (SELECT "order_id", "updated_at" FROM "_pipeledger_stage" UNION ALL SELECT "order_id", %s FROM "_pipeledger_vanished") AS n GROUP BY "order_id";
+INSERT INTO "_pipeledger_affected" ("order_id", "_pipeledger_since") SELECT "order_id", min(n."updated_at") FROM (SELECT "order_id", "updated_at" FROM "_pipeledger_items" WHERE "_pipeledger_origin" = 1 UNION ALL SELECT "order_id", %s FROM "_pipeledger_vanished") AS n GROUP BY "order_id";
 
 -- case: stored_versions
 INSERT INTO "_pipeledger_items" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_tombstone", "_pipeledger_origin") SELECT t."order_id", t."region", t."amount", t."status", t."updated_at", t."_pipeledger_row_hash", 0, 0 FROM "analytics"."orders" AS t WHERE t."order_id" IN (SELECT "order_id" FROM "_pipeledger_affected");
@@ -24,10 +24,10 @@ INSERT INTO "_pipeledger_items" ("order_id", "updated_at", "_pipeledger_tombston
 INSERT INTO "_pipeledger_items" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_tombstone", "_pipeledger_origin") SELECT r."order_id", t."region", t."amount", t."status", r."updated_at", r."_pipeledger_tombstone", 0 FROM "pipeledger"."repeats__analytics__orders" AS r JOIN "_pipeledger_affected" AS a ON a."order_id" = r."order_id" AND r."updated_at" >= a."_pipeledger_since" LEFT JOIN "analytics"."orders" AS t ON r."_pipeledger_tombstone" = 0 AND t."order_id" = r."order_id" AND t."valid_from" <= r."updated_at" AND (t."valid_to" IS NULL OR r."updated_at" < t."valid_to");
 
 -- case: staged_items of a delete marker pipeline
-INSERT INTO "_pipeledger_items" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_tombstone", "_pipeledger_origin") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", s."_pipeledger_row_hash", CASE WHEN s."_pipeledger_deleted" THEN 1 ELSE 0 END, 1 FROM "_pipeledger_stage" AS s;
+INSERT INTO "_pipeledger_items" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_tombstone", "_pipeledger_origin") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", s."_pipeledger_row_hash", CASE WHEN s."_pipeledger_deleted" THEN 1 ELSE 0 END, 1 FROM "_pipeledger_stage" AS s WHERE s."_pipeledger_deleted" OR NOT EXISTS (SELECT 1 FROM "analytics"."orders" AS t WHERE t."order_id" = s."order_id" AND t."valid_from" = s."updated_at" AND t."is_current" AND NOT ((t."region", t."amount", t."status", t."updated_at") IS DISTINCT FROM (s."region", s."amount", s."status", s."updated_at")));
 
 -- case: staged_items without markers
-INSERT INTO "_pipeledger_items" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_tombstone", "_pipeledger_origin") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", s."_pipeledger_row_hash", 0, 1 FROM "_pipeledger_stage" AS s;
+INSERT INTO "_pipeledger_items" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_tombstone", "_pipeledger_origin") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", s."_pipeledger_row_hash", 0, 1 FROM "_pipeledger_stage" AS s WHERE NOT EXISTS (SELECT 1 FROM "analytics"."orders" AS t WHERE t."order_id" = s."order_id" AND t."valid_from" = s."updated_at" AND t."is_current" AND NOT ((t."region", t."amount", t."status", t."updated_at") IS DISTINCT FROM (s."region", s."amount", s."status", s."updated_at")));
 
 -- case: snapshot_deletions
 INSERT INTO "_pipeledger_items" ("order_id", "updated_at", "_pipeledger_tombstone", "_pipeledger_origin") SELECT v."order_id", %s, 1, 2 FROM "_pipeledger_vanished" AS v;
@@ -51,10 +51,10 @@ INSERT INTO "_pipeledger_history" ("order_id", "region", "amount", "status", "up
 CREATE INDEX "_pipeledger_history_key" ON "_pipeledger_history" ("order_id", "updated_at");
 
 -- case: count_changes
-SELECT count(*) FILTER (WHERE h."_pipeledger_tombstone" = 0 AND NOT EXISTS (SELECT 1 FROM "analytics"."orders" AS t WHERE t."order_id" = h."order_id" AND t."valid_from" = h."updated_at")), count(*) FILTER (WHERE h."_pipeledger_origin" = 1 AND (h."_pipeledger_tombstone" = 1 OR NOT EXISTS (SELECT 1 FROM "analytics"."orders" AS t WHERE t."order_id" = h."order_id" AND t."valid_from" = h."updated_at" AND (ROW(t."region", t."amount", t."status", t."updated_at")::text COLLATE "C") = (ROW(h."region", h."amount", h."status", h."updated_at")::text COLLATE "C")))), count(*) FILTER (WHERE h."_pipeledger_tombstone" = 1 AND h."_pipeledger_origin" <> 0) FROM "_pipeledger_history" AS h;
+SELECT count(*) FILTER (WHERE h."_pipeledger_tombstone" = 0 AND NOT EXISTS (SELECT 1 FROM "analytics"."orders" AS t WHERE t."order_id" = h."order_id" AND t."valid_from" = h."updated_at")), count(*) FILTER (WHERE h."_pipeledger_origin" = 1 AND (h."_pipeledger_tombstone" = 1 OR NOT EXISTS (SELECT 1 FROM "analytics"."orders" AS t WHERE t."order_id" = h."order_id" AND t."valid_from" = h."updated_at" AND NOT ((t."region", t."amount", t."status", t."updated_at") IS DISTINCT FROM (h."region", h."amount", h."status", h."updated_at"))))), count(*) FILTER (WHERE h."_pipeledger_tombstone" = 1 AND h."_pipeledger_origin" <> 0) FROM "_pipeledger_history" AS h;
 
 -- case: delete_where of the rewritten versions
-DELETE FROM "analytics"."orders" AS t WHERE t."order_id" IN (SELECT "order_id" FROM "_pipeledger_affected") AND NOT EXISTS (SELECT 1 FROM "_pipeledger_history" AS h WHERE h."_pipeledger_tombstone" = 0 AND t."order_id" = h."order_id" AND t."valid_from" = h."updated_at" AND NOT (h."valid_to" IS DISTINCT FROM t."valid_to") AND (ROW(h."region", h."amount", h."status", h."updated_at")::text COLLATE "C") = (ROW(t."region", t."amount", t."status", t."updated_at")::text COLLATE "C"));
+DELETE FROM "analytics"."orders" AS t WHERE t."order_id" IN (SELECT "order_id" FROM "_pipeledger_affected") AND NOT EXISTS (SELECT 1 FROM "_pipeledger_history" AS h WHERE h."_pipeledger_tombstone" = 0 AND t."order_id" = h."order_id" AND t."valid_from" = h."updated_at" AND NOT (h."valid_to" IS DISTINCT FROM t."valid_to") AND NOT ((h."region", h."amount", h."status", h."updated_at") IS DISTINCT FROM (t."region", t."amount", t."status", t."updated_at")));
 
 -- case: insert_versions
 INSERT INTO "analytics"."orders" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "valid_from", "valid_to", "is_current", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT h."order_id", h."region", h."amount", h."status", h."updated_at", h."_pipeledger_row_hash", h."updated_at", h."valid_to", h."valid_to" IS NULL, %s, %s FROM "_pipeledger_history" AS h WHERE h."_pipeledger_tombstone" = 0 AND NOT EXISTS (SELECT 1 FROM "analytics"."orders" AS t WHERE t."order_id" = h."order_id" AND t."valid_from" = h."updated_at");

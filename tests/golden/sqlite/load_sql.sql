@@ -134,10 +134,10 @@ SELECT s."order_id", count(*) OVER () FROM temp."_pipeledger_stage" AS s JOIN "a
 SELECT "order_id", count(*) OVER () FROM temp."_pipeledger_stage" AS s WHERE NOT s."_pipeledger_deleted" GROUP BY "order_id" HAVING count(DISTINCT (quote(s."region") || ',' || quote(s."amount") || ',' || quote(s."status") || ',' || quote(s."updated_at"))) > 1 LIMIT 5;
 
 -- case: delete_where of the rows staged deletes mark
-DELETE FROM "analytics.orders" WHERE rowid IN (SELECT rowid FROM "analytics.orders" AS t WHERE EXISTS (SELECT 1 FROM temp."_pipeledger_stage" AS s WHERE t."order_id" = s."order_id" AND s."_pipeledger_deleted" AND s."updated_at" >= t."updated_at"));
+DELETE FROM "analytics.orders" WHERE rowid IN (SELECT rowid FROM "analytics.orders" AS t WHERE t."order_id" IN (SELECT "order_id" FROM temp."_pipeledger_stage" WHERE "_pipeledger_deleted") AND EXISTS (SELECT 1 FROM temp."_pipeledger_stage" AS s WHERE t."order_id" = s."order_id" AND s."_pipeledger_deleted" AND s."updated_at" >= t."updated_at"));
 
 -- case: delete_where under on_conflict=update
-DELETE FROM "analytics.orders" WHERE rowid IN (SELECT rowid FROM "analytics.orders" AS t WHERE EXISTS (SELECT 1 FROM temp."_pipeledger_stage" AS s WHERE t."order_id" = s."order_id" AND s."_pipeledger_deleted"));
+DELETE FROM "analytics.orders" WHERE rowid IN (SELECT rowid FROM "analytics.orders" AS t WHERE t."order_id" IN (SELECT "order_id" FROM temp."_pipeledger_stage" WHERE "_pipeledger_deleted"));
 
 -- case: soft_delete_where of the keys a snapshot lacks
 UPDATE "analytics.orders" AS t SET "_pipeledger_run_id" = ?, "_pipeledger_loaded_at" = ?, "_pipeledger_deleted_at" = ? WHERE t."_pipeledger_deleted_at" IS NULL AND t."order_id" IN (SELECT "order_id" FROM temp."_pipeledger_vanished");
