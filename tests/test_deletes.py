@@ -291,3 +291,22 @@ def test_a_deleted_order_leaves_a_partition_overwrite_model(project: Project, ho
     assert outcomes[0]["rows_deleted"] == 1
     assert _gold(project) == {"2024-01-01": (Decimal("10.00"), 2),
                               "2024-01-02": (Decimal("9.00"), 3)}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("overrides", "words"),
+    [
+        ({"deleted": None, "soft_delete": True}, "soft_delete needs deletes"),
+        ({"deleted": {"column": "order_id"}}, "cannot be a key, cursor or partition column"),
+        ({"deleted": {"column": "op", "values": []}}, "deleted.values"),
+        ({"max_delete_fraction": 0}, "max_delete_fraction"),
+        ({"history": "scd2", "soft_delete": True}, "keeps deleted versions already"),
+    ],
+)
+def test_deletes_that_cannot_work_are_refused_before_anything_runs(
+    project: Project, overrides: dict[str, Any], words: str
+) -> None:
+    body = {k: v for k, v in {**pipeline(), **overrides}.items() if v is not None}
+    project.configure(orders=body)
+    code, _, err = project.cli("run")
+    assert code == 2 and words in err and not project.exists()

@@ -294,3 +294,15 @@ def test_an_scd2_model_keeps_the_history_of_its_output(project: Project) -> None
         (1, "basic", False), (1, "gold", True), (2, "basic", True)]  # fmt: skip
     again = {o["pipeline"]: o for o in project.run_json("run")}
     assert written(again["customer_history"]) == (0, 0, 0)
+
+
+def test_a_quarantined_version_replayed_joins_the_history(project: Project) -> None:
+    configure(project, checks={"not_null": ["tier"], "on_fail": "quarantine"})
+    load(project, [put(1, at(1, 10), "a"), put(1, at(2, 10), "a", tier="")])
+    assert [v[1] for v in history(project)[1]] == [None]
+    project.write_csv("batch.csv", [], HEADER)
+    configure(project, checks={"on_fail": "quarantine"})  # the empty tier is allowed now
+    code, _, err = project.cli("quarantine", "replay", "customers", "--json")
+    assert code == 0, err
+    assert [(v[0].day, v[1] and v[1].day, v[2][1]) for v in history(project)[1]] == [
+        (1, 2, "basic"), (2, None, "")]  # fmt: skip

@@ -51,7 +51,6 @@ from pipeledger.extract.base import SourceBatch
 from pipeledger.load import sql
 from pipeledger.load.before import keep_before
 from pipeledger.quality.report import CheckResult, CheckStatus, GateReport
-from pipeledger.schema import Column
 from pipeledger.warehouse.dialect import STAGE, STAGE_UNIQUE, quote
 from pipeledger.warehouse.session import Session
 from pipeledger.watermark import CursorValue
@@ -84,6 +83,11 @@ def deleted_flags(item: SourceBatch, array: pa.Array, marker: DeleteMarker) -> p
         return pc.fill_null(array, False)
     if pa.types.is_integer(array.type):
         return pc.fill_null(pc.not_equal(array, 0), False)
+    return _boolean_text(item, array, marker.column)
+
+
+def _boolean_text(item: SourceBatch, array: pa.Array, column: str) -> pa.Array:
+    """A boolean marker read as text: one of the words for true or false, else an error."""
     text = pc.utf8_lower(pc.utf8_trim_whitespace(array.cast(pa.string())))
     true = pc.is_in(text, value_set=pa.array(_TRUE))
     known = pc.or_(true, pc.is_in(text, value_set=pa.array(_FALSE)))
@@ -91,7 +95,7 @@ def deleted_flags(item: SourceBatch, array: pa.Array, marker: DeleteMarker) -> p
     if pc.any(bad).as_py():
         index = pc.index(bad, True).as_py()
         raise SourceError(
-            f"{item.where(index)}, column {marker.column!r}: {array[index].as_py()!r} is not "
+            f"{item.where(index)}, column {column!r}: {array[index].as_py()!r} is not "
             "a boolean (deleted.column without values: true/false, 1/0, yes/no)"
         )
     return pc.fill_null(true, False)
@@ -223,13 +227,3 @@ def _delete(session: Session, spec: sql.MergeSpec, where: str, run_id: str, at: 
     if spec.soft_delete:
         return session.execute(sql.soft_delete_where(d, spec.target, where), [run_id, at, at])
     return session.execute(sql.delete_where(d, spec.target, where))
-
-
-def before_image_columns(spec: sql.MergeSpec) -> list[Column]:
-    """The columns a before-image of ``spec``'s target keeps: its data, and an SCD2
-    version's validity (a model reading the history filters on it)."""
-    if not spec.history:
-        return list(spec.columns)
-    cursor = spec.cursor_type
-    validity = [Column(sql.VALID_FROM, cursor), Column(sql.VALID_TO, cursor)]
-    return [*spec.columns, *validity, Column(sql.IS_CURRENT, "boolean")]

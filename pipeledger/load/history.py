@@ -45,8 +45,9 @@ from pipeledger.errors import HistoryError
 from pipeledger.load import history_sql as hsql
 from pipeledger.load import sql
 from pipeledger.load.before import keep_before
-from pipeledger.load.deletes import Vanished, before_image_columns
+from pipeledger.load.deletes import Vanished
 from pipeledger.load.result import MergeCounts
+from pipeledger.schema import Column
 from pipeledger.warehouse.session import Session
 
 
@@ -62,27 +63,34 @@ def publish_history(
     """Merge ``source`` (one row per key and cursor) into the SCD2 target; ``counts``:
     (rows staged, rows in ``source``)."""
     d = session.dialect
-    if session.table_columns(hsql.repeats_table(spec.target)) is None:  # dropped by hand
-        session.execute(hsql.create_repeats(d, spec))
     _collect(session, spec, source, vanished)
-    session.execute(hsql.order_items(d, spec))
-    session.execute(hsql.resolve_history(d, spec))
-    session.execute(hsql.history_index(d, spec))
+    for statement in (hsql.order_items, hsql.resolve_history, hsql.history_index):
+        session.execute(statement(d, spec))
     new, changing, deletions = (int(n) for n in session.query(hsql.count_changes(d, spec))[0])
-    where = hsql.rewritten(d, spec)
-    if spec.before_images:
-        columns = before_image_columns(spec)
-        keep_before(session, spec.target, columns, where, run_id, spec.fingerprints)
-    removed = session.execute(sql.delete_where(d, spec.target, where))
-    added = session.execute(hsql.insert_versions(d, spec), [run_id, loaded_at])
-    session.execute(hsql.forget_repeats(d, spec))
-    session.execute(hsql.keep_repeats(d, spec))
+    removed, added = _rewrite(session, spec, run_id, loaded_at)
+    for statement in (hsql.forget_repeats, hsql.keep_repeats):
+        session.execute(statement(d, spec))
     check_history(session, spec)
     staged, unique = counts
     return MergeCounts(
         inserted=new, updated=removed, unchanged=unique - changing, superseded=staged - unique,
         deleted=deletions, net_rows=added - removed,
     )  # fmt: skip
+
+
+def _rewrite(
+    session: Session, spec: sql.MergeSpec, run_id: str, loaded_at: datetime
+) -> tuple[int, int]:
+    """The touched keys' stored rows that differ from the new history go (kept as
+    before-images when a model needs them), its versions that the target lacks come:
+    (rows removed, rows added)."""
+    d = session.dialect
+    where = hsql.rewritten(d, spec)
+    if spec.before_images:
+        columns = before_image_columns(spec)
+        keep_before(session, spec.target, columns, where, run_id, spec.fingerprints)
+    removed = session.execute(sql.delete_where(d, spec.target, where))
+    return removed, session.execute(hsql.insert_versions(d, spec), [run_id, loaded_at])
 
 
 def start_history(session: Session, spec: sql.MergeSpec) -> None:
@@ -97,6 +105,8 @@ def start_history(session: Session, spec: sql.MergeSpec) -> None:
 def _collect(session: Session, spec: sql.MergeSpec, source: str, vanished: Vanished | None) -> None:
     """The touched keys, and every item of their history (module docstring)."""
     d = session.dialect
+    if session.table_columns(hsql.repeats_table(spec.target)) is None:  # dropped by hand
+        session.execute(hsql.create_repeats(d, spec))
     tables = (
         (hsql.AFFECTED, hsql.affected_columns(spec)),
         (hsql.ITEMS, hsql.item_columns(spec)),
@@ -138,3 +148,11 @@ def check_history(session: Session, spec: sql.MergeSpec) -> None:
         "exactly when valid_to is NULL, and versions of a key must not overlap; was the "
         "target edited by hand?"
     )
+
+
+def before_image_columns(spec: sql.MergeSpec) -> list[Column]:
+    """The columns a before-image of an SCD2 target keeps: the data and the version's
+    validity (a model reading the history filters on it)."""
+    cursor = spec.cursor_type
+    validity = [Column(sql.VALID_FROM, cursor), Column(sql.VALID_TO, cursor)]
+    return [*spec.columns, *validity, Column(sql.IS_CURRENT, "boolean")]

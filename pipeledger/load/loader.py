@@ -401,9 +401,8 @@ class Load:
     def _scope(self, session: Session) -> tuple[str, list[Any]]:
         """The target rows a full snapshot speaks for: all of them, or a backfill's range."""
         window = self.window or Window()
-        bounds = Window(window.lower, window.upper)
-        where, params = window_predicate(session.dialect, bounds, self.pipeline.cursor, None)
-        return where, params
+        bounds = Window(window.lower, window.upper)  # a full read's window is empty
+        return window_predicate(session.dialect, bounds, self.pipeline.cursor, None)
 
     def _judge_deletes(self) -> None:
         """The safety gate of a full snapshot (load.deletes): halts a mass delete."""
