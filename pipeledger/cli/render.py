@@ -31,7 +31,8 @@ def result_lines(result: LoadResult) -> list[str]:
         f"[bold]{result.pipeline}[/] [{colour}]{result.status}[/] {result.mode} "
         f"-> {result.target} in {result.duration_s:.2f}s (run {result.run_id})",
         f"  rows      read {result.rows_read:,} · inserted {c.inserted:,} · updated {c.updated:,}"
-        f" · unchanged {c.unchanged:,}"
+        + (f" · deleted {c.deleted:,}" if c.deleted else "")
+        + f" · unchanged {c.unchanged:,}"
         + (f" · superseded {c.superseded:,}" if c.superseded else ""),
         f"  watermark {_mark(before)} -> {_mark(after)}"
         + (" (backfill: the live watermark does not move)" if result.mode == "backfill" else ""),

@@ -132,6 +132,7 @@ class RunRecord:
     rows_updated: int | None = None
     rows_unchanged: int | None = None
     rows_rejected: int | None = None
+    rows_deleted: int | None = None
     bytes_read: int | None = None
     watermark_before: str | None = None
     watermark_after: str | None = None

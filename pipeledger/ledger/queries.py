@@ -173,6 +173,7 @@ class RunRow(_Json):
     rows_updated: int | None
     rows_unchanged: int | None
     rows_rejected: int | None
+    rows_deleted: int | None
     watermark_before: str | None
     watermark_after: str | None
     error_code: str | None

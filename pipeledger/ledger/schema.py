@@ -54,19 +54,39 @@ class LedgerTable:
     constraints: tuple[str, ...] = ()
     indexes: tuple[tuple[str, str], ...] = ()  # (index name, indexed columns)
     foreign_key: ForeignKey | None = None
+    # columns later migrations add, with the migration's version: not in ``body``, which
+    # is the table as migration 1 made it (and migration 4 rebuilds it)
+    added: tuple[tuple[int, str, str], ...] = ()
 
     @property
     def column_names(self) -> tuple[str, ...]:
+        """Every column, as the writers bind them."""
+        return (*self.first_names, *(name for _, name, _ in self.added))
+
+    @property
+    def first_names(self) -> tuple[str, ...]:
+        """The columns of migration 1."""
         return tuple(name for name, _ in self.columns)
 
     @property
     def json_columns(self) -> frozenset[str]:
-        return frozenset(name for name, kind in self.columns if "{json}" in kind)
+        kinds = [*self.columns, *((name, kind) for _, name, kind in self.added)]
+        return frozenset(name for name, kind in kinds if "{json}" in kind)
+
+    def _types(self, d: Dialect) -> dict[str, str]:
+        return {"ts": "timestamptz", "json": d.json_type, "big": d.int64_type}
 
     def body(self, d: Dialect) -> str:
-        types = {"ts": "timestamptz", "json": d.json_type, "big": d.int64_type}
-        parts = [f"{name} {kind.format(**types)}" for name, kind in self.columns]
+        parts = [f"{name} {kind.format(**self._types(d))}" for name, kind in self.columns]
         return ", ".join([*parts, *self.constraints])
+
+    def add_columns(self, d: Dialect, version: int) -> list[str]:
+        """Migration ``version``: the columns it adds."""
+        return [
+            f"ALTER TABLE {d.table(self.name)} ADD COLUMN {name} {kind.format(**self._types(d))}"
+            for at, name, kind in self.added
+            if at == version
+        ]
 
     def create(self, d: Dialect) -> str:
         return f"CREATE TABLE IF NOT EXISTS {d.table(self.name)} ({self.body(d)})"
@@ -110,6 +130,7 @@ RUN_TABLE = LedgerTable(
         ("pipeline_runs_started", "started_at"),
     ),
     foreign_key=ForeignKey("pipeline", PIPELINES, "name"),
+    added=((7, "rows_deleted", "{big}"),),
 )  # fmt: skip
 TASK_TABLE = LedgerTable(
     TASKS,
@@ -201,6 +222,7 @@ def ledger_migrations(d: Dialect) -> list[Migration]:
         (3, "task trends by time", [TASK_TABLE.index(d, "task_runs_started")]),
         (4, "foreign keys: runs to pipelines; tasks, events, snapshots and results to runs",
          foreign_keys(d)),
+        (7, "rows deleted per run", RUN_TABLE.add_columns(d, 7)),
     ]  # fmt: skip
 
 
@@ -261,7 +283,7 @@ def _rebuild_with_foreign_key(d: Dialect, child: LedgerTable) -> list[str]:
     assert child.foreign_key is not None
     table = d.table(child.name)
     rebuilt = d.table(TableName(SCHEMA, f"{child.name.table}_rebuilt"))
-    columns = ", ".join(child.column_names)
+    columns = ", ".join(child.first_names)
     return [
         f"CREATE TABLE {rebuilt} ({child.body(d)}, {_references(d, child.foreign_key)})",
         f"INSERT INTO {rebuilt} ({columns}) SELECT {columns} FROM {table}",

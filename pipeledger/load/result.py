@@ -18,6 +18,9 @@ class MergeCounts:
     ``unchanged`` counts staged rows that left the target as it was: identical rows, and
     rows the policy declined (older under ``newer_wins``, re-seen under ``ignore``).
     ``superseded`` counts rows that lost to a newer row of the same key in the same run.
+    ``deleted`` counts rows deleted (or soft-deleted; SCD2: versions closed by a delete).
+    ``net_rows`` is how much the target's row count changed, where that is not
+    ``inserted - deleted`` (soft deletes keep rows; SCD2 rewrites versions).
     """
 
     inserted: int = 0
@@ -25,6 +28,12 @@ class MergeCounts:
     unchanged: int = 0
     superseded: int = 0
     deleted: int = 0
+    net_rows: int | None = None
+
+    @property
+    def growth(self) -> int:
+        """The change in the target's row count."""
+        return self.inserted - self.deleted if self.net_rows is None else self.net_rows
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,7 @@ class LoadResult:
             "rows_inserted": self.counts.inserted,
             "rows_updated": self.counts.updated,
             "rows_unchanged": self.counts.unchanged,
+            "rows_deleted": self.counts.deleted,
             "rows_superseded": self.counts.superseded,
             "watermark_before": self.watermark(self.watermark_before),
             "watermark_after": self.watermark(self.watermark_after),

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from pipeledger.ledger.api import Run
 from pipeledger.ledger.model import DatasetSnapshot, RunStatus, TaskRecord, TaskStatus
-from pipeledger.load.result import LoadResult, StepResult
+from pipeledger.load.result import LoadResult, MergeCounts, StepResult
 from pipeledger.quality.report import GateReport
 from pipeledger.schema import TableName
 from pipeledger.transform.conform import Shape
@@ -54,6 +54,11 @@ class Written:
     target_created: bool = False
     staged_max_cursor: str | None = None  # when the loader knows it already
     deleted: int = 0
+    growth: int | None = None  # the row count's change, where not inserted - deleted
+
+    @property
+    def added(self) -> int:
+        return self.inserted - self.deleted if self.growth is None else self.growth
 
 
 def measure_target(
@@ -88,14 +93,14 @@ def measure_target(
         where = d.table(TableName.parse(target)) if written.target_created else d.stage()
         staged_high = session.query(f"SELECT max({cursor}) FROM {where}")[0][0]
         high = _greatest(high, _cursor_text(staged_high))
-    return count + written.inserted - written.deleted, high
+    return count + written.added, high
 
 
 def _counted(
     session: Session, target: str, written: Written, previous: tuple[int, str | None] | None
 ) -> int:
     if previous is not None or written.target_created:
-        return (previous or (0, None))[0] + written.inserted - written.deleted
+        return (previous or (0, None))[0] + written.added
     table = session.dialect.table(TableName.parse(target))
     return int(session.query(f"SELECT count(*) FROM {table}")[0][0])
 
@@ -153,9 +158,10 @@ def record_load(run: Run, session: Session, result: LoadResult, shape: Shape | N
         return
     if shape is not None and session.table_columns(TableName.parse(result.target)):
         previous = run.ledger.previous_snapshot(result.target, session)
+        c = result.counts
         written = Written(
-            result.counts.inserted, result.rows_staged, result.target_created,
-            result.staged_max_cursor,
+            c.inserted, result.rows_staged, result.target_created, result.staged_max_cursor,
+            deleted=c.deleted, growth=c.growth,
         )  # fmt: skip
         run.snapshots.append(take_snapshot(session, run.run_id, result.target, shape, written,
                                            previous))  # fmt: skip
@@ -208,7 +214,7 @@ def _counts(run: Run, result: LoadResult) -> None:
     run.set_counts(
         rows_read=result.rows_read, rows_inserted=c.inserted, rows_updated=c.updated,
         rows_unchanged=c.unchanged + c.superseded, rows_rejected=rejected,
-        bytes_read=result.bytes_read,
+        rows_deleted=c.deleted, bytes_read=result.bytes_read,
     )  # fmt: skip
     run.record.watermark_before = watermark_text(result.watermark_before, result.partitioned)
     run.record.watermark_after = watermark_text(result.watermark_after, result.partitioned)
@@ -222,12 +228,17 @@ def _counts(run: Run, result: LoadResult) -> None:
     _events(run, result)
 
 
+def record_events(run: Run, target: str, counts: MergeCounts) -> None:
+    """One audit event per kind of write that happened: rows inserted, updated, deleted."""
+    for kind, count in (("RECORD_INSERTED", counts.inserted), ("RECORD_UPDATED", counts.updated),
+                        ("RECORD_DELETED", counts.deleted)):  # fmt: skip
+        if count:
+            run.audit(kind, target_table=target, record_count=count)
+
+
 def _events(run: Run, result: LoadResult) -> None:
     c, target = result.counts, result.target
-    if c.inserted:
-        run.audit("RECORD_INSERTED", target_table=target, record_count=c.inserted)
-    if c.updated:
-        run.audit("RECORD_UPDATED", target_table=target, record_count=c.updated)
+    record_events(run, target, c)
     if result.mode == "backfill":
         start, end = result.window
         # rows_staged < record_count: rows recognised by fingerprint were not compared

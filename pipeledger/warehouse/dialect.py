@@ -84,6 +84,9 @@ class Dialect:
     int64_type: ClassVar[str]
     #: ``ALTER TABLE ... ADD CONSTRAINT`` exists (else a table is rebuilt to gain one)
     alters_constraints: ClassVar[bool]
+    #: a join or EXISTS on columns without an index is hashed (else it loops over the
+    #: other table for every row: such columns need an index)
+    hash_joins: ClassVar[bool]
     distinct_operator: ClassVar[str]
 
     def __repr__(self) -> str:
@@ -192,6 +195,7 @@ class _Postgres(Dialect):
     instant_type = "timestamptz"
     int64_type = "bigint"
     alters_constraints = True
+    hash_joins = True
     statement_snapshot = True
     distinct_operator = "IS DISTINCT FROM"
 
@@ -245,6 +249,7 @@ class _Sqlite(Dialect):
     instant_type = "text"
     int64_type = "integer"  # SQLite's INTEGER is 64-bit
     alters_constraints = False
+    hash_joins = False
     statement_snapshot = False
     distinct_operator = "IS NOT"
 

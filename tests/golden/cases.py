@@ -9,7 +9,7 @@ The expected text lives in ``tests/golden/<dialect>/<module>.sql``, one section 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -20,6 +20,7 @@ from pipeledger.ledger import queries
 from pipeledger.ledger import sql as lsql
 from pipeledger.ledger.schema import ledger_migrations
 from pipeledger.load import before, guard_sql, replay, state
+from pipeledger.load import history_sql as hsql
 from pipeledger.load import sql as load_sql
 from pipeledger.models import sql as models_sql
 from pipeledger.quality import checks
@@ -320,6 +321,141 @@ def _load_before() -> list[Case]:
     ]  # fmt: skip
 
 
+# -- deletes (load.deletes) and SCD2 history (load.history) ----------------------------
+
+
+def marked(policy: str = "newer_wins", soft: bool = False) -> load_sql.MergeSpec:
+    """A pipeline with a delete marker (and soft deletes)."""
+    return replace(spec(policy), markers=True, soft_delete=soft)
+
+
+def scd2(policy: str = "newer_wins", markers: bool = True) -> load_sql.MergeSpec:
+    return replace(spec(policy), markers=markers, history=True)
+
+
+def _flagged(d: Dialect) -> list[str]:
+    """The stage of a marker pipeline: the delete flag beside the row."""
+    return [f"ALTER TABLE {d.stage()} ADD COLUMN {load_sql.DELETED_FLAG} boolean"]
+
+
+def _soft_target(d: Dialect) -> list[str]:
+    return [load_sql.create_target(d, marked(soft=True)), *_flagged(d)]
+
+
+def _vanished(d: Dialect) -> list[str]:
+    keys = [c for c in COLUMNS if c.name in KEY]
+    return load_sql.create_temp(d, load_sql.VANISHED, keys)
+
+
+def _history_world(d: Dialect) -> list[str]:
+    """An SCD2 target, its repeats, and the run's temporary tables."""
+    h = scd2()
+    statements = [load_sql.create_target(d, h), hsql.create_repeats(d, h), *_flagged(d),
+                  *_vanished(d)]  # fmt: skip
+    tables = ((hsql.AFFECTED, hsql.affected_columns(h)), (hsql.ITEMS, hsql.item_columns(h)),
+              (hsql.ORDERED, hsql.ordered_columns(h)), (hsql.HISTORY, hsql.history_columns(h)))
+    for name, columns in tables:
+        statements += load_sql.create_temp(d, name, columns)
+    return statements
+
+
+def _deletes() -> list[Case]:
+    m = "load_sql"
+    soft = marked(soft=True)
+    return [
+        Case(m, "create_target of an SCD2 history",
+             lambda d: text(load_sql.create_target(d, scd2())), world=_w("schema")),
+        Case(m, "create_target of a soft-deleting pipeline",
+             lambda d: text(load_sql.create_target(d, soft)), world=_w("schema")),
+        Case(m, "create_temp of the keys a snapshot lacks",
+             lambda d: texts(_vanished(d))),
+        Case(m, "dedupe_stage of a delete marker pipeline",
+             lambda d: text(load_sql.dedupe_stage(d, marked())), world=_w("stage"),
+             setup=_flagged),
+        Case(m, "dedupe_stage of an SCD2 history (one row per key and cursor)",
+             lambda d: text(load_sql.dedupe_stage(d, scd2(markers=False))), world=_w("stage")),
+        Case(m, "merge of a delete marker pipeline that soft-deletes",
+             lambda d: text(load_sql.merge(d, soft, d.stage())), world=_w("schema", "stage"),
+             setup=_soft_target, bind=lambda d: [RUN_ID, AT]),
+        Case(m, "merge under on_conflict=ignore of a soft-deleting pipeline",
+             lambda d: text(load_sql.merge(d, marked("ignore", soft=True), d.stage())),
+             world=_w("schema", "stage"), setup=_soft_target, bind=lambda d: [RUN_ID, AT]),
+        Case(m, "count_new_keys of a delete marker pipeline",
+             lambda d: text(load_sql.count_new_keys(d, marked(), d.stage())),
+             world=_w("target", "stage"), setup=_flagged),
+        Case(m, "conflicting_rows of a soft-deleting marker pipeline",
+             lambda d: text(load_sql.conflicting_rows(d, marked("error", soft=True),
+                                                      d.stage())),
+             world=_w("schema", "stage"), setup=_soft_target),
+        Case(m, "conflicting_duplicates of a delete marker pipeline",
+             lambda d: text(load_sql.conflicting_duplicates(d, marked("error"))),
+             world=_w("stage"), setup=_flagged),
+        Case(m, "delete_where of the rows staged deletes mark",
+             lambda d: text(load_sql.delete_where(d, TARGET, load_sql.marked_rows(
+                 d, marked(), d.stage()))), world=_w("target", "stage"), setup=_flagged),
+        Case(m, "delete_where under on_conflict=update",
+             lambda d: text(load_sql.delete_where(d, TARGET, load_sql.marked_rows(
+                 d, marked("update"), d.stage()))), world=_w("target", "stage"),
+             setup=_flagged),
+        Case(m, "soft_delete_where of the keys a snapshot lacks",
+             lambda d: text(load_sql.soft_delete_where(d, TARGET, load_sql.vanished_rows(
+                 d, soft))), world=_w("schema"),
+             setup=lambda d: [*_soft_target(d)[:1], *_vanished(d)],
+             bind=lambda d: [RUN_ID, AT, AT]),
+        Case(m, "find_vanished in a backfill's range",
+             lambda d: text(load_sql.find_vanished(d, spec(), f'"updated_at" >= {d.param}')),
+             world=_w("target", "stage"), setup=_vanished, bind=lambda d: [LOWER]),
+        Case(m, "find_vanished of an SCD2 history",
+             lambda d: text(load_sql.find_vanished(d, scd2(), "1=1")),
+             world=_w("schema", "stage", "state"), setup=_history_world),
+        Case(m, "count_in_scope of a soft-deleting pipeline",
+             lambda d: text(load_sql.count_in_scope(d, soft, "1=1")), world=_w("schema"),
+             setup=lambda d: [*_soft_target(d)[:1], *_vanished(d)]),
+        Case(m, "sample_vanished", lambda d: text(load_sql.sample_vanished(d, spec())),
+             setup=_vanished),
+    ]  # fmt: skip
+
+
+def _history(name: str, build: Callable[[Dialect], Golden], **more: Any) -> Case:
+    return Case("load_history_sql", name, build, world=_w("schema", "stage", "state"),
+                setup=_history_world, **more)
+
+
+def _load_history_sql() -> list[Case]:
+    h, source = scd2(), lambda d: d.stage()
+    return [
+        _history("create_repeats", lambda d: text(hsql.create_repeats(d, h))),
+        _history("clear_repeats", lambda d: text(hsql.clear_repeats(d, h))),
+        _history("fill_affected", lambda d: text(hsql.fill_affected(d, h, False))),
+        _history("fill_affected with the keys a snapshot lacks",
+                 lambda d: text(hsql.fill_affected(d, h, True)),
+                 bind=lambda d: [AT]),
+        _history("stored_versions", lambda d: text(hsql.stored_versions(d, h))),
+        _history("stored_deletions", lambda d: text(hsql.stored_deletions(d, h))),
+        _history("stored_repeats", lambda d: text(hsql.stored_repeats(d, h))),
+        _history("staged_items of a delete marker pipeline",
+                 lambda d: text(hsql.staged_items(d, h, source(d)))),
+        _history("staged_items without markers",
+                 lambda d: text(hsql.staged_items(d, scd2(markers=False), source(d)))),
+        _history("snapshot_deletions", lambda d: text(hsql.snapshot_deletions(d, h)),
+                 bind=lambda d: [AT]),
+        _history("withdraw_deletions", lambda d: text(hsql.withdraw_deletions(d, h))),
+        *(_history(f"order_items under on_conflict={policy}",
+                   lambda d, p=policy: text(hsql.order_items(d, scd2(p))))
+          for policy in ("update", "newer_wins", "ignore")),
+        _history("resolve_history", lambda d: text(hsql.resolve_history(d, h))),
+        _history("history_index", lambda d: text(hsql.history_index(d, h))),
+        _history("count_changes", lambda d: text(hsql.count_changes(d, h))),
+        _history("delete_where of the rewritten versions",
+                 lambda d: text(load_sql.delete_where(d, TARGET, hsql.rewritten(d, h)))),
+        _history("insert_versions", lambda d: text(hsql.insert_versions(d, h)),
+                 bind=lambda d: [RUN_ID, AT]),
+        _history("forget_repeats", lambda d: text(hsql.forget_repeats(d, h))),
+        _history("keep_repeats", lambda d: text(hsql.keep_repeats(d, h))),
+        _history("broken_history", lambda d: text(hsql.broken_history(d, h))),
+    ]  # fmt: skip
+
+
 POSTGRES_JOIN = 't."order_id" = s."order_id"'
 REGION = 'q."region"'
 MODEL_QUERY = 'SELECT "updated_at", "amount" FROM "analytics"."orders"'
@@ -351,8 +487,6 @@ def _models_sql() -> list[Case]:
              bind=lambda d: [["eu", "us", "ap"]] if d.array_params else ["eu", "us", "ap"]),
         Case(m, "in_range of a date-only end", lambda d: bound(*_in_range(d)),
              world=_w("target")),
-        Case(m, "delete_where", lambda d: text(models_sql.delete_where(d, TARGET,
-             't."region" = \'eu\'')), world=_w("target")),
         Case(m, "insert_staged where the target lacks the row",
              lambda d: text(models_sql.insert_staged(d, TARGET, NAMES, "NOT EXISTS ("
              + models_sql.same_row(d, NAMES, "t", d.table(TARGET), "s") + ")")),
@@ -545,6 +679,8 @@ def _ledger_queries() -> list[Case]:
 
 CASES: tuple[Case, ...] = (
     *_load_sql(),
+    *_deletes(),
+    *_load_history_sql(),
     *_warehouse_stage(),
     *_load_guard_sql(),
     *_load_state(),
@@ -560,6 +696,7 @@ CASES: tuple[Case, ...] = (
 )
 MODULES = {
     "load_sql": "pipeledger.load.sql",
+    "load_history_sql": "pipeledger.load.history_sql",
     "warehouse_stage": "pipeledger.warehouse.stage",
     "load_guard_sql": "pipeledger.load.guard_sql",
     "load_state": "pipeledger.load.state",

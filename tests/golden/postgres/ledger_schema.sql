@@ -40,3 +40,5 @@ ALTER TABLE "pipeledger"."dataset_snapshots" ADD CONSTRAINT "dataset_snapshots_r
 ALTER TABLE "pipeledger"."dataset_snapshots" VALIDATE CONSTRAINT "dataset_snapshots_run_id_fkey";
 ALTER TABLE "pipeledger"."quality_results" ADD CONSTRAINT "quality_results_run_id_fkey" FOREIGN KEY (run_id) REFERENCES "pipeledger"."pipeline_runs" (run_id) NOT VALID;
 ALTER TABLE "pipeledger"."quality_results" VALIDATE CONSTRAINT "quality_results_run_id_fkey";
+-- migration 7: rows deleted per run
+ALTER TABLE "pipeledger"."pipeline_runs" ADD COLUMN rows_deleted bigint;

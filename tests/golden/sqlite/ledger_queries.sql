@@ -3,11 +3,11 @@
 -- `.venv/bin/python -m pytest tests/golden --update-golden` and review the diff.
 
 -- case: list_runs_sql
-SELECT run_id, logical_run_id, attempt, pipeline, status, trigger_type, started_at, ended_at, duration_ms, rows_read, rows_inserted, rows_updated, rows_unchanged, rows_rejected, watermark_before, watermark_after, error_code, error_message, parent_run_id, data_interval_start, data_interval_end, correlation_id FROM "pipeledger.pipeline_runs" ORDER BY started_at DESC, run_id DESC LIMIT ?;
+SELECT run_id, logical_run_id, attempt, pipeline, status, trigger_type, started_at, ended_at, duration_ms, rows_read, rows_inserted, rows_updated, rows_unchanged, rows_rejected, rows_deleted, watermark_before, watermark_after, error_code, error_message, parent_run_id, data_interval_start, data_interval_end, correlation_id FROM "pipeledger.pipeline_runs" ORDER BY started_at DESC, run_id DESC LIMIT ?;
 -- params: [50]
 
 -- case: list_runs_sql of one pipeline, status and start
-SELECT run_id, logical_run_id, attempt, pipeline, status, trigger_type, started_at, ended_at, duration_ms, rows_read, rows_inserted, rows_updated, rows_unchanged, rows_rejected, watermark_before, watermark_after, error_code, error_message, parent_run_id, data_interval_start, data_interval_end, correlation_id FROM "pipeledger.pipeline_runs" WHERE pipeline = ? AND started_at >= ? AND status = ? ORDER BY started_at DESC, run_id DESC LIMIT ?;
+SELECT run_id, logical_run_id, attempt, pipeline, status, trigger_type, started_at, ended_at, duration_ms, rows_read, rows_inserted, rows_updated, rows_unchanged, rows_rejected, rows_deleted, watermark_before, watermark_after, error_code, error_message, parent_run_id, data_interval_start, data_interval_end, correlation_id FROM "pipeledger.pipeline_runs" WHERE pipeline = ? AND started_at >= ? AND status = ? ORDER BY started_at DESC, run_id DESC LIMIT ?;
 -- params: ['orders', datetime.datetime(2024, 6, 8, 12, 0, tzinfo=datetime.timezone.utc), 'failed', 10]
 
 -- case: volume_anomalies_sql

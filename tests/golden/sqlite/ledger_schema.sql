@@ -59,3 +59,5 @@ DROP TABLE "pipeledger.quality_results";
 ALTER TABLE "pipeledger.quality_results_rebuilt" RENAME TO "pipeledger.quality_results";
 CREATE INDEX IF NOT EXISTS "quality_results_run" ON "pipeledger.quality_results" (run_id);
 CREATE INDEX IF NOT EXISTS "quality_results_pipeline" ON "pipeledger.quality_results" (pipeline, created_at);
+-- migration 7: rows deleted per run
+ALTER TABLE "pipeledger.pipeline_runs" ADD COLUMN rows_deleted integer;
