@@ -14,6 +14,7 @@ from pipeledger.load.guard_sql import (
     forget_hash_function,
     renewed_guard_table,
 )
+from pipeledger.load.late_sql import files_read_table, late_rows_table
 from pipeledger.schema import TableName
 from pipeledger.warehouse.dialect import Dialect, quote
 from pipeledger.warehouse.migrations import SCHEMA, Component, Migration, create_schema
@@ -50,6 +51,8 @@ def state_migrations(d: Dialect) -> list[Migration]:
         (6, "models: which upstream runs each model consumed",
          [*inputs_table(d), f"CREATE INDEX IF NOT EXISTS {quote('run_commits_target')} "
           f"ON {d.table(COMMITS_TABLE)} (target, committed_at)"]),
+        (7, "lateness: files each pipeline has read, late rows already counted",
+         [files_read_table(d), late_rows_table(d)]),
     ]  # fmt: skip
 
 
