@@ -20,6 +20,9 @@ CREATE INDEX IF NOT EXISTS "run_commits_pipeline" ON "pipeledger"."run_commits" 
 -- migration 6: models: which upstream runs each model consumed
 CREATE TABLE IF NOT EXISTS "pipeledger"."model_inputs" (model text NOT NULL, run_id text NOT NULL, upstream text NOT NULL, consumed_by text NOT NULL, consumed_at timestamptz NOT NULL, PRIMARY KEY (model, run_id));
 CREATE INDEX IF NOT EXISTS "run_commits_target" ON "pipeledger"."run_commits" (target, committed_at);
+-- migration 7: lateness: files each pipeline has read, late rows already counted
+CREATE TABLE IF NOT EXISTS "pipeledger"."files_read" (pipeline text NOT NULL, path text NOT NULL, size bigint NOT NULL, mtime_ns bigint NOT NULL, first_run_id text NOT NULL, read_at timestamptz NOT NULL, PRIMARY KEY (pipeline, path, size, mtime_ns));
+CREATE TABLE IF NOT EXISTS "pipeledger"."late_rows" (pipeline text NOT NULL, row_hash bigint NOT NULL, lateness_s bigint NOT NULL, run_id text NOT NULL, found_at timestamptz NOT NULL, PRIMARY KEY (pipeline, row_hash));
 
 -- case: read_state
 SELECT partition_key, watermark, cursor_type FROM "pipeledger"."pipeline_state" WHERE pipeline = %s;

@@ -16,6 +16,9 @@ CREATE INDEX IF NOT EXISTS "run_commits_pipeline" ON "pipeledger.run_commits" (p
 -- migration 6: models: which upstream runs each model consumed
 CREATE TABLE IF NOT EXISTS "pipeledger.model_inputs" (model text NOT NULL, run_id text NOT NULL, upstream text NOT NULL, consumed_by text NOT NULL, consumed_at text NOT NULL, PRIMARY KEY (model, run_id));
 CREATE INDEX IF NOT EXISTS "run_commits_target" ON "pipeledger.run_commits" (target, committed_at);
+-- migration 7: lateness: files each pipeline has read, late rows already counted
+CREATE TABLE IF NOT EXISTS "pipeledger.files_read" (pipeline text NOT NULL, path text NOT NULL, size integer NOT NULL, mtime_ns integer NOT NULL, first_run_id text NOT NULL, read_at text NOT NULL, PRIMARY KEY (pipeline, path, size, mtime_ns));
+CREATE TABLE IF NOT EXISTS "pipeledger.late_rows" (pipeline text NOT NULL, row_hash integer NOT NULL, lateness_s integer NOT NULL, run_id text NOT NULL, found_at text NOT NULL, PRIMARY KEY (pipeline, row_hash));
 
 -- case: read_state
 SELECT partition_key, watermark, cursor_type FROM "pipeledger.pipeline_state" WHERE pipeline = ?;
