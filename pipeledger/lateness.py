@@ -111,15 +111,13 @@ def stored_cursor(value: object) -> CursorValue:
 def late_by_array(watermark: CursorValue, cursors: pa.Array) -> np.ndarray[Any, Any]:
     """:func:`late_by` of every value of an Arrow cursor column (no Python per row)."""
     kind = cursors.type
-    mark = pc.cast(coerce(watermark, kind), pa.int64()).as_py()
-    ticks = pc.cast(cursors, pa.int64()).to_numpy(zero_copy_only=False)
-    behind = mark - ticks
+    ticks_type = pa.int32() if pa.types.is_date32(kind) else pa.int64()  # days, or ticks
+    mark = int(pc.cast(coerce(watermark, kind), ticks_type).as_py())
+    ticks = pc.cast(cursors, ticks_type).to_numpy(zero_copy_only=False).astype(np.int64)
+    behind: np.ndarray[Any, Any] = mark - ticks
     if pa.types.is_timestamp(kind):
-        per = _PER_UNIT[kind.unit]
-        out: np.ndarray[Any, Any] = -(-behind // per)
-        return out
-    days: np.ndarray[Any, Any] = behind * DAY_S if pa.types.is_date(kind) else behind
-    return days
+        return -(-behind // _PER_UNIT[kind.unit])
+    return behind * DAY_S if pa.types.is_date(kind) else behind
 
 
 @dataclass(frozen=True)

@@ -253,3 +253,20 @@ def _source_rows(path: Path, rows: list[tuple[int, str]]) -> None:
     conn.executemany("INSERT INTO orders VALUES (?, 'new', ?)", rows)
     conn.commit()
     conn.close()
+
+
+def test_a_reconcile_run_is_pruned_with_its_findings_and_is_no_load(project: Project) -> None:
+    project.configure(orders=orders_pipeline())
+    three_days(project)
+    load_run = project.run()["run_id"]
+    project.execute(f"DELETE FROM {project.table()} WHERE order_id = 1")
+    reconcile_run = reconcile(project)[1]["run_id"]
+
+    code, out, _ = project.cli("status", "--json")
+    (status,) = json.loads(out)
+    assert code == 0 and status["last_status"] == "success" and status["runs_7d"] == 1
+    code, out, _ = project.cli("ledger", "prune", "--older-than", "0s", "--json")
+
+    assert code == 0 and json.loads(out)["reconciliations"] == 1
+    runs = project.query(f"SELECT run_id FROM {project.table('pipeledger.pipeline_runs')}")
+    assert runs == [(load_run,)] and reconcile_run != load_run

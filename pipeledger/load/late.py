@@ -49,6 +49,7 @@ from pipeledger.lateness import (
 from pipeledger.load import late_sql as lsql
 from pipeledger.load.result import Mode
 from pipeledger.load.sql import ROW_HASH
+from pipeledger.load.state import watermark_moved_at
 from pipeledger.schema import ROW_HASH_COLUMN, Column, TableName
 from pipeledger.transform.conform import Shape
 from pipeledger.transform.drift import as_stored
@@ -170,20 +171,30 @@ class LateWatch:
     def prepare(self, session: Session, source: Source) -> None:
         if self.mode != "incremental" or not isinstance(source, FileSource):
             return
-        rows = session.query(lsql.read_files(session.dialect), [self.name])
-        seen = {FileSeen(str(p), int(s), int(m)) for p, s, m in rows}
-        files = [FileSeen.of(path) for path in source.files()]
-        self.new_files = [f for f in files if f not in seen]
-        if self._measuring and self.new_files:
-            self._stage_candidates(session, source)
+        d = session.dialect
+        seen = {FileSeen(str(p), int(s), int(m))
+                for p, s, m in session.query(lsql.read_files(d), [self.name])}  # fmt: skip
+        self.new_files = [f for f in map(FileSeen.of, source.files()) if f not in seen]
+        checked = self.new_files
+        if not seen and self.marks:
+            # the first run that tracks an existing pipeline takes the files unchanged since
+            # its watermark last moved as read (else that run would read all history twice)
+            moved = session.query(watermark_moved_at(d), [self.name])[0][0]
+            at = stored_cursor(moved) if moved is not None else None
+            before = int(at.timestamp() * 1e9) if isinstance(at, datetime) else 0
+            checked = [f for f in self.new_files if f.mtime_ns >= before]
+        if self._measuring and checked:
+            self._stage_candidates(session, source, checked)
 
-    def _stage_candidates(self, session: Session, source: FileSource) -> None:
-        """The rows below the window of the new files, with their fingerprints and how late
-        they are, kept as a temporary table until the merge is done."""
+    def _stage_candidates(
+        self, session: Session, source: FileSource, files: Sequence[FileSeen]
+    ) -> None:
+        """The rows below the window of ``files``, with their fingerprints and how late they
+        are, kept as a temporary table until the merge is done."""
         d = session.dialect
         columns = [*self._identity, ROW_HASH, LATENESS, ORIGIN]
         session.execute(create_stage(d, columns))
-        session.stage(self._candidates_in(source))
+        session.stage(self._candidates_in(source, files))
         statement = lsql.keep_stage_as(d, lsql.CANDIDATES) if self.candidates else None
         session.execute(statement or f"DROP TABLE {d.stage()}")
 
@@ -201,10 +212,12 @@ class LateWatch:
     def _identity(self) -> list[Column]:
         return list(self._shape.identity)
 
-    def _candidates_in(self, source: FileSource) -> Iterator[pa.RecordBatch]:
+    def _candidates_in(
+        self, source: FileSource, files: Sequence[FileSeen]
+    ) -> Iterator[pa.RecordBatch]:
         types = {c.name: c.arrow for c in self._shape.columns}
         spec = ReadSpec(Window(), self._shape.cursor, self._shape.partition_by, types)
-        for seen in self.new_files:
+        for seen in files:
             for item in source.read_file(Path(seen.path), spec):
                 below = self._below_window(as_stored(item, self._shape))
                 if below.num_rows:

@@ -113,6 +113,11 @@ def read_all_state(d: Dialect) -> str:
     )
 
 
+def watermark_moved_at(d: Dialect) -> str:
+    """When the pipeline's watermark (any partition's) last moved."""
+    return f"SELECT max(updated_at) FROM {d.table(STATE_TABLE)} WHERE pipeline = {d.param}"
+
+
 def write_state(d: Dialect) -> str:
     return (
         f"INSERT INTO {d.table(STATE_TABLE)} "

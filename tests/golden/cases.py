@@ -283,6 +283,8 @@ def _load_state() -> list[Case]:
         Case(m, "read_state", lambda d: text(state.read_state(d)), world=_w("state"),
              bind=lambda d: ["orders"]),
         Case(m, "read_all_state", lambda d: text(state.read_all_state(d)), world=_w("state")),
+        Case(m, "watermark_moved_at", lambda d: text(state.watermark_moved_at(d)),
+             world=_w("state"), bind=lambda d: ["orders"]),
         Case(m, "write_state", lambda d: text(state.write_state(d)), world=_w("state"),
              bind=lambda d: ["orders", "eu", "updated_at", "timestamptz",
                              "2024-01-01T10:00:00.000000+00:00", RUN_ID, AT]),

@@ -26,6 +26,9 @@ SELECT partition_key, watermark, cursor_type FROM "pipeledger.pipeline_state" WH
 -- case: read_all_state
 SELECT pipeline, partition_key, cursor_column, cursor_type, watermark, run_id, updated_at FROM "pipeledger.pipeline_state" ORDER BY pipeline, partition_key;
 
+-- case: watermark_moved_at
+SELECT max(updated_at) FROM "pipeledger.pipeline_state" WHERE pipeline = ?;
+
 -- case: write_state
 INSERT INTO "pipeledger.pipeline_state" (pipeline, partition_key, cursor_column, cursor_type, watermark, run_id, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (pipeline, partition_key) DO UPDATE SET cursor_column = excluded.cursor_column, cursor_type = excluded.cursor_type, watermark = excluded.watermark, run_id = excluded.run_id, updated_at = excluded.updated_at;
 
