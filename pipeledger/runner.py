@@ -330,7 +330,9 @@ def reconcile(
 
 def _reconcile(config: Config, request: ReconcileRequest) -> Reconciliation:
     spec = RunSpec(request.pipeline, Trigger("reconcile"))
-    return run_job(config, spec, lambda run_id, _: ReconcileJob(request, config, run_id))
+    return run_job(
+        config, spec, lambda run_id, warehouse: ReconcileJob(request, config, run_id, warehouse)
+    )
 
 
 def lateness(config: Config, name: str) -> LatenessReport:

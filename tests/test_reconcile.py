@@ -270,3 +270,22 @@ def test_a_reconcile_run_is_pruned_with_its_findings_and_is_no_load(project: Pro
     assert code == 0 and json.loads(out)["reconciliations"] == 1
     runs = project.query(f"SELECT run_id FROM {project.table('pipeledger.pipeline_runs')}")
     assert runs == [(load_run,)] and reconcile_run != load_run
+
+
+def test_a_reconcile_that_outlives_its_heartbeat_records_what_it_found(project: Project) -> None:
+    # PostgreSQL: the comparison's snapshot must not hold the run's row that heartbeats renew
+    project.configure(raw='[ledger]\nheartbeat = "10ms"\nlease = "1m"\n', orders=orders_pipeline())
+    three_days(project)
+    project.run()
+    project.execute(f"DELETE FROM {project.table()} WHERE order_id = 12")
+
+    code, result = reconcile(project)
+
+    assert code == 3 and [brief(w) for w in result["windows"]] == [
+        ("2024-01-03", 4, 3, 1, 0, 0, [12])
+    ]
+    status = project.query(
+        f"SELECT status FROM {project.table('pipeledger.pipeline_runs')} WHERE run_id = %s",
+        [result["run_id"]],
+    )
+    assert status == [("success",)]

@@ -106,14 +106,28 @@ def count_late(
     return np.array(sorted(fresh), dtype=np.int64)
 
 
-def find_missed(
-    session: Session, name: str, run_id: str, buffer: timedelta | int, shape: Shape,
-    target: TableName, marks: Mapping[str, CursorValue], rows: str, where: str = "1=1",
-) -> tuple[Array, list[CursorValue]]:  # fmt: skip
+@dataclass(frozen=True)
+class Missed:
+    """Rows found later than the buffer: fingerprints, how late each is, cursors."""
+
+    hashes: Array
+    lateness: Array
+    cursors: list[CursorValue]
+
+    def count(self, session: Session, name: str, run_id: str) -> tuple[Array, list[CursorValue]]:
+        """Count those not counted before (:func:`count_late`); return their lateness and
+        cursors."""
+        fresh = count_late(session, name, run_id, self.hashes, self.lateness)
+        return self.lateness[fresh], [self.cursors[int(i)] for i in fresh]
+
+
+def missed_rows(
+    session: Session, buffer: timedelta | int, shape: Shape, target: TableName,
+    marks: Mapping[str, CursorValue], rows: str, where: str = "1=1",
+) -> Missed:  # fmt: skip
     """Rows of ``rows`` (a table with the target's key, cursor and partition columns and a
     fingerprint) matching ``where`` that lie below the live window (``watermark - buffer``
-    of their partition) and that the target lacks (``late_sql.unheld_rows``). Those not
-    counted before are counted now; return how late each of them is, and its cursor."""
+    of their partition) and that the target lacks (``late_sql.unheld_rows``)."""
     d, by = session.dialect, shape.partition_by
     live = incremental_window(marks, buffer, by is not None)
     inside, params = window_predicate(d, live, shape.cursor, by)
@@ -122,12 +136,9 @@ def find_missed(
                                  f"{where} AND NOT ({inside})")  # fmt: skip
     found = [r for r in session.query(statement, params) if _partition(r, by) in marks]
     cursors = [stored_cursor(r[1]) for r in found]
-    lateness = np.array([late_by(marks[_partition(r, by)], c) for r, c in zip(found, cursors,
-                                                                             strict=True)],
-                        dtype=np.int64)  # fmt: skip
+    late = [late_by(marks[_partition(r, by)], c) for r, c in zip(found, cursors, strict=True)]
     hashes = np.array([int(r[0]) for r in found], dtype=np.int64)
-    fresh = count_late(session, name, run_id, hashes, lateness)
-    return lateness[fresh], [cursors[int(i)] for i in fresh]
+    return Missed(hashes, np.array(late, dtype=np.int64), cursors)
 
 
 def _partition(row: Sequence[Any], partition_by: str | None) -> str:
@@ -294,10 +305,9 @@ class LateWatch:
 
     def _found_in_stage(self, session: Session) -> None:
         """Staged rows below the live window that the target lacks."""
-        lateness, cursors = find_missed(session, self.name, self.run_id, self.pipeline.lateness,
-                                        self._shape, self.target, self.marks,
-                                        session.dialect.stage())  # fmt: skip
-        self._missed(lateness, cursors)
+        found = missed_rows(session, self.pipeline.lateness, self._shape, self.target,
+                            self.marks, session.dialect.stage())  # fmt: skip
+        self._missed(*found.count(session, self.name, self.run_id))
 
     def after_merge(self, session: Session) -> None:
         """Incremental: the rows of new files below the window that the target still lacks

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,7 +50,7 @@ from pipeledger.errors import ConfigError, PipeledgerError
 from pipeledger.extract import ReadSpec, open_source
 from pipeledger.extract.sql import window_predicate
 from pipeledger.lateness import RunLateness, histogram, seconds
-from pipeledger.load.late import find_missed
+from pipeledger.load.late import Missed, missed_rows
 from pipeledger.load.sql import ROW_HASH
 from pipeledger.load.state import read_watermarks
 from pipeledger.reconcile import sql as rsql
@@ -101,6 +101,7 @@ class Reconcile:
     began: float = field(default_factory=time.monotonic)
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     rows_read: int = 0
+    missed: Missed | None = None  # a SQL source's rows later than the buffer, not counted yet
 
     @property
     def name(self) -> str:
@@ -111,6 +112,8 @@ class Reconcile:
         return self.config.pipeline(self.name)
 
     def execute(self, session: Session) -> Reconciliation:
+        """The comparison, in ``session``; it writes nothing but temporary tables. The late
+        rows it finds are counted by :meth:`count_missed`."""
         d = session.dialect
         if d.snapshot_statement:  # the target and its watermark, as of one moment
             session.execute(d.snapshot_statement)
@@ -129,6 +132,11 @@ class Reconcile:
             _sums(session.query(rsql.target_windows(d, rows), params)),
         )
         windows = self._differences(session, grain, sums, rows, params, shape)
+        if windows and isinstance(self.pipeline.source, SqlSource):
+            table = d.temp(rsql.DIFFERENCES)
+            self.missed = missed_rows(session, self.pipeline.lateness, shape,
+                                      self.pipeline.target_name, marks, table,
+                                      "kind IN ('missing', 'changed')")  # fmt: skip
         return Reconciliation(
             pipeline=self.name, run_id=self.run_id, target=self.pipeline.target, grain=grain,
             start=self.request.start, end=self.request.end, started_at=self.started_at,
@@ -136,7 +144,6 @@ class Reconcile:
             windows_compared=len(sums[0].keys() | sums[1].keys()),
             source_rows=sum(n for n, _ in sums[0].values()),
             target_rows=sum(n for n, _ in sums[1].values()), windows=windows,
-            lateness=self._late_rows(session, shape, marks) if windows else None,
         )  # fmt: skip
 
     def _current_rows(
@@ -283,22 +290,18 @@ class Reconcile:
             for w in counted
         )  # fmt: skip
 
-    def _late_rows(
-        self, session: Session, shape: Shape, marks: dict[str, CursorValue]
-    ) -> RunLateness | None:
-        """A SQL source's rows the buffer missed (module docstring)."""
-        p = self.pipeline
-        if not isinstance(p.source, SqlSource):
-            return None
-        table = session.dialect.temp(rsql.DIFFERENCES)
-        lateness, cursors = find_missed(session, self.name, self.run_id, p.lateness, shape,
-                                        p.target_name, marks, table,
-                                        "kind IN ('missing', 'changed')")  # fmt: skip
+    def count_missed(self, session: Session, result: Reconciliation) -> Reconciliation:
+        """Count, in ``session`` (the run's own transaction), the rows later than the buffer
+        that the comparison found (a SQL source's; module docstring)."""
+        if self.missed is None:
+            return result
+        lateness, cursors = self.missed.count(session, self.name, self.run_id)
         span = (to_text(min(cursors)), to_text(max(cursors))) if cursors else None
-        return RunLateness(
-            buffer_s=seconds(p.lateness), rows_missed=len(lateness), missed=histogram(lateness),
-            missed_cursors=span,
+        late = RunLateness(
+            buffer_s=seconds(self.pipeline.lateness), rows_missed=len(lateness),
+            missed=histogram(lateness), missed_cursors=span,
         )  # fmt: skip
+        return replace(result, lateness=late)
 
 
 def _sums(rows: Sequence[Sequence[Any]]) -> Sums:

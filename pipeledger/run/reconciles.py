@@ -14,14 +14,17 @@ from pipeledger.ledger.api import Run
 from pipeledger.reconcile.compare import Reconcile, ReconcileRequest
 from pipeledger.reconcile.result import Reconciliation
 from pipeledger.run.record import record_lateness
-from pipeledger.warehouse.session import Session
+from pipeledger.warehouse.session import Session, Warehouse
 
 
 class ReconcileJob:
     """Compare pipeline ``request.pipeline``'s source with its target, recorded."""
 
-    def __init__(self, request: ReconcileRequest, config: Config, run_id: str) -> None:
+    def __init__(
+        self, request: ReconcileRequest, config: Config, run_id: str, warehouse: Warehouse
+    ) -> None:
         self.body = Reconcile(request, config, run_id)
+        self.warehouse = warehouse
 
     @property
     def target(self) -> None:
@@ -30,10 +33,22 @@ class ReconcileJob:
 
     def execute(self, session: Session, run: Run) -> Reconciliation:
         with run.task("reconcile") as task:
-            result = self.body.execute(session)
+            result = self.body.count_missed(session, self._compare(session))
             task.rows_in, task.rows_out = result.rows_read, result.target_rows
         record_reconciliation(run, result)
         return result
+
+    def _compare(self, session: Session) -> Reconciliation:
+        """Where the warehouse has snapshot transactions, the comparison runs in one of its
+        own, so that every read sees one moment: the run's transaction cannot be that
+        snapshot, since its final record updates the run's row, which the heartbeat renews
+        meanwhile (a serialization failure). Elsewhere the run's transaction already holds
+        the only write lock."""
+        if session.dialect.snapshot_statement is None:
+            return self.body.execute(session)
+        with self.warehouse.session() as reading:
+            reading.mark_rollback()  # it made temporary tables, nothing else
+            return self.body.execute(reading)
 
     def failed(self, run: Run, error: BaseException) -> None:
         """The reconcile task carries the error; the source rows read so far are counted."""
