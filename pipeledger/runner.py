@@ -316,15 +316,14 @@ def reconcile(
     if not repair or found.status == "match":
         return found
     repairs: list[Repair] = []
-    for window in found.windows:
-        for first, last in found.grain.backfill_ranges(window.label, at_most):
-            try:
-                done = backfill(config, name, first, last)
-            except PipeledgerError as exc:
-                exc.add_note(f"reconcile --repair: {len(repairs)} range(s) were backfilled first")
-                raise
-            c = done.counts
-            repairs.append(Repair(first, last, done.run_id, c.inserted, c.updated))
+    for first, last in found.grain.backfill_ranges([w.label for w in found.windows], at_most):
+        try:
+            done = backfill(config, name, first, last)
+        except PipeledgerError as exc:
+            exc.add_note(f"reconcile --repair: {len(repairs)} range(s) were backfilled first")
+            raise
+        c = done.counts
+        repairs.append(Repair(first, last, done.run_id, c.inserted, c.updated))
     return replace(_reconcile(config, request), found=found.windows, repairs=tuple(repairs))
 
 

@@ -4,8 +4,13 @@ now reports instead of dropping silently."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, date, datetime
 from typing import Any
 
+import numpy as np
+
+from pipeledger.lateness import RunLateness, histogram, late_by, percentile, rounded
+from pipeledger.lateness import report as lateness_report
 from tests.helpers import Project, order, orders_pipeline
 
 
@@ -120,3 +125,36 @@ def test_tracking_starts_with_the_files_changed_since_the_watermark_moved(
 
     assert run["late_rows_dropped"] == 1  # orders_2.csv's row; orders_1.csv is taken as read
     assert dropped_events(project) == [(run["run_id"], 1)]
+
+
+def test_lateness_is_kept_rounded_up_to_two_significant_digits() -> None:
+    values = np.array([1, 99, 100, 101, 1234, 5400, 9999, 10_000, 86_401])
+    assert rounded(values).tolist() == [1, 99, 100, 110, 1300, 5400, 10_000, 10_000, 87_000]
+    hist = histogram(np.array([600, 1800, 1801]))
+    assert hist == {600: 1, 1800: 1, 1900: 1}
+    assert [percentile(hist, q) for q in (0.5, 0.66, 0.67, 0.999)] == [1800, 1800, 1900, 1900]
+    assert percentile({}, 0.5) is None
+
+
+def test_a_report_sums_the_runs_and_prices_the_suggested_buffer() -> None:
+    runs = [
+        RunLateness(3600, measured=True, rows_caught=2, rows_reread=10, caught={600: 1, 1800: 1},
+                    max_caught_s=1800, rows_new=100, advanced_s=3600),
+        RunLateness(3600, rows_missed=1, missed={5400: 1}),  # found by a reconcile
+    ]  # fmt: skip
+
+    report = lateness_report("orders", 3600, runs)
+
+    assert (report.runs, report.late_rows_caught, report.late_rows_missed) == (1, 2, 1)
+    assert (report.lateness_p50_s, report.lateness_max_s, report.rows_reread_per_run) == (
+        600, 1800, 10.0,
+    )  # fmt: skip
+    assert report.suggested_buffer_s == 5400
+    assert report.suggested_rows_reread_per_run == 150.0  # 100 rows per 3600 s, for 5400 s
+
+
+def test_how_late_a_date_or_a_time_is() -> None:
+    noon = datetime(2024, 1, 2, 12, tzinfo=UTC)
+    assert late_by(noon, datetime(2024, 1, 2, 11, 59, 59, 500_000, tzinfo=UTC)) == 1
+    assert late_by(date(2024, 1, 3), date(2024, 1, 1)) == 2 * 86_400
+    assert late_by(10, 4) == 6

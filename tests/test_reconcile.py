@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from pipeledger.errors import ConfigError
+from pipeledger.reconcile.windows import Grain
 from tests.helpers import Project, order, orders_pipeline
 
 DAYS = (1, 2, 3)
@@ -87,10 +92,7 @@ def test_rows_deleted_by_hand_and_a_change_behind_the_cursor_are_found_and_repai
     assert code == 0
     assert (repaired["status"], repaired["windows"]) == ("match", [])
     assert [brief(w) for w in repaired["found"]] == [brief(w) for w in result["windows"]]
-    assert [(r["rows_inserted"], r["rows_updated"]) for r in repaired["repairs"]] == [
-        (2, 0),
-        (0, 1),
-    ]
+    assert [(r["rows_inserted"], r["rows_updated"]) for r in repaired["repairs"]] == [(2, 1)]
     assert project.count() == 12
     assert project.rows("order_id, status")[5] == ("6", "refunded")
     assert reconcile(project)[1]["status"] == "match"
@@ -289,3 +291,21 @@ def test_a_reconcile_that_outlives_its_heartbeat_records_what_it_found(project: 
         [result["run_id"]],
     )
     assert status == [("success",)]
+
+
+def test_windows_and_the_backfills_that_cover_them() -> None:
+    month = Grain.parse("month", "date", "orders")
+    assert month.bounds("2024-12") == (date(2024, 12, 1), date(2025, 1, 1))
+    assert month.backfill_ranges(["2024-02"], timedelta(days=14)) == [
+        ("2024-02-01", "2024-02-14"), ("2024-02-15", "2024-02-28"), ("2024-02-29", "2024-02-29"),
+    ]  # fmt: skip
+    hour = Grain.parse("hour", "timestamptz", "orders")
+    assert hour.backfill_ranges(["2024-01-06T01", "2024-01-05T23", "2024-01-06T00"], None) == [
+        ("2024-01-05T23:00:00.000000+00:00", "2024-01-06T01:59:59.999999+00:00")
+    ]  # windows that touch: one range
+    assert Grain.parse("1000", "bigint", "orders").backfill_ranges(["-1000", "1000"], None) == [
+        ("-1000", "-1"), ("1000", "1999"),
+    ]  # fmt: skip
+    for by, kind in (("hour", "date"), ("week", "timestamptz"), (None, "bigint"), ("0", "integer")):
+        with pytest.raises(ConfigError):
+            Grain.parse(by, kind, "orders")

@@ -46,7 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeledger.config import Config, PipelineConfig, SqlSource
-from pipeledger.errors import ConfigError, PipeledgerError
+from pipeledger.errors import ConfigError, PipeledgerError, WarehouseError
 from pipeledger.extract import ReadSpec, open_source
 from pipeledger.extract.sql import window_predicate
 from pipeledger.lateness import RunLateness, histogram, seconds
@@ -126,12 +126,16 @@ class Reconcile:
             session.execute(statement)
         filled = self._fingerprint_target_rows(session, shape, where, params)
         session.stage(self._source_rows(shape, span, marks))
-        rows = self._current_rows(session, shape, grain, where, filled)
+        ids, cursor = [c.name for c in shape.identity], quote(shape.cursor)
+        once = self._staged_once(session, shape, grain.label(d, f"v.{cursor}"))
+        rows = rsql.target_rows(d, self.pipeline.target_name, ids, shape.key, where,
+                                grain.label(d, f"t.{cursor}"), filled)  # fmt: skip
+        source = rsql.staged_source_windows(d, once) if once else rsql.source_windows(d)
         sums = (
-            _sums(session.query(rsql.source_windows(d))),
+            _sums(session.query(source)),
             _sums(session.query(rsql.target_windows(d, rows), params)),
         )
-        windows = self._differences(session, grain, sums, rows, params, shape)
+        windows = self._differences(session, grain, sums, rows, params, shape, once)
         if windows and isinstance(self.pipeline.source, SqlSource):
             table = d.temp(rsql.DIFFERENCES)
             self.missed = missed_rows(session, self.pipeline.lateness, shape,
@@ -146,17 +150,22 @@ class Reconcile:
             target_rows=sum(n for n, _ in sums[1].values()), windows=windows,
         )  # fmt: skip
 
-    def _current_rows(
-        self, session: Session, shape: Shape, grain: Grain, where: str, filled: bool
-    ) -> str:
-        """Keep the source's current version of each key; return the SQL of the target's
-        rows in reach, labelled with their windows."""
-        d, ids, cursor = session.dialect, [c.name for c in shape.identity], quote(shape.cursor)
-        label = grain.label(d, f"v.{cursor}")
+    def _staged_once(self, session: Session, shape: Shape, label: str) -> str | None:
+        """The source's current version of each key: when a unique index proves every key
+        staged once (the usual case), the staged rows themselves, and ``label`` is returned
+        (what labels them with their windows); else the ranked rows, kept as a table."""
+        d = session.dialect
+        try:
+            with session.savepoint():
+                session.execute(rsql.unique_source_keys(d, shape.key))
+            return label
+        except WarehouseError as exc:
+            if exc.sqlstate != WarehouseError.UNIQUE_VIOLATION:
+                raise
+        ids = [c.name for c in shape.identity]
         for statement in rsql.current_source(d, ids, shape.key, shape.cursor, label):
             session.execute(statement)
-        return rsql.target_rows(d, self.pipeline.target_name, ids, shape.key, where,
-                                grain.label(d, f"t.{cursor}"), filled)  # fmt: skip
+        return None
 
     # -- what is compared -----------------------------------------------------------------
     def _shape(self, session: Session, marks: dict[str, CursorValue]) -> Shape:
@@ -258,17 +267,17 @@ class Reconcile:
     # -- what differs ---------------------------------------------------------------------
     def _differences(
         self, session: Session, grain: Grain, sums: tuple[Sums, Sums], rows: str,
-        params: list[Any], shape: Shape,
+        params: list[Any], shape: Shape, once: str | None,
     ) -> tuple[WindowDiff, ...]:  # fmt: skip
         """The windows whose sums differ, with what differs in them: (key, fingerprint)
-        pairs joined in just those windows."""
+        pairs joined in just those windows (``once``: see :meth:`_staged_once`)."""
         source, target = sums
         differing = sorted(
             w for w in source.keys() | target.keys() if source.get(w) != target.get(w)
         )
         if not differing:
             return ()
-        d = session.dialect
+        d, ids = session.dialect, [c.name for c in shape.identity]
         session.execute(rsql.create_windows(d))
         for start in range(0, len(differing), _CHUNK):
             chunk = differing[start : start + _CHUNK]
@@ -276,7 +285,10 @@ class Reconcile:
         keep, index = rsql.keep_target_rows(d, rows, shape.key)
         session.execute(keep, params)
         session.execute(index)
-        session.execute(rsql.differences(d, [c.name for c in shape.identity], shape.key))
+        if once is not None:
+            for statement in rsql.staged_source(d, ids, shape.key, once):
+                session.execute(statement)
+        session.execute(rsql.differences(d, ids, shape.key))
         kinds: dict[str, dict[str, int]] = {}
         for window, kind, count in session.query(rsql.count_differences(d)):
             kinds.setdefault(str(window), {})[str(kind)] = int(count)

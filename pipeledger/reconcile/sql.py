@@ -3,7 +3,8 @@
 The source's rows arrive in the stage as (key, cursor, partition, fingerprint) with the
 side ``s``; target rows that have no stored fingerprint arrive there too, fingerprinted
 by pipeledger, with the side ``t``. From there: the source's current version of each key
-(:func:`current_source`), per window a count and the sums of the fingerprints' two
+(:func:`current_source`; when a unique index proves every key staged once, the staged rows
+themselves: :func:`staged_source`), per window a count and the sums of the fingerprints' two
 32-bit halves on each side (:func:`source_windows`, :func:`target_windows`: the sums are
 exact on both warehouses, and ``count`` with ``sum mod 2^64`` do not depend on row
 order), then the rows of just the windows that differ (:func:`window_rows`) and what
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pipeledger.schema import ROW_HASH_COLUMN, TableName
-from pipeledger.warehouse.dialect import Dialect, quote
+from pipeledger.warehouse.dialect import STAGE, Dialect, quote
 
 SIDE = "_pipeledger_side"  # 's': a source row; 't': a target row fingerprinted here
 WINDOW = "_pipeledger_window"
@@ -65,11 +66,40 @@ def current_source(
     ]
 
 
+def unique_source_keys(d: Dialect, key: Sequence[str]) -> str:
+    """Fails when the source holds a key twice; when it does not (the usual case), each
+    staged row is its key's current version and needs no ranking."""
+    return (
+        f"CREATE UNIQUE INDEX {d.temp(SOURCE + '_unique')} ON {quote(STAGE)} ({_names(key)}) "
+        f"WHERE {quote(SIDE)} = 's'"
+    )
+
+
+def staged_source(d: Dialect, identity: Sequence[str], key: Sequence[str], label: str) -> list[str]:
+    """The source's rows of the windows that differ, when each key is staged once:
+    :func:`current_source` without the ranking. ``label``: SQL over ``v.<cursor>``."""
+    return [
+        f"CREATE TEMP TABLE {quote(SOURCE)}{d.on_commit_drop} AS SELECT {_names(identity, 'v')}, "
+        f"v.{_H}, {label} AS {quote(WINDOW)}, 1 AS {quote(PICK)} FROM {d.stage()} AS v "
+        f"WHERE v.{quote(SIDE)} = 's' AND {label} IN ({_differing(d)})",
+        f"CREATE INDEX {d.temp(SOURCE + '_key')} ON {quote(SOURCE)} ({_names(key)})",
+    ]
+
+
 def source_windows(d: Dialect) -> str:
     """Per window of the source: keys, and the sums of their fingerprints' halves."""
     return (
         f"SELECT {quote(WINDOW)}, count(*), {_halves(_H)} FROM {d.temp(SOURCE)} "
         f"WHERE {quote(PICK)} = 1 GROUP BY {quote(WINDOW)}"
+    )
+
+
+def staged_source_windows(d: Dialect, label: str) -> str:
+    """:func:`source_windows` straight from the stage, when each key is staged once.
+    ``label``: SQL over ``v.<cursor>``."""
+    return (
+        f"SELECT {label}, count(*), {_halves('v.' + _H)} FROM {d.stage()} AS v "
+        f"WHERE v.{quote(SIDE)} = 's' GROUP BY {label}"
     )
 
 

@@ -6,6 +6,7 @@ closed ranges a backfill of that window takes."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import get_args
@@ -68,22 +69,35 @@ class Grain:
             return first.replace(tzinfo=UTC), end.replace(tzinfo=UTC)
         return first, end
 
-    def backfill_ranges(self, label: str, at_most: timedelta | None) -> list[tuple[str, str]]:
-        """The closed ranges (as ``backfill --start/--end`` take them) that cover the window,
-        each no wider than ``at_most`` (a pipeline's ``max_backfill``)."""
-        start, end = self.bounds(label)
+    def backfill_ranges(
+        self, labels: Sequence[str], at_most: timedelta | None
+    ) -> list[tuple[str, str]]:
+        """The closed ranges (as ``backfill --start/--end`` take them) that cover exactly
+        these windows: windows that touch share a range (one read of the source instead of
+        several), each range no wider than ``at_most`` (a pipeline's ``max_backfill``)."""
+        spans: list[list[CursorValue]] = []
+        for start, end in sorted(self.bounds(label) for label in labels):
+            if spans and spans[-1][1] == start:
+                spans[-1][1] = end
+            else:
+                spans.append([start, end])
+        return [piece for start, end in spans for piece in self._pieces(start, end, at_most)]
+
+    def _pieces(
+        self, start: CursorValue, end: CursorValue, at_most: timedelta | None
+    ) -> list[tuple[str, str]]:
         if isinstance(start, int) and isinstance(end, int):
             return [(str(start), str(end - 1))]
         first, last = _moment(start), _moment(end)
         step = at_most or (last - first)
         if self.cursor_type == "date":  # whole days: a date-only end covers its day
             step = timedelta(days=max(1, step.days))
-        ranges = []
+        pieces = []
         while first < last:
             stop = min(first + step, last)
-            ranges.append(self._closed(first, stop))
+            pieces.append(self._closed(first, stop))
             first = stop
-        return ranges
+        return pieces
 
     def _closed(self, first: datetime, stop: datetime) -> tuple[str, str]:
         if self.cursor_type == "date":

@@ -9,6 +9,16 @@ CREATE INDEX "_pipeledger_reconcile_source_key" ON "_pipeledger_reconcile_source
 -- case: source_windows
 SELECT "_pipeledger_window", count(*), sum("_pipeledger_row_hash" >> 32), sum("_pipeledger_row_hash" & 4294967295) FROM "_pipeledger_reconcile_source" WHERE "_pipeledger_pick" = 1 GROUP BY "_pipeledger_window";
 
+-- case: unique_source_keys
+CREATE UNIQUE INDEX "_pipeledger_reconcile_source_unique" ON "_pipeledger_stage" ("order_id") WHERE "_pipeledger_side" = 's';
+
+-- case: staged_source_windows
+SELECT to_char(v."updated_at", 'YYYY-MM-DD'), count(*), sum(v."_pipeledger_row_hash" >> 32), sum(v."_pipeledger_row_hash" & 4294967295) FROM "_pipeledger_stage" AS v WHERE v."_pipeledger_side" = 's' GROUP BY to_char(v."updated_at", 'YYYY-MM-DD');
+
+-- case: staged_source of the windows that differ
+CREATE TEMP TABLE "_pipeledger_reconcile_source" ON COMMIT DROP AS SELECT v."order_id", v."updated_at", v."region", v."_pipeledger_row_hash", to_char(v."updated_at", 'YYYY-MM-DD') AS "_pipeledger_window", 1 AS "_pipeledger_pick" FROM "_pipeledger_stage" AS v WHERE v."_pipeledger_side" = 's' AND to_char(v."updated_at", 'YYYY-MM-DD') IN (SELECT "_pipeledger_window" FROM "_pipeledger_reconcile_windows");
+CREATE INDEX "_pipeledger_reconcile_source_key" ON "_pipeledger_reconcile_source" ("order_id");
+
 -- case: target_rows with stored fingerprints, up to the watermark
 SELECT t."order_id", t."updated_at", t."region", to_char(t."updated_at", 'YYYY-MM-DD') AS "_pipeledger_window", t."_pipeledger_row_hash" AS "_pipeledger_row_hash" FROM (SELECT * FROM "analytics"."orders" WHERE "updated_at" <= %s) AS t;
 

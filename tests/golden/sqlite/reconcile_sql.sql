@@ -9,6 +9,16 @@ CREATE INDEX temp."_pipeledger_reconcile_source_key" ON "_pipeledger_reconcile_s
 -- case: source_windows
 SELECT "_pipeledger_window", count(*), sum("_pipeledger_row_hash" >> 32), sum("_pipeledger_row_hash" & 4294967295) FROM temp."_pipeledger_reconcile_source" WHERE "_pipeledger_pick" = 1 GROUP BY "_pipeledger_window";
 
+-- case: unique_source_keys
+CREATE UNIQUE INDEX temp."_pipeledger_reconcile_source_unique" ON "_pipeledger_stage" ("order_id") WHERE "_pipeledger_side" = 's';
+
+-- case: staged_source_windows
+SELECT substr(v."updated_at", 1, 10), count(*), sum(v."_pipeledger_row_hash" >> 32), sum(v."_pipeledger_row_hash" & 4294967295) FROM temp."_pipeledger_stage" AS v WHERE v."_pipeledger_side" = 's' GROUP BY substr(v."updated_at", 1, 10);
+
+-- case: staged_source of the windows that differ
+CREATE TEMP TABLE "_pipeledger_reconcile_source" AS SELECT v."order_id", v."updated_at", v."region", v."_pipeledger_row_hash", substr(v."updated_at", 1, 10) AS "_pipeledger_window", 1 AS "_pipeledger_pick" FROM temp."_pipeledger_stage" AS v WHERE v."_pipeledger_side" = 's' AND substr(v."updated_at", 1, 10) IN (SELECT "_pipeledger_window" FROM temp."_pipeledger_reconcile_windows");
+CREATE INDEX temp."_pipeledger_reconcile_source_key" ON "_pipeledger_reconcile_source" ("order_id");
+
 -- case: target_rows with stored fingerprints, up to the watermark
 SELECT t."order_id", t."updated_at", t."region", substr(t."updated_at", 1, 10) AS "_pipeledger_window", t."_pipeledger_row_hash" AS "_pipeledger_row_hash" FROM (SELECT * FROM "analytics.orders" WHERE "updated_at" <= ?) AS t;
 
