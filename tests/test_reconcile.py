@@ -309,3 +309,26 @@ def test_windows_and_the_backfills_that_cover_them() -> None:
     for by, kind in (("hour", "date"), ("week", "timestamptz"), (None, "bigint"), ("0", "integer")):
         with pytest.raises(ConfigError):
             Grain.parse(by, kind, "orders")
+
+
+def test_a_ledger_of_its_own_keeps_the_findings(project: Project, tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.db"
+    project.configure(raw=f'[ledger]\nurl = "sqlite:///{ledger}"\n', orders=orders_pipeline())
+    three_days(project)
+    project.run()
+    project.execute(f"DELETE FROM {project.table()} WHERE order_id = 4")
+
+    code, result = reconcile(project)
+
+    conn = sqlite3.connect(ledger)
+    try:
+        found = conn.execute(
+            'SELECT status, missing_rows, windows FROM "pipeledger.reconciliations" '
+            "WHERE run_id = ?",
+            [result["run_id"]],
+        ).fetchall()
+    finally:
+        conn.close()
+    assert code == 3
+    assert [(status, missing, json.loads(windows)[0]["sample_keys"])
+            for status, missing, windows in found] == [("mismatch", 1, [4])]  # fmt: skip
