@@ -34,6 +34,8 @@ from tests.ledger_fixtures import NOW, ledger, reading
 THEN = datetime(2024, 1, 1, tzinfo=UTC)
 # the ledger as releases before migration 4 made it
 OLD_LEDGER = Component("ledger", lambda d: ledger_migrations(d)[:3], RUNS)
+# up to migration 4 (later migrations add tables and indexes of their own)
+KEYED_LEDGER = Component("ledger", lambda d: ledger_migrations(d)[:4], RUNS)
 
 
 @contextmanager
@@ -124,7 +126,7 @@ def test_the_rebuilt_tables_keep_their_indexes(warehouse_url: str) -> None:
     with writing(warehouse_url) as session:
         migrate(session, OLD_LEDGER)
         before = _indexes(session)
-        migrate(session, LEDGER)
+        migrate(session, KEYED_LEDGER)
         assert _indexes(session) == before
         assert "task_runs_started" in before and "quality_results_pipeline" in before
 

@@ -56,6 +56,7 @@ class TriggerType(StrEnum):
     RETRY = "retry"
     REPLAY = "replay"
     EVENT = "event"
+    RECONCILE = "reconcile"  # a comparison of source and target; it loads nothing
 
 
 class TaskStatus(StrEnum):

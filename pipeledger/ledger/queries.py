@@ -7,9 +7,11 @@ explicitly, so the answers are reproducible.
 Definitions used throughout, stated once:
 
 - **The latest run** of a pipeline is the one that started last (ties: the greatest run id).
-  **The last success** is the latest run with status ``success``; its ``ended_at`` is what
+  **The last success** is the latest run with status ``success`` that is not a reconcile
+  (``pipeledger reconcile`` compares, it loads nothing); its ``ended_at`` is what
   freshness is measured from. :func:`last_success` (``Ledger.last_successful_run``) reads
-  the latest successful run that is not a backfill or replay: the frontier of the data.
+  the latest successful run that is not a backfill, replay or reconcile: the frontier of
+  the data. Health counts the runs that load (not reconciles).
 - **Rows written** by a run are ``rows_inserted + rows_updated`` (a missing count is 0).
 - **Volume** (:func:`volume_anomalies`) compares the rows written by the latest successful
   non-backfill run with the successful non-backfill runs that *started* in the 30 UTC days
@@ -47,12 +49,14 @@ from enum import StrEnum
 from typing import Any
 
 from pipeledger.errors import AmbiguousRunId
+from pipeledger.lateness import LatenessReport, RunLateness, report
 from pipeledger.ledger.model import stored_datetime
 from pipeledger.ledger.schema import (
     AUDIT,
     DEPENDENCIES,
     PIPELINES,
     QUALITY,
+    RECONCILIATIONS,
     RUNS,
     SNAPSHOTS,
     TASKS,
@@ -149,8 +153,9 @@ def _latest(d: Dialect, outer: str, condition: str = "") -> str:
     )
 
 
-_SUCCESS = " AND r.status = 'success'"
-_NOT_FRONTIER = "('backfill', 'replay')"  # runs that re-load old data
+_COMPARES = "'reconcile'"  # runs that load nothing
+_SUCCESS = f" AND r.status = 'success' AND r.trigger_type <> {_COMPARES}"
+_NOT_FRONTIER = f"('backfill', 'replay', {_COMPARES})"  # runs that re-load old data, or none
 _VOLUME = f" AND r.status = 'success' AND r.trigger_type NOT IN {_NOT_FRONTIER}"
 
 
@@ -450,7 +455,7 @@ def _history(d: Dialect, pipeline: bool = False) -> str:
     return (
         f"history AS (SELECT r.pipeline, count(*) AS n, sum({w}) AS s, "
         f"sum({d.exact_square(w)}) AS ss FROM {d.table(RUNS)} r "
-        "WHERE r.status = 'success' AND r.trigger_type NOT IN ('backfill', 'replay') "
+        f"WHERE r.status = 'success' AND r.trigger_type NOT IN {_NOT_FRONTIER} "
         f"AND r.started_at >= {d.param} AND r.started_at < {d.param}{only} GROUP BY r.pipeline)"
     )
 
@@ -576,7 +581,8 @@ def pipeline_status_sql(d: Dialect, now: datetime) -> tuple[str, list[Any]]:
         f"sum(CASE WHEN r.status NOT IN ({finished}) THEN 1 ELSE 0 END) AS finished, "
         "sum(CASE WHEN r.status = 'success' THEN 1 ELSE 0 END) AS succeeded, "
         f"avg(CASE WHEN r.status = 'success' THEN {written('r')} END) AS avg_rows "
-        f"FROM {runs} r WHERE r.started_at >= {p} GROUP BY r.pipeline)"
+        f"FROM {runs} r WHERE r.started_at >= {p} AND r.trigger_type <> {_COMPARES} "
+        "GROUP BY r.pipeline)"
     )
     sql = (
         f"WITH RECURSIVE {_seen(d)}, {_heads(d, names)}, {_history(d)}, {recent} "
@@ -756,21 +762,23 @@ class PruneResult(_Json):
     audit_events: int
     dataset_snapshots: int
     quality_results: int
+    reconciliations: int
 
 
 def prunable_runs_sql(d: Dialect) -> str:
     """Run ids that ended before the cutoff (one parameter), except running runs, each
-    pipeline's last success (freshness) and its last success that is not a backfill or
-    replay (``last_successful_run`` reads it)."""
+    pipeline's last success (freshness) and its last success that is not a backfill,
+    replay or reconcile (``last_successful_run`` reads it)."""
     runs = d.table(RUNS)
     later_success = (
         f"SELECT 1 FROM {runs} s WHERE s.pipeline = r.pipeline AND s.status = 'success' "
+        f"AND s.trigger_type <> {_COMPARES} "
         "AND (s.started_at > r.started_at OR (s.started_at = r.started_at AND s.run_id > r.run_id))"
     )
     later_frontier = f"{later_success} AND s.trigger_type NOT IN {_NOT_FRONTIER}"
     return (
         f"SELECT r.run_id FROM {runs} r WHERE r.status <> 'running' AND r.ended_at < {d.param} "
-        f"AND (r.status <> 'success' OR (EXISTS ({later_success}) "
+        f"AND (r.status <> 'success' OR r.trigger_type = {_COMPARES} OR (EXISTS ({later_success}) "
         f"AND (r.trigger_type IN {_NOT_FRONTIER} OR EXISTS ({later_frontier}))))"
     )
 
@@ -787,9 +795,31 @@ def prune(session: Session, older_than: timedelta, now: datetime) -> PruneResult
         table.table: session.execute(
             f"DELETE FROM {d.table(table)} WHERE run_id IN ({doomed})", [cutoff]
         )
-        for table in (TASKS, AUDIT, SNAPSHOTS, QUALITY, RUNS)  # the runs last: they define the set
+        # the runs last: they define the set
+        for table in (TASKS, AUDIT, SNAPSHOTS, QUALITY, RECONCILIATIONS, RUNS)
     }
     return PruneResult(cutoff=cutoff, **counts)
+
+
+# -- 9. lateness ------------------------------------------------------------------------
+
+
+def lateness_sql(d: Dialect) -> str:
+    """The ``extra`` of a pipeline's runs that committed, oldest first."""
+    return (
+        f"SELECT extra FROM {d.table(RUNS)} WHERE pipeline = {d.param} "
+        "AND status IN ('success', 'partial') AND extra IS NOT NULL ORDER BY started_at, run_id"
+    )
+
+
+def lateness_report(session: Session, pipeline: str, buffer_s: int) -> LatenessReport:
+    """Late rows over the pipeline's history: what the runs that committed measured and
+    found (``extra.lateness``; definitions in :mod:`pipeledger.lateness`), against the
+    buffer configured now (``buffer_s``)."""
+    d = session.dialect
+    extras = (_as_json(d, row[0]) for row in session.query(lateness_sql(d), [pipeline]))
+    runs = [RunLateness.from_json(e["lateness"]) for e in extras if e and e.get("lateness")]
+    return report(pipeline, buffer_s, runs)
 
 
 # -- the loader's question --------------------------------------------------------------

@@ -35,6 +35,7 @@ AUDIT = table("audit_events")
 SNAPSHOTS = table("dataset_snapshots")
 DEPENDENCIES = table("pipeline_dependencies")
 QUALITY = table("quality_results")
+RECONCILIATIONS = table("reconciliations")
 
 
 @dataclass(frozen=True)
@@ -190,6 +191,22 @@ QUALITY_TABLE = LedgerTable(
     foreign_key=_RUN_ID,
 )  # fmt: skip
 
+RECONCILIATION_TABLE = LedgerTable(
+    RECONCILIATIONS,
+    columns=(
+        ("run_id", "text PRIMARY KEY"), ("pipeline", "text NOT NULL"),
+        ("target_table", "text NOT NULL"), ("status", "text NOT NULL"),
+        ("range_start", "text"), ("range_end", "text"), ("window_by", "text NOT NULL"),
+        ("windows_compared", "{big} NOT NULL"), ("windows_differing", "{big} NOT NULL"),
+        ("source_rows", "{big} NOT NULL"), ("target_rows", "{big} NOT NULL"),
+        ("missing_rows", "{big} NOT NULL"), ("extra_rows", "{big} NOT NULL"),
+        ("changed_rows", "{big} NOT NULL"), ("windows", "{json} NOT NULL"),
+        ("created_at", "{ts} NOT NULL"),
+    ),
+    indexes=(("reconciliations_pipeline", "pipeline, created_at"),),
+    foreign_key=_RUN_ID,
+)  # fmt: skip
+
 # the tables with a foreign key, parents before children (migration 4 rebuilds them so)
 CHILDREN = (RUN_TABLE, TASK_TABLE, AUDIT_TABLE, SNAPSHOT_TABLE, QUALITY_TABLE)
 
@@ -223,7 +240,20 @@ def ledger_migrations(d: Dialect) -> list[Migration]:
         (4, "foreign keys: runs to pipelines; tasks, events, snapshots and results to runs",
          foreign_keys(d)),
         (7, "rows deleted per run", RUN_TABLE.add_columns(d, 7)),
+        (8, "reconciliations: what each reconcile run found", _reconciliations(d)),
     ]  # fmt: skip
+
+
+def _reconciliations(d: Dialect) -> list[str]:
+    """Migration 8 (5 to 7 are other components' numbers, assigned ahead): one row per
+    reconcile run, which is a run of its pipeline (``trigger_type = 'reconcile'``)."""
+    t = RECONCILIATION_TABLE
+    assert t.foreign_key is not None
+    return [
+        f"CREATE TABLE IF NOT EXISTS {d.table(t.name)} ({t.body(d)}, "
+        f"{_references(d, t.foreign_key)})",
+        *(t.index(d, name) for name, _ in t.indexes),
+    ]
 
 
 def foreign_keys(d: Dialect) -> list[str]:

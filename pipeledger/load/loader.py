@@ -45,6 +45,7 @@ from pipeledger.load import sql
 from pipeledger.load.deletes import Vanished, find_vanished, judge_deletes, split_marker
 from pipeledger.load.guard import Guard, guard_new_target, may_upgrade, read_guard, upgrade_target
 from pipeledger.load.known import KnownRows
+from pipeledger.load.late import LateWatch
 from pipeledger.load.merge import first_load, merge_staged, pipeline_shape, pipeline_spec
 from pipeledger.load.result import LoadResult, MergeCounts, Mode, Status, StepResult
 from pipeledger.load.state import STATE_TABLE, read_watermarks, write_state
@@ -115,6 +116,7 @@ class Load:
     known: KnownRows | None = None  # backfill: what the target already holds
     restaged: int = 0  # rows the shortcut skipped that the merge needed after all
     vanished: Vanished | None = None  # sync = "full": the target keys the snapshot lacks
+    late: LateWatch | None = None  # what the run learns about late rows (load.late)
     target: TableName = field(init=False)
 
     def __post_init__(self) -> None:
@@ -153,7 +155,11 @@ class Load:
         self._stage(session, window, tracker)
         if (self.rows_staged or self._snapshot) and self.shape is not None:
             with self.clock.measure("load"):
+                if self.late is not None:
+                    self.late.before_merge(session)
                 self._publish(session, self.shape, tracker)
+        if self.late is not None:
+            self.late.after_merge(session)
         self.clock.finish("quality", "load")
         if self.known is not None:
             unchanged, superseded = self.known.counts(self.restaged)
@@ -223,6 +229,11 @@ class Load:
             self.part_schemas = [self._data_schema(schema) for schema in schemas]
             if self.shape is not None and self.part_schemas:
                 self.drift = self._resolve_drift(session, self.part_schemas, self.shape, checks)
+        if LateWatch.wanted(self.mode, self.pipeline, self.before or {}):
+            self.late = LateWatch(self.name, self.run_id, self.pipeline, self.mode, self.shape,
+                                  self.target, self.before or {}, window)  # fmt: skip
+            with self.clock.measure("extract"):
+                self.late.prepare(session, source)
         with self.clock.measure("load"):
             self.known = self._known_rows(session, window)
         batches = self._conformed(session, source, window, tracker)
@@ -267,6 +278,8 @@ class Load:
             with self.clock.measure("transform"):
                 batch = self._transform(session, item)
             tracker.observe(batch)
+            if self.late is not None:
+                self.late.observe(batch)
             self.rows_read += batch.num_rows
             if self.on_progress:
                 self.on_progress(self.name, self.rows_read)
@@ -493,6 +506,7 @@ class Load:
             quality=self.report,
             staged_max_cursor=self._staged_max(),
             covered=self._covered(),
+            lateness=self.late.result(self.after) if self.late is not None else None,
         )
 
     def failure(self, error: str) -> LoadResult:

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
+from pipeledger.lateness import RunLateness
+
 Mode = Literal["incremental", "backfill", "check"]
 Status = Literal["success", "partial", "failed"]
 StepStatus = Literal["success", "failed", "interrupted"]
@@ -74,7 +76,14 @@ class LoadResult:
     quality: Any = None  # a GateReport when the pipeline has checks
     staged_max_cursor: str | None = None  # known without a query when nothing was held back
     covered: tuple[datetime, datetime] | None = None  # the cursor's stretch, as instants
+    lateness: RunLateness | None = None  # late rows caught, re-read, missed (load.late)
     ledger_error: str | None = None  # committed, but the ledger could not record it
+
+    @property
+    def late_rows_dropped(self) -> int:
+        """Rows later than the lateness buffer that this run found (an incremental run: in
+        files new to it, which it therefore did not load; a backfill: that it loads)."""
+        return self.lateness.rows_missed if self.lateness else 0
 
     @property
     def exit_code(self) -> int:
@@ -111,5 +120,6 @@ class LoadResult:
             "error": self.error,
             "ledger_error": self.ledger_error,
             "rows_rejected": self.quality.quarantined_rows if self.quality else 0,
+            "late_rows_dropped": self.late_rows_dropped,
             "quality": self.quality.to_json() if self.quality else None,
         }

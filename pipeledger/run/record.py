@@ -10,6 +10,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from pipeledger.lateness import RunLateness
 from pipeledger.ledger.api import Run
 from pipeledger.ledger.model import DatasetSnapshot, RunStatus, TaskRecord, TaskStatus
 from pipeledger.load.result import LoadResult, MergeCounts, StepResult
@@ -149,6 +150,7 @@ def task_from(run_id: str, step: StepResult) -> TaskRecord:
 def record_load(run: Run, session: Session, result: LoadResult, shape: Shape | None) -> None:
     """A load that is about to commit: everything the ledger keeps of it."""
     _counts(run, result)
+    record_lateness(run, result.lateness, result.target)
     if result.quality is not None:
         record_quality(run, result.quality, result.target)
         if result.status == "partial":
@@ -171,6 +173,22 @@ def record_load(run: Run, session: Session, result: LoadResult, shape: Shape | N
                 new_values={"columns": [f"{c.name} {c.sql_type}" for c in shape.columns]},
                 metadata={"change": "table_created"},
             )  # fmt: skip
+
+
+def record_lateness(run: Run, lateness: RunLateness | None, target: str) -> None:
+    """Late rows (``pipeledger.lateness``) in the run's ``extra``, where ``pipeledger
+    lateness`` sums them over history; rows the buffer missed also as a
+    ``LATE_ROW_DROPPED`` event."""
+    if lateness is None or not (lateness.measured or lateness.rows_missed):
+        return
+    run.record.extra["lateness"] = lateness.to_json()
+    if lateness.rows_missed:
+        start, end = lateness.missed_cursors or (None, None)
+        run.audit(
+            "LATE_ROW_DROPPED", target_table=target, record_count=lateness.rows_missed,
+            metadata={"buffer_s": lateness.buffer_s, "cursor_from": start, "cursor_to": end,
+                      "files": list(lateness.missed_in)},
+        )  # fmt: skip
 
 
 def record_load_failure(run: Run, result: LoadResult, error: BaseException) -> None:

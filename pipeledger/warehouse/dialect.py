@@ -16,6 +16,11 @@ from typing import ClassVar, Literal
 from pipeledger.schema import TableName, sqlite_declared_type
 
 DialectName = Literal["postgres", "sqlite"]
+TimeUnit = Literal["hour", "day", "month"]
+# a time unit's label, for a cursor in UTC: 2024-01-05T10 (hour), 2024-01-05, 2024-01
+_LABEL_WIDTHS: dict[str, int] = {"hour": 13, "day": 10, "month": 7}
+_LABEL_FORMATS: dict[str, str] = {"hour": 'YYYY-MM-DD"T"HH24', "day": "YYYY-MM-DD",
+                                  "month": "YYYY-MM"}  # fmt: skip
 STAGE = "_pipeledger_stage"
 STAGE_UNIQUE = "_pipeledger_stage_unique"
 
@@ -80,6 +85,9 @@ class Dialect:
     instant_type: ClassVar[str]
     #: a statement sees the tables as they were when it began, not its own changes so far
     statement_snapshot: ClassVar[bool]
+    #: the first statement of a transaction whose every statement sees one snapshot (None:
+    #: a writing transaction already does, holding the only write lock)
+    snapshot_statement: ClassVar[str | None]
     #: the type of a 64-bit integer column in pipeledger's own tables
     int64_type: ClassVar[str]
     #: ``ALTER TABLE ... ADD CONSTRAINT`` exists (else a table is rebuilt to gain one)
@@ -159,6 +167,11 @@ class Dialect:
         """A timestamp column's UTC day as ``YYYY-MM-DD`` text."""
         raise NotImplementedError
 
+    def time_label(self, column: str, unit: TimeUnit) -> str:
+        """The UTC hour, day or month a date or timestamp column falls in, as text:
+        ``2024-01-05T10``, ``2024-01-05`` or ``2024-01`` (the same on every warehouse)."""
+        raise NotImplementedError
+
     def distinct_on(self, expression: str) -> str:
         """``SELECT`` prefix keeping one row per ``expression`` where the upsert needs it."""
         return ""
@@ -197,6 +210,7 @@ class _Postgres(Dialect):
     alters_constraints = True
     hash_joins = True
     statement_snapshot = True
+    snapshot_statement = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
     distinct_operator = "IS DISTINCT FROM"
 
     def row_text(self, alias: str, columns: Sequence[str]) -> str:
@@ -217,6 +231,10 @@ class _Postgres(Dialect):
 
     def utc_day(self, column: str) -> str:
         return f"to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+
+    def time_label(self, column: str, unit: TimeUnit) -> str:
+        # sessions run in UTC, so a timestamptz and a timestamp both show their UTC time
+        return f"to_char({column}, '{_LABEL_FORMATS[unit]}')"
 
     def distinct_on(self, expression: str) -> str:
         # one statement may not touch a row twice in ON CONFLICT
@@ -251,6 +269,7 @@ class _Sqlite(Dialect):
     alters_constraints = False
     hash_joins = False
     statement_snapshot = False
+    snapshot_statement = None
     distinct_operator = "IS NOT"
 
     def column_type(self, sql_type: str) -> str:
@@ -299,6 +318,9 @@ class _Sqlite(Dialect):
 
     def utc_day(self, column: str) -> str:
         return f"substr({column}, 1, 10)"  # stored as UTC ISO-8601 text
+
+    def time_label(self, column: str, unit: TimeUnit) -> str:
+        return f"substr({column}, 1, {_LABEL_WIDTHS[unit]})"  # UTC ISO-8601 text
 
     def cast_to(self, expression: str, sql_type: str) -> str:
         # exact decimals are text with the column's scale; dates and times are ISO text

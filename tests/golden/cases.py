@@ -19,12 +19,14 @@ from pipeledger.extract import sql as extract_sql
 from pipeledger.ledger import queries
 from pipeledger.ledger import sql as lsql
 from pipeledger.ledger.schema import ledger_migrations
-from pipeledger.load import before, guard_sql, replay, state
+from pipeledger.load import before, guard_sql, late_sql, replay, state
 from pipeledger.load import history_sql as hsql
 from pipeledger.load import sql as load_sql
 from pipeledger.models import sql as models_sql
 from pipeledger.quality import checks
 from pipeledger.quality import quarantine as quarantine_sql
+from pipeledger.reconcile import sql as reconcile_sql
+from pipeledger.reconcile.windows import Grain
 from pipeledger.schema import Column, TableName
 from pipeledger.transform.conform import Shape
 from pipeledger.warehouse import stage
@@ -282,6 +284,8 @@ def _load_state() -> list[Case]:
         Case(m, "read_state", lambda d: text(state.read_state(d)), world=_w("state"),
              bind=lambda d: ["orders"]),
         Case(m, "read_all_state", lambda d: text(state.read_all_state(d)), world=_w("state")),
+        Case(m, "watermark_moved_at", lambda d: text(state.watermark_moved_at(d)),
+             world=_w("state"), bind=lambda d: ["orders"]),
         Case(m, "write_state", lambda d: text(state.write_state(d)), world=_w("state"),
              bind=lambda d: ["orders", "eu", "updated_at", "timestamptz",
                              "2024-01-01T10:00:00.000000+00:00", RUN_ID, AT]),
@@ -603,6 +607,7 @@ def _ledger_sql() -> list[Case]:
         "delete_dependencies": lsql.delete_dependencies,
         "insert_dependency": lsql.insert_dependency, "running_runs": lsql.running_runs,
         "abandon_run": lsql.abandon_run,
+        "insert_reconciliation": lsql.insert_reconciliation,
     }  # fmt: skip
     return [
         Case(m, name, lambda d, b=build: text(b(d)), world=_w("ledger"))
@@ -674,6 +679,154 @@ def _ledger_queries() -> list[Case]:
              world=_w("ledger"), bind=lambda d: [AT - timedelta(days=90)]),
         Case(m, "last_success_sql", lambda d: text(queries.last_success_sql(d)),
              world=_w("ledger"), bind=lambda d: ["orders"]),
+        Case(m, "lateness_sql", lambda d: text(queries.lateness_sql(d)),
+             world=_w("ledger"), bind=lambda d: ["orders"]),
+    ]  # fmt: skip
+
+
+def _load_late_sql() -> list[Case]:
+    m = "load_late_sql"
+    below = f'"updated_at" < {"%s"}'
+    return [
+        Case(m, "files_read_table", lambda d: text(late_sql.files_read_table(d)),
+             world=_w("state")),
+        Case(m, "late_rows_table", lambda d: text(late_sql.late_rows_table(d)),
+             world=_w("state")),
+        Case(m, "read_files", lambda d: text(late_sql.read_files(d)), world=_w("state"),
+             bind=lambda d: ["orders"]),
+        Case(m, "record_file", lambda d: text(late_sql.record_file(d)), world=_w("state"),
+             bind=lambda d: ["orders", "/data/orders_1.csv", 1024, 1718452800000000000, RUN_ID,
+                             AT]),
+        Case(m, "counted_late of two fingerprints", lambda d: text(late_sql.counted_late(d, 2)),
+             world=_w("state"), bind=lambda d: ["orders", 11, 12]),
+        Case(m, "count_late of two rows", lambda d: text(late_sql.count_late(d, 2)),
+             world=_w("state"),
+             bind=lambda d: ["orders", 11, 600, RUN_ID, AT, "orders", 12, 5400, RUN_ID, AT]),
+        Case(m, "held_fingerprints below a cursor",
+             lambda d: text(late_sql.held_fingerprints(d, TARGET, KEY, "updated_at")),
+             world=_w("target", "stage"), bind=lambda d: [AT]),
+        Case(m, "unheld_rows of the stage below a cursor",
+             lambda d: text(late_sql.unheld_rows(
+                 d, TARGET, KEY, "updated_at", d.stage(), ["_pipeledger_row_hash", "updated_at"],
+                 below.replace("%s", d.param))),
+             world=_w("target", "stage"), bind=lambda d: [AT]),
+        Case(m, "keep_stage_as", lambda d: text(late_sql.keep_stage_as(d, late_sql.CANDIDATES)),
+             world=_w("stage")),
+    ]  # fmt: skip
+
+
+IDENTITY = ["order_id", "updated_at", "region"]
+DAYS = ["2024-01-01", "2024-01-02"]
+
+
+def _reconcile_stage(d: Dialect) -> list[str]:
+    columns = [COLUMNS[0], COLUMNS[4], COLUMNS[1], load_sql.ROW_HASH, Column("_pipeledger_side",
+                                                                             "text")]
+    return [stage.create_stage(d, columns)]
+
+
+def _source_label(d: Dialect) -> str:
+    return d.time_label('v."updated_at"', "day")
+
+
+def _target_rows(d: Dialect, filled: bool = False, where: str = "1=1") -> str:
+    label = d.time_label('t."updated_at"', "day")
+    return reconcile_sql.target_rows(d, TARGET, IDENTITY, KEY, where, label, filled)
+
+
+def _current_source(d: Dialect) -> list[str]:
+    return [*_reconcile_stage(d),
+            *reconcile_sql.current_source(d, IDENTITY, KEY, "updated_at", _source_label(d))]
+
+
+def _differing_windows(d: Dialect) -> list[str]:
+    return [*_current_source(d), reconcile_sql.create_windows(d),
+            *reconcile_sql.keep_target_rows(d, _target_rows(d), KEY)]
+
+
+def _differences(d: Dialect) -> list[str]:
+    return [*_differing_windows(d), reconcile_sql.differences(d, IDENTITY, KEY)]
+
+
+def _capped(d: Dialect, partitions: int) -> str:
+    cap = reconcile_sql.cap_predicate(d, "updated_at", "region" if partitions else None,
+                                      partitions)
+    return f"SELECT 1 FROM {d.table(TARGET)} WHERE {cap}"
+
+
+def _reconcile_sql() -> list[Case]:
+    m = "reconcile_sql"
+    upto = '"updated_at" <= %s'
+    return [
+        Case(m, "current_source by day",
+             lambda d: texts(reconcile_sql.current_source(d, IDENTITY, KEY, "updated_at",
+                                                          _source_label(d))),
+             setup=_reconcile_stage),
+        Case(m, "source_windows", lambda d: text(reconcile_sql.source_windows(d)),
+             setup=_current_source),
+        Case(m, "unique_source_keys", lambda d: text(reconcile_sql.unique_source_keys(d, KEY)),
+             setup=_reconcile_stage),
+        Case(m, "staged_source_windows",
+             lambda d: text(reconcile_sql.staged_source_windows(d, _source_label(d))),
+             setup=_reconcile_stage),
+        Case(m, "staged_source of the windows that differ",
+             lambda d: texts(reconcile_sql.staged_source(d, IDENTITY, KEY, _source_label(d))),
+             setup=lambda d: [*_reconcile_stage(d), reconcile_sql.create_windows(d)]),
+        Case(m, "target_rows with stored fingerprints, up to the watermark",
+             lambda d: text(_target_rows(d, where=upto.replace("%s", d.param))),
+             world=_w("target"), bind=lambda d: [AT]),
+        Case(m, "target_rows with fingerprints made for rows without",
+             lambda d: text(_target_rows(d, filled=True)), world=_w("target"),
+             setup=_reconcile_stage),
+        Case(m, "target_windows", lambda d: text(reconcile_sql.target_windows(d, _target_rows(d))),
+             world=_w("target")),
+        Case(m, "create_windows", lambda d: text(reconcile_sql.create_windows(d))),
+        Case(m, "insert_windows of two", lambda d: text(reconcile_sql.insert_windows(d, 2)),
+             setup=lambda d: [reconcile_sql.create_windows(d)], bind=lambda d: DAYS),
+        Case(m, "keep_target_rows of the windows that differ",
+             lambda d: texts(reconcile_sql.keep_target_rows(d, _target_rows(d), KEY)),
+             world=_w("target"), setup=lambda d: [reconcile_sql.create_windows(d)]),
+        Case(m, "differences", lambda d: text(reconcile_sql.differences(d, IDENTITY, KEY)),
+             world=_w("target"), setup=_differing_windows),
+        Case(m, "count_differences", lambda d: text(reconcile_sql.count_differences(d)),
+             world=_w("target"), setup=_differences),
+        Case(m, "sample_keys, ten a window",
+             lambda d: text(reconcile_sql.sample_keys(d, KEY, 10)), world=_w("target"),
+             setup=_differences),
+        Case(m, "unhashed_count up to the watermark",
+             lambda d: text(reconcile_sql.unhashed_count(d, TARGET, upto.replace("%s", d.param))),
+             world=_w("target"), bind=lambda d: [AT]),
+        Case(m, "unhashed_rows, the first page",
+             lambda d: text(reconcile_sql.unhashed_rows(d, TARGET, NAMES, KEY, "1=1", False,
+                                                        50000)), world=_w("target")),
+        Case(m, "unhashed_rows, the page after a composite key",
+             lambda d: text(reconcile_sql.unhashed_rows(d, TARGET, NAMES, COMPOSITE_KEY, "1=1",
+                                                        True, 50000)),
+             world=_w("target"), bind=lambda d: [5, "eu"]),
+        Case(m, "cap_predicate of an unpartitioned pipeline", lambda d: text(_capped(d, 0)),
+             world=_w("target"), bind=lambda d: [AT]),
+        Case(m, "cap_predicate of two partitions", lambda d: text(_capped(d, 2)),
+             world=_w("target"), bind=lambda d: ["eu", AT, "us", AT]),
+    ]  # fmt: skip
+
+
+def _reconcile_windows() -> list[Case]:
+    m = "reconcile_windows"
+
+    def labels(d: Dialect) -> str:
+        grains = [Grain("timestamptz", unit="hour"), Grain("timestamptz", unit="day"),
+                  Grain("timestamptz", unit="month")]  # fmt: skip
+        shown = ", ".join(g.label(d, 't."updated_at"') for g in grains)
+        return f"SELECT {shown} FROM {d.table(TARGET)} AS t"
+
+    def width(d: Dialect) -> str:
+        label = Grain("bigint", width=1000).label(d, 't."order_id"')
+        return f"SELECT {label} FROM {d.table(TARGET)} AS t"
+
+    return [
+        Case(m, "label by hour, day and month", lambda d: text(labels(d)), world=_w("target")),
+        Case(m, "label of integer windows 1000 wide", lambda d: text(width(d)),
+             world=_w("target")),
     ]  # fmt: skip
 
 
@@ -693,6 +846,9 @@ CASES: tuple[Case, ...] = (
     *_ledger_schema(),
     *_extract_sql(),
     *_ledger_queries(),
+    *_load_late_sql(),
+    *_reconcile_sql(),
+    *_reconcile_windows(),
 )
 MODULES = {
     "load_sql": "pipeledger.load.sql",
@@ -709,4 +865,7 @@ MODULES = {
     "ledger_schema": "pipeledger.ledger.schema (migrations)",
     "extract_sql": "pipeledger.extract.sql",
     "ledger_queries": "pipeledger.ledger.queries",
+    "load_late_sql": "pipeledger.load.late_sql",
+    "reconcile_sql": "pipeledger.reconcile.sql",
+    "reconcile_windows": "pipeledger.reconcile.windows",
 }

@@ -42,3 +42,6 @@ ALTER TABLE "pipeledger"."quality_results" ADD CONSTRAINT "quality_results_run_i
 ALTER TABLE "pipeledger"."quality_results" VALIDATE CONSTRAINT "quality_results_run_id_fkey";
 -- migration 7: rows deleted per run
 ALTER TABLE "pipeledger"."pipeline_runs" ADD COLUMN rows_deleted bigint;
+-- migration 8: reconciliations: what each reconcile run found
+CREATE TABLE IF NOT EXISTS "pipeledger"."reconciliations" (run_id text PRIMARY KEY, pipeline text NOT NULL, target_table text NOT NULL, status text NOT NULL, range_start text, range_end text, window_by text NOT NULL, windows_compared bigint NOT NULL, windows_differing bigint NOT NULL, source_rows bigint NOT NULL, target_rows bigint NOT NULL, missing_rows bigint NOT NULL, extra_rows bigint NOT NULL, changed_rows bigint NOT NULL, windows jsonb NOT NULL, created_at timestamptz NOT NULL, FOREIGN KEY (run_id) REFERENCES "pipeledger"."pipeline_runs" (run_id));
+CREATE INDEX IF NOT EXISTS "reconciliations_pipeline" ON "pipeledger"."reconciliations" (pipeline, created_at);

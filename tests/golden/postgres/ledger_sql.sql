@@ -40,3 +40,6 @@ SELECT run_id, started_at, host, pid, lease_expires_at FROM "pipeledger"."pipeli
 
 -- case: abandon_run
 UPDATE "pipeledger"."pipeline_runs" SET status = 'abandoned', ended_at = %s, duration_ms = %s, error_code = 'LEASE_EXPIRED', error_message = %s WHERE run_id = %s AND status = 'running';
+
+-- case: insert_reconciliation
+INSERT INTO "pipeledger"."reconciliations" (run_id, pipeline, target_table, status, range_start, range_end, window_by, windows_compared, windows_differing, source_rows, target_rows, missing_rows, extra_rows, changed_rows, windows, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s) ON CONFLICT (run_id) DO NOTHING;

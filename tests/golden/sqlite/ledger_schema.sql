@@ -61,3 +61,6 @@ CREATE INDEX IF NOT EXISTS "quality_results_run" ON "pipeledger.quality_results"
 CREATE INDEX IF NOT EXISTS "quality_results_pipeline" ON "pipeledger.quality_results" (pipeline, created_at);
 -- migration 7: rows deleted per run
 ALTER TABLE "pipeledger.pipeline_runs" ADD COLUMN rows_deleted integer;
+-- migration 8: reconciliations: what each reconcile run found
+CREATE TABLE IF NOT EXISTS "pipeledger.reconciliations" (run_id text PRIMARY KEY, pipeline text NOT NULL, target_table text NOT NULL, status text NOT NULL, range_start text, range_end text, window_by text NOT NULL, windows_compared integer NOT NULL, windows_differing integer NOT NULL, source_rows integer NOT NULL, target_rows integer NOT NULL, missing_rows integer NOT NULL, extra_rows integer NOT NULL, changed_rows integer NOT NULL, windows text NOT NULL, created_at timestamptz NOT NULL, FOREIGN KEY (run_id) REFERENCES "pipeledger.pipeline_runs" (run_id));
+CREATE INDEX IF NOT EXISTS "reconciliations_pipeline" ON "pipeledger.reconciliations" (pipeline, created_at);

@@ -40,3 +40,6 @@ SELECT run_id, started_at, host, pid, lease_expires_at FROM "pipeledger.pipeline
 
 -- case: abandon_run
 UPDATE "pipeledger.pipeline_runs" SET status = 'abandoned', ended_at = ?, duration_ms = ?, error_code = 'LEASE_EXPIRED', error_message = ? WHERE run_id = ? AND status = 'running';
+
+-- case: insert_reconciliation
+INSERT INTO "pipeledger.reconciliations" (run_id, pipeline, target_table, status, range_start, range_end, window_by, windows_compared, windows_differing, source_rows, target_rows, missing_rows, extra_rows, changed_rows, windows, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO NOTHING;
