@@ -201,7 +201,8 @@ def test_a_snapshot_missing_most_keys_halts_and_deletes_nothing(project: Project
     assert project.count() == 50 and project.watermarks() == mark
     results = project.query(
         f"SELECT check_name, status, failing_rows FROM "
-        f"{project.table('pipeledger.quality_results')} WHERE run_id = %s", [outcome["run_id"]]
+        f"{project.table('pipeledger.quality_results')} WHERE run_id = %s",
+        [outcome["run_id"]],
     )
     assert results == [("delete_fraction", "fail", 40)]
 

@@ -174,7 +174,8 @@ def test_a_failed_load_skips_its_models_and_one_run_catches_up_after_the_fix(
     assert outcomes["bronze_orders"]["status"] == "failed"
     for model in ("silver_orders", "gold_daily"):
         assert (outcomes[model]["status"], outcomes[model]["reason"]) == (
-            "skipped", "upstream_failed"
+            "skipped",
+            "upstream_failed",
         )
     assert gold(project) == before
     write(project, "orders_2.csv", [row(61, 3, "70.00", changed=2), row(5, 8, "1.00", changed=2)])
@@ -184,7 +185,7 @@ def test_a_failed_load_skips_its_models_and_one_run_catches_up_after_the_fix(
     statuses = project.query(
         "SELECT status, extra FROM pipeledger.pipeline_runs WHERE pipeline = 'gold_daily'"
         if project.backend == "postgres"
-        else 'SELECT status, extra FROM "pipeledger.pipeline_runs" WHERE pipeline = \'gold_daily\''
+        else "SELECT status, extra FROM \"pipeledger.pipeline_runs\" WHERE pipeline = 'gold_daily'"
     )
     assert "skipped" in {s for s, _ in statuses}
 

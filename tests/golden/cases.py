@@ -356,8 +356,12 @@ def _history_world(d: Dialect) -> list[str]:
     h = scd2()
     statements = [load_sql.create_target(d, h), hsql.create_repeats(d, h), *_flagged(d),
                   *_vanished(d)]  # fmt: skip
-    tables = ((hsql.AFFECTED, hsql.affected_columns(h)), (hsql.ITEMS, hsql.item_columns(h)),
-              (hsql.ORDERED, hsql.ordered_columns(h)), (hsql.HISTORY, hsql.history_columns(h)))
+    tables = (
+        (hsql.AFFECTED, hsql.affected_columns(h)),
+        (hsql.ITEMS, hsql.item_columns(h)),
+        (hsql.ORDERED, hsql.ordered_columns(h)),
+        (hsql.HISTORY, hsql.history_columns(h)),
+    )
     for name, columns in tables:
         statements += load_sql.create_temp(d, name, columns)
     return statements
@@ -421,8 +425,14 @@ def _deletes() -> list[Case]:
 
 
 def _history(name: str, build: Callable[[Dialect], Golden], **more: Any) -> Case:
-    return Case("load_history_sql", name, build, world=_w("schema", "stage", "state"),
-                setup=_history_world, **more)
+    return Case(
+        "load_history_sql",
+        name,
+        build,
+        world=_w("schema", "stage", "state"),
+        setup=_history_world,
+        **more,
+    )
 
 
 def _load_history_sql() -> list[Case]:
@@ -720,8 +730,13 @@ DAYS = ["2024-01-01", "2024-01-02"]
 
 
 def _reconcile_stage(d: Dialect) -> list[str]:
-    columns = [COLUMNS[0], COLUMNS[4], COLUMNS[1], load_sql.ROW_HASH, Column("_pipeledger_side",
-                                                                             "text")]
+    columns = [
+        COLUMNS[0],
+        COLUMNS[4],
+        COLUMNS[1],
+        load_sql.ROW_HASH,
+        Column("_pipeledger_side", "text"),
+    ]
     return [stage.create_stage(d, columns)]
 
 
@@ -735,13 +750,18 @@ def _target_rows(d: Dialect, filled: bool = False, where: str = "1=1") -> str:
 
 
 def _current_source(d: Dialect) -> list[str]:
-    return [*_reconcile_stage(d),
-            *reconcile_sql.current_source(d, IDENTITY, KEY, "updated_at", _source_label(d))]
+    return [
+        *_reconcile_stage(d),
+        *reconcile_sql.current_source(d, IDENTITY, KEY, "updated_at", _source_label(d)),
+    ]
 
 
 def _differing_windows(d: Dialect) -> list[str]:
-    return [*_current_source(d), reconcile_sql.create_windows(d),
-            *reconcile_sql.keep_target_rows(d, _target_rows(d), KEY)]
+    return [
+        *_current_source(d),
+        reconcile_sql.create_windows(d),
+        *reconcile_sql.keep_target_rows(d, _target_rows(d), KEY),
+    ]
 
 
 def _differences(d: Dialect) -> list[str]:
@@ -749,8 +769,7 @@ def _differences(d: Dialect) -> list[str]:
 
 
 def _capped(d: Dialect, partitions: int) -> str:
-    cap = reconcile_sql.cap_predicate(d, "updated_at", "region" if partitions else None,
-                                      partitions)
+    cap = reconcile_sql.cap_predicate(d, "updated_at", "region" if partitions else None, partitions)
     return f"SELECT 1 FROM {d.table(TARGET)} WHERE {cap}"
 
 
