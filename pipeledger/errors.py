@@ -5,6 +5,7 @@
     PipeledgerError
     ├── Transient                  retrying the same run unchanged may succeed (exit 75)
     │   ├── ConcurrentRunError     another run of the pipeline holds its lock (skipped, exit 4)
+    │   │   └── WarehouseBusy      SQLite: another load holds the file's write lock (retried)
     │   ├── RunAbandonedError      the watchdog declared the run abandoned while it worked
     │   └── TransientWarehouseError  connection lost, deadlock, serialization failure,
     │                                lock or statement timeout, the database busy
@@ -118,6 +119,11 @@ class ConcurrentRunError(Transient):
     """Another run of the same pipeline is active: this one did nothing (``skipped``)."""
 
     exit_code = 4
+
+
+class WarehouseBusy(ConcurrentRunError):
+    """The embedded warehouse is busy with another load, of any pipeline: unlike a held
+    pipeline lock, the rows are not being loaded by someone else, so ``retries`` retry."""
 
 
 class RunAbandonedError(Transient):

@@ -15,9 +15,7 @@ def _scheme(url: str) -> str:
     return url.split(":", 1)[0].lower()
 
 
-def open_warehouse(
-    url: str, client: str | None = None, wait: timedelta | None = None
-) -> Warehouse:
+def open_warehouse(url: str, client: str | None = None, wait: timedelta | None = None) -> Warehouse:
     """A warehouse for ``postgresql://...`` or ``sqlite:///path`` (the embedded default).
     ``client``: the name its sessions carry where the database shows it (a run's, from
     :func:`pipeledger.clients.client_name`). ``wait``: the longest any one statement may

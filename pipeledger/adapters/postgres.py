@@ -34,6 +34,7 @@ from pipeledger.errors import (
     TransientWarehouseError,
     WarehouseError,
 )
+from pipeledger.interrupts import cancellable
 from pipeledger.redact import redact
 from pipeledger.schema import TableName, arrow_type
 from pipeledger.warehouse.dialect import POSTGRES
@@ -316,9 +317,7 @@ def _csv_column(column: pa.Array) -> pa.Array:
 class PostgresWarehouse:
     dialect = POSTGRES
 
-    def __init__(
-        self, url: str, client: str | None = None, wait: timedelta | None = None
-    ) -> None:
+    def __init__(self, url: str, client: str | None = None, wait: timedelta | None = None) -> None:
         """``client``: the name its sessions carry (default: this process's); ``wait``:
         the longest a statement may take (``adapters.open_warehouse``)."""
         self.url = url
@@ -409,7 +408,10 @@ class PostgresReader:
         conn = _connect(self.url, {"TimeZone": "UTC", "application_name": client_name()})
         _reader_adapters(conn)
         try:
-            with conn.cursor(name="pipeledger_extract") as cursor:
+            with (
+                cancellable(lambda: conn.cancel_safe(timeout=10)),  # the run's timeout, cancel
+                conn.cursor(name="pipeledger_extract") as cursor,
+            ):
                 cursor.itersize = batch_rows
                 cursor.execute(statement, params or None)
                 yield from _batches(cursor, batch_rows)

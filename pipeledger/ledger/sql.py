@@ -165,9 +165,7 @@ def request_cancel(d: Dialect) -> str:
 
 
 def cancel_request(d: Dialect) -> str:
-    return (
-        f"SELECT requested_by, reason FROM {d.table(CANCELLATIONS)} WHERE run_id = {d.param}"
-    )
+    return f"SELECT requested_by, reason FROM {d.table(CANCELLATIONS)} WHERE run_id = {d.param}"
 
 
 def last_scheduled_end(d: Dialect) -> str:
