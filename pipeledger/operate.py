@@ -88,7 +88,8 @@ def plans(config: Config, selectors: Sequence[str] = (), now: datetime | None = 
             continue
         among = candidates(node.cron, node.catchup, node.max_catchup, moment)
         history = ledger.scheduled_history(name, [i.key for i in among])
-        out.append(plan(name, among, node.catchup, history.held_until, history.held))
+        out.append(plan(name, among, node.catchup, history.held_since, history.held_until,
+                        history.held))  # fmt: skip
     return out
 
 

@@ -281,7 +281,8 @@ class _Heartbeat(threading.Thread):
 class ScheduledHistory:
     """What the ledger knows of a pipeline's scheduled runs (``pipeledger.schedule``)."""
 
-    held_until: datetime | None = None  # end of the latest interval whose run holds its key
+    held_since: datetime | None = None  # end of the first interval whose run holds its key
+    held_until: datetime | None = None  # end of the latest one
     held: frozenset[str] = frozenset()  # which of the asked keys a run holds
     latest: dict[str, Any] = field(default_factory=dict)  # the latest scheduled run
 
@@ -683,14 +684,14 @@ class Ledger:
 
     # -- schedules and retries ----------------------------------------------------------
     def scheduled_history(self, pipeline: str, keys: Sequence[str] = ()) -> ScheduledHistory:
-        """The pipeline's scheduled runs: until when intervals are held, which of ``keys``
+        """The pipeline's scheduled runs: the span of intervals held, which of ``keys``
         runs hold, and its latest scheduled run. Empty before the ledger has runs."""
         with self.store.database.session(write=False) as session:
             d = session.dialect
             columns = session.table_columns(RUNS) or []
             if "idempotency_key" not in {name for name, _ in columns}:
                 return ScheduledHistory()
-            (until,) = session.query(lsql.last_scheduled_end(d), [pipeline])[0]
+            since, until = session.query(lsql.scheduled_span(d), [pipeline])[0]
             held = session.query(lsql.held_keys(d, len(keys)), [pipeline, *keys]) if keys else []
             latest = session.query(lsql.latest_scheduled(d), [pipeline])
         last: dict[str, Any] = {}
@@ -698,7 +699,10 @@ class Ledger:
             run_id, status, start, end = latest[0]
             last = {"run_id": str(run_id), "status": str(status),
                     "start": stored_datetime(start), "end": stored_datetime(end)}  # fmt: skip
-        return ScheduledHistory(stored_datetime(until), frozenset(str(r[0]) for r in held), last)
+        return ScheduledHistory(
+            stored_datetime(since), stored_datetime(until), frozenset(str(r[0]) for r in held),
+            last,
+        )  # fmt: skip
 
     def attempts_since(self, pipeline: str, since: datetime) -> int:
         """Attempts the pipeline made since ``since`` (a retry budget counts them)."""

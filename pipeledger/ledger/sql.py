@@ -168,11 +168,13 @@ def cancel_request(d: Dialect) -> str:
     return f"SELECT requested_by, reason FROM {d.table(CANCELLATIONS)} WHERE run_id = {d.param}"
 
 
-def last_scheduled_end(d: Dialect) -> str:
-    """The end of a pipeline's latest scheduled interval whose run holds its key."""
+def scheduled_span(d: Dialect) -> str:
+    """The ends of a pipeline's first and latest scheduled intervals whose run holds its
+    key."""
     return (
-        f"SELECT max(data_interval_end) FROM {d.table(RUNS)} WHERE pipeline = {d.param} "
-        f"AND idempotency_key LIKE 'schedule:%' AND {_holds_key()}"
+        f"SELECT min(data_interval_end), max(data_interval_end) FROM {d.table(RUNS)} "
+        f"WHERE pipeline = {d.param} "
+        f"AND substr(idempotency_key, 1, 9) = 'schedule:' AND {_holds_key()}"
     )
 
 
@@ -180,7 +182,7 @@ def latest_scheduled(d: Dialect) -> str:
     """A pipeline's latest scheduled run, whatever its state."""
     return (
         f"SELECT run_id, status, data_interval_start, data_interval_end FROM {d.table(RUNS)} "
-        f"WHERE pipeline = {d.param} AND idempotency_key LIKE 'schedule:%' "
+        f"WHERE pipeline = {d.param} AND substr(idempotency_key, 1, 9) = 'schedule:' "
         "ORDER BY data_interval_end DESC, started_at DESC LIMIT 1"
     )
 
