@@ -4,8 +4,8 @@ both backends, with the clock set by PIPELEDGER_NOW."""
 from __future__ import annotations
 
 import json
-import sqlite3
 import signal
+import sqlite3
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -156,7 +156,7 @@ def test_serve_wakes_up_on_the_schedule_and_keeps_going_when_a_run_fails(
             time.sleep(0.2)
         time.sleep(0.3)
         process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=30)
+        _, err = process.communicate(timeout=30)
     finally:
         if process.poll() is None:
             process.kill()

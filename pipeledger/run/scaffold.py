@@ -287,6 +287,7 @@ def ledger_for(config: Config, warehouse: Warehouse | None = None) -> Ledger:
         spool=config.resolve(settings.spool), on_unavailable=settings.on_unavailable,
         lease=settings.lease, heartbeat=settings.heartbeat, environment=settings.environment,
         components=() if separate else (STATE,), commits=commits if separate else None,
+        write_timeout=settings.write_timeout,
     )  # fmt: skip
 
 
