@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pipeledger.errors import ConfigError
 
 VARIABLE = "PIPELEDGER_NOW"
-_STARTED = time.monotonic()
+STARTED = time.monotonic()  # the process began here, as far as the clock knows
 
 
 def now() -> datetime:
@@ -24,7 +24,7 @@ def now() -> datetime:
     text = os.environ.get(VARIABLE)
     if not text:
         return datetime.now(UTC)
-    return fixed(text) + timedelta(seconds=time.monotonic() - _STARTED)
+    return fixed(text) + timedelta(seconds=time.monotonic() - STARTED)
 
 
 def fixed(text: str) -> datetime:

@@ -3,11 +3,13 @@ clock hook and the new configuration keys."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from pipeledger import clock
 from pipeledger.clock import now
 from pipeledger.config import parse_config
 from pipeledger.errors import ConfigError
@@ -66,8 +68,9 @@ def test_retry_delays_grow_with_jitter_and_stop_at_the_cap() -> None:
 
 
 def test_the_clock_hook_starts_at_the_instant_given(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PIPELEDGER_NOW", "2024-01-01T05:00:00")
-    assert at("2024-01-01T05:00:00+00:00") <= now() < at("2024-01-01T05:00:10+00:00")
+    monkeypatch.setenv("PIPELEDGER_NOW", "2024-01-01T05:00:00")  # no offset: UTC
+    ran = timedelta(seconds=time.monotonic() - clock.STARTED)  # the clock runs on from there
+    assert at("2024-01-01T05:00:00+00:00") + ran <= now() < at("2024-01-01T05:00:01+00:00") + ran
     monkeypatch.setenv("PIPELEDGER_NOW", "yesterday")
     with pytest.raises(ConfigError, match="PIPELEDGER_NOW"):
         now()
