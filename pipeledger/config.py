@@ -29,6 +29,7 @@ from pydantic import (
 
 from pipeledger.errors import ConfigError
 from pipeledger.redact import redact, register_secret, register_url
+from pipeledger.schedule.cron import Cron, check_cron, check_zone
 from pipeledger.schema import TableName, canonical_type, check_identifier
 from pipeledger.sqltext import ModelSql
 
@@ -212,6 +213,8 @@ Upstreams = Annotated[
 ]
 Duration = Annotated[timedelta, BeforeValidator(_duration)]
 Tags = Annotated[list[str], AfterValidator(_tags)]
+CronExpression = Annotated[str, AfterValidator(check_cron)]
+TimeZone = Annotated[str, AfterValidator(check_zone)]
 HISTORY_COLUMNS = ("valid_from", "valid_to", "is_current")  # what history = "scd2" adds
 
 
@@ -224,7 +227,44 @@ class DeleteMarker(_Strict):
     values: list[str | int | bool] | None = Field(default=None, min_length=1)
 
 
-class PipelineConfig(_Strict):
+def _positive(value: timedelta | None) -> timedelta | None:
+    if value is not None and value <= timedelta():
+        raise ValueError("must be longer than zero")
+    return value
+
+
+PositiveDuration = Annotated[timedelta, BeforeValidator(_duration), AfterValidator(_positive)]
+
+
+class Operated(_Strict):
+    """How a node runs unattended (the same keys for loads and models): when
+    (``schedule``), how often it is retried, and how long a run may take.
+
+    ``schedule``: a cron expression read in ``timezone``; ``pipeledger run --due`` runs the
+    interval that has just ended, and with ``catchup`` every interval missed since the last
+    scheduled run (at most ``max_catchup``, the latest ones), oldest first. ``retries``:
+    attempts after a transient failure, ``retry_delay * 2**(n-1)`` apart (+-25% jitter, at
+    most ``max_retry_delay``), while the pipeline has had fewer than
+    ``max_attempts_per_day`` attempts in the last 24 hours. ``timeout``: a run still
+    working after it is stopped, rolled back and recorded ``timed_out``.
+    """
+
+    schedule: CronExpression | None = None
+    timezone: TimeZone = "UTC"
+    catchup: bool = False
+    max_catchup: int = Field(default=30, ge=1, le=1000)
+    retries: int = Field(default=0, ge=0, le=100)
+    retry_delay: PositiveDuration = timedelta(seconds=30)
+    max_retry_delay: PositiveDuration = timedelta(minutes=10)
+    max_attempts_per_day: int | None = Field(default=None, ge=1)
+    timeout: PositiveDuration | None = None
+
+    @property
+    def cron(self) -> Cron | None:
+        return Cron(self.schedule, self.timezone) if self.schedule else None
+
+
+class PipelineConfig(Operated):
     """One pipeline: where rows come from, where they land, and how re-seen keys merge."""
 
     source: SourceConfig
@@ -320,7 +360,7 @@ ModelName = Annotated[str, AfterValidator(lambda name: check_identifier(name, "m
 Materialization = Literal["merge", "partition_overwrite", "replace", "scd2"]
 
 
-class ModelConfig(_Strict):
+class ModelConfig(Operated):
     """A SQL transform in the warehouse: a SELECT over other targets, published into its own
     target like a load (staged, gated, merged or overwritten, in one transaction)."""
 
@@ -379,10 +419,11 @@ class LedgerConfig(_Strict):
     on_unavailable: Literal["spool", "fail"] = "spool"
     lease: timedelta = timedelta(minutes=5)
     heartbeat: timedelta = timedelta(seconds=30)
+    write_timeout: timedelta = timedelta(seconds=10)  # then the ledger counts as down
     environment: str | None = None
     spool: str = f"{EMBEDDED_DIR}/ledger-spool.jsonl"
 
-    @field_validator("lease", "heartbeat", mode="before")
+    @field_validator("lease", "heartbeat", "write_timeout", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
         return parse_duration(value) if isinstance(value, str) else value

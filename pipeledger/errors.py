@@ -5,6 +5,7 @@
     PipeledgerError
     ├── Transient                  retrying the same run unchanged may succeed (exit 75)
     │   ├── ConcurrentRunError     another run of the pipeline holds its lock (skipped, exit 4)
+    │   │   └── WarehouseBusy      SQLite: another load holds the file's write lock (retried)
     │   ├── RunAbandonedError      the watchdog declared the run abandoned while it worked
     │   └── TransientWarehouseError  connection lost, deadlock, serialization failure,
     │                                lock or statement timeout, the database busy
@@ -23,6 +24,11 @@
     │   ├── UsageError             the Python API was used against its rules
     │   └── TerminalWarehouseError the database refused the statement
     │       └── InsufficientPrivilege  the role may not do it
+    ├── RunStopped                 stopped from outside while it worked; it rolled back
+    │   ├── RunTimedOut            it ran past its pipeline's ``timeout`` (exit 124)
+    │   └── CancelRequested        ``pipeledger cancel RUN_ID`` stopped it (exit 130)
+    ├── DuplicateRun               its idempotency key already ran, or runs now: this
+    │                              trigger did nothing (skipped: exit 0, or 4 while the first runs)
     └── LedgerNotWritten           the run committed, the ledger could not record it (exit 5)
 
 ``WarehouseError`` is the common base of the two warehouse errors (``except
@@ -88,6 +94,14 @@ class NothingToRetry(ConfigError):
     """``--retry`` was asked but the latest run did not fail."""
 
 
+class NothingToCancel(ConfigError):
+    """``pipeledger cancel`` named a run that is not running."""
+
+
+class UnknownRun(ConfigError):
+    """No run in the ledger has the id (or id prefix) given."""
+
+
 class AmbiguousRunId(ConfigError):
     """A run id prefix matches more than one run."""
 
@@ -111,6 +125,11 @@ class ConcurrentRunError(Transient):
     """Another run of the same pipeline is active: this one did nothing (``skipped``)."""
 
     exit_code = 4
+
+
+class WarehouseBusy(ConcurrentRunError):
+    """The embedded warehouse is busy with another load, of any pipeline: unlike a held
+    pipeline lock, the rows are not being loaded by someone else, so ``retries`` retry."""
 
 
 class RunAbandonedError(Transient):
@@ -167,3 +186,33 @@ class LedgerNotWritten(PipeledgerError):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.result: Any = None  # what the run did (it committed)
+
+
+class RunStopped(PipeledgerError):
+    """The run was stopped from outside while it worked: its statement was cancelled on
+    the server, its transaction rolled back and its lock released. Not retried."""
+
+
+class RunTimedOut(RunStopped):
+    """The run went on past its pipeline's ``timeout`` (recorded ``timed_out``)."""
+
+    exit_code = 124  # as timeout(1)
+
+
+class CancelRequested(RunStopped):
+    """``pipeledger cancel RUN_ID`` (or ``Ledger.request_cancel``) asked the run to stop
+    (recorded ``cancelled``)."""
+
+    exit_code = 130
+
+
+class DuplicateRun(PipeledgerError):
+    """A run was triggered with an idempotency key that a run of the same pipeline holds:
+    running now, or succeeded. This trigger did nothing; ``duplicate_of`` is that run."""
+
+    def __init__(self, message: str, *, duplicate_of: str, status: str) -> None:
+        super().__init__(message)
+        self.duplicate_of = duplicate_of
+        self.status = status  # the first run's: running, success or partial
+        # nothing needs doing once it succeeded; while it runs, as for a lock (skipped)
+        self.exit_code = 4 if status == "running" else 0

@@ -4,7 +4,9 @@ thin layer on it; every run goes through the one scaffold (:mod:`pipeledger.run.
 
 from __future__ import annotations
 
+import logging
 import os
+import random
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -17,12 +19,17 @@ from pipeledger.dag.executor import execute
 from pipeledger.dag.graph import Graph
 from pipeledger.errors import (
     BackfillRangeError,
+    CancelRequested,
     CommitUnknown,
     ConcurrentRunError,
     ConfigError,
+    DuplicateRun,
     GateFailed,
     LedgerNotWritten,
     PipeledgerError,
+    RunTimedOut,
+    Transient,
+    WarehouseBusy,
 )
 from pipeledger.lateness import LatenessReport, report, seconds
 from pipeledger.ledger.queries import lateness_report
@@ -46,6 +53,7 @@ from pipeledger.run.scaffold import (
     interrupt_all,
     interrupt_reset,
     ledger_for,
+    pause,
     record_skip,
     run_job,
 )
@@ -71,6 +79,8 @@ __all__ = [
     "watchdog",
 ]
 
+log = logging.getLogger("pipeledger.run")
+
 
 def prefer_system_allocator() -> None:
     """Use the C library's allocator for Arrow buffers unless ARROW_DEFAULT_MEMORY_POOL
@@ -85,7 +95,9 @@ def prefer_system_allocator() -> None:
 
 # -- outcomes ---------------------------------------------------------------------------
 
-FailureStatus = Literal["failed", "skipped", "unknown"]
+FailureStatus = Literal["failed", "skipped", "unknown", "timed_out", "cancelled"]
+# what keeps a node's downstream from running: it did not publish, and may not have
+DID_NOT_PUBLISH = frozenset({"failed", "unknown", "timed_out", "cancelled"})
 
 
 @dataclass(frozen=True)
@@ -101,16 +113,22 @@ class RunFailure:
     notes: tuple[str, ...] = ()  # what happens next ("nothing was written; ...")
     unexpected: str | None = None  # the exception's type, when it was not pipeledger's
     cause: BaseException | None = field(default=None, compare=False, repr=False)
+    duplicate_of: str | None = None  # reason duplicate: the run that holds the key
+    attempt: int = 1  # the attempt that failed last (after retries)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        payload = {
             "pipeline": self.pipeline,
             "run_id": self.run_id,
             "status": self.status,
             "reason": self.reason,
             "error": " ".join([self.error, *self.notes]),
             "exit_code": self.exit_code,
+            "attempt": self.attempt,
         }
+        if self.duplicate_of is not None:
+            payload["duplicate_of"] = self.duplicate_of
+        return payload
 
 
 Outcome = LoadResult | ModelResult | RunFailure
@@ -120,17 +138,29 @@ def failure(pipeline: str, exc: BaseException) -> RunFailure:
     """The outcome of a run that raised ``exc``."""
     ours = isinstance(exc, PipeledgerError)
     code = exc.exit_code if isinstance(exc, PipeledgerError) else 1
-    status: FailureStatus = "failed"
-    reason = "gate_halt" if isinstance(exc, GateFailed) else _reason(exc)
-    if isinstance(exc, ConcurrentRunError):
-        status, reason = "skipped", "locked"
-    elif isinstance(exc, CommitUnknown):
-        status, reason = "unknown", "commit_unknown"
+    status, reason = _status_reason(exc)
     return RunFailure(
         pipeline, status, reason, redact(str(exc) or type(exc).__name__), code,
         getattr(exc, "run_id", None), tuple(redact(n) for n in getattr(exc, "__notes__", [])),
         None if ours else type(exc).__name__, exc,
+        duplicate_of=exc.duplicate_of if isinstance(exc, DuplicateRun) else None,
     )  # fmt: skip
+
+
+def _status_reason(exc: BaseException) -> tuple[FailureStatus, str]:
+    if isinstance(exc, GateFailed):
+        return "failed", "gate_halt"
+    if isinstance(exc, DuplicateRun):
+        return "skipped", "duplicate"
+    if isinstance(exc, ConcurrentRunError):
+        return "skipped", "busy" if isinstance(exc, WarehouseBusy) else "locked"
+    if isinstance(exc, CommitUnknown):
+        return "unknown", "commit_unknown"
+    if isinstance(exc, RunTimedOut):
+        return "timed_out", "timeout"
+    if isinstance(exc, CancelRequested):
+        return "cancelled", "cancel_requested"
+    return "failed", _reason(exc)
 
 
 def _reason(exc: BaseException) -> str:
@@ -140,7 +170,7 @@ def _reason(exc: BaseException) -> str:
 
 
 # which code wins when one invocation has several outcomes: what a scheduler must act on first
-_PRECEDENCE = (2, 1, 3, 124, 6, 75, 5, 4, 0)
+_PRECEDENCE = (2, 1, 3, 124, 130, 6, 75, 5, 4, 0)
 
 
 def exit_code(outcomes: Sequence[Outcome], strict: bool = False) -> int:
@@ -181,31 +211,84 @@ def run(
     interrupt_reset()
     return execute(
         graph, selected,
-        run_node=lambda name: _outcome(config, name, on_progress, why, mode),
-        skip_node=lambda name: _skipped(config, name, why),
-        failed=lambda outcome: isinstance(outcome, RunFailure)
-        and outcome.status in ("failed", "unknown"),
-        threads=threads or _default_threads(config), interrupt=interrupt_all,
+        run_node=lambda name: node_outcome(config, name, on_progress, why, mode),
+        skip_node=lambda name: skipped_outcome(config, name, why),
+        failed=did_not_publish, threads=threads or default_threads(config),
+        interrupt=interrupt_all,
     )  # fmt: skip
 
 
-def _default_threads(config: Config) -> int:
+def did_not_publish(outcome: Outcome) -> bool:
+    return isinstance(outcome, RunFailure) and outcome.status in DID_NOT_PUBLISH
+
+
+def default_threads(config: Config) -> int:
     return 4 if open_warehouse(config.warehouse_url).dialect.concurrent_transactions else 1
 
 
-def _outcome(
+def node_outcome(
     config: Config,
     name: str,
     on_progress: ProgressCallback | None,
     trigger: Trigger,
     mode: ModelMode = "incremental",
 ) -> Outcome:
-    try:
-        if name in config.models:
-            return run_model(config, name, mode=mode, trigger=trigger)
-        return run_one(config, name, on_progress=on_progress, trigger=trigger)
-    except Exception as exc:  # every node's outcome is reported, whatever happened
-        return outcome_of(name, exc)
+    """A node's run, retried after a transient failure as its ``retries`` allow; each
+    attempt is a run of its own in the ledger (same ``logical_run_id``, next ``attempt``)."""
+    attempt = 1
+    while True:
+        try:
+            if name in config.models:
+                return run_model(config, name, mode=mode, trigger=trigger)
+            return run_one(config, name, on_progress=on_progress, trigger=trigger)
+        except Exception as exc:  # every node's outcome is reported, whatever happened
+            if not _retry(config, name, exc, attempt):
+                outcome = outcome_of(name, exc)
+                if isinstance(outcome, RunFailure):
+                    outcome = replace(outcome, attempt=attempt)
+                return outcome
+            failed_run = getattr(exc, "run_id", None)
+        # the failed attempt's logical run goes on; one the ledger never saw starts anew
+        trigger = replace(trigger, retry=failed_run is not None, retry_of=failed_run)
+        attempt += 1
+
+
+def retryable(exc: BaseException) -> bool:
+    """Transient failures only (a connection lost, a serialization failure, a deadlock, a
+    lock or statement timeout, the database busy). Never: a data or config error, a gate
+    halt, a run skipped for a held lock (its holder loads the rows), a COMMIT of unknown
+    outcome (the watchdog settles it first), a run stopped on purpose."""
+    if isinstance(exc, WarehouseBusy):
+        return True
+    return isinstance(exc, Transient) and not isinstance(exc, ConcurrentRunError | CommitUnknown)
+
+
+def _retry(config: Config, name: str, exc: BaseException, attempt: int) -> bool:
+    """Whether to make another attempt after ``exc``; waits the delay first."""
+    node = config.node(name)
+    if attempt > node.retries or not retryable(exc):
+        return False
+    if node.max_attempts_per_day is not None:
+        spent = ledger_for(config).attempts_since(name, datetime.now(UTC) - timedelta(days=1))
+        if spent >= node.max_attempts_per_day:
+            exc.add_note(
+                f"no retry: pipeline {name} made {spent} attempts in the last 24 hours "
+                f"(max_attempts_per_day = {node.max_attempts_per_day})"
+            )
+            return False
+    delay = retry_delay(node.retry_delay, node.max_retry_delay, attempt)
+    log.warning(
+        "pipeline %s: attempt %d failed (%s); retrying in %.1f s (attempt %d of %d)",
+        name, attempt, redact(str(exc)), delay, attempt + 1, node.retries + 1,
+    )  # fmt: skip
+    return pause(delay)
+
+
+def retry_delay(base: timedelta, cap: timedelta, attempt: int) -> float:
+    """Seconds before attempt ``attempt + 1``: ``base * 2**(attempt-1)``, +-25% jitter (so
+    that pipelines that failed together do not retry together), at most ``cap``."""
+    seconds: float = base.total_seconds() * 2.0 ** (attempt - 1) * random.uniform(0.75, 1.25)
+    return min(seconds, cap.total_seconds())
 
 
 def outcome_of(pipeline: str, exc: BaseException) -> Outcome:
@@ -217,7 +300,7 @@ def outcome_of(pipeline: str, exc: BaseException) -> Outcome:
     return failure(pipeline, exc)
 
 
-def _skipped(config: Config, name: str, trigger: Trigger) -> RunFailure:
+def skipped_outcome(config: Config, name: str, trigger: Trigger) -> RunFailure:
     message = f"{name} did not run: an upstream pipeline or model failed in this run"
     try:
         run_id: str | None = record_skip(config, name, trigger, "upstream_failed", message)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from pipeledger.errors import ConfigError
 from pipeledger.redact import redact
 from pipeledger.warehouse.session import Session, SourceReader, Warehouse
@@ -13,15 +15,17 @@ def _scheme(url: str) -> str:
     return url.split(":", 1)[0].lower()
 
 
-def open_warehouse(url: str, client: str | None = None) -> Warehouse:
+def open_warehouse(url: str, client: str | None = None, wait: timedelta | None = None) -> Warehouse:
     """A warehouse for ``postgresql://...`` or ``sqlite:///path`` (the embedded default).
     ``client``: the name its sessions carry where the database shows it (a run's, from
-    :func:`pipeledger.clients.client_name`)."""
+    :func:`pipeledger.clients.client_name`). ``wait``: the longest any one statement may
+    take, lock waits included, before it fails as transient (PostgreSQL; SQLite's wait for
+    its write lock is always bounded)."""
     scheme = _scheme(url)
     if scheme in ("postgresql", "postgres"):
         from pipeledger.adapters.postgres import PostgresWarehouse
 
-        return PostgresWarehouse(url, client)
+        return PostgresWarehouse(url, client, wait)
     if scheme == "sqlite":
         from pipeledger.adapters.sqlite import SqliteWarehouse
 

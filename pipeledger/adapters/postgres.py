@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 from psycopg import errors as pgerrors
 from psycopg.abc import Buffer
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.datetime import IntervalLoader
 from psycopg.types.string import TextLoader
 
@@ -33,6 +34,7 @@ from pipeledger.errors import (
     TransientWarehouseError,
     WarehouseError,
 )
+from pipeledger.interrupts import cancellable
 from pipeledger.redact import redact
 from pipeledger.schema import TableName, arrow_type
 from pipeledger.warehouse.dialect import POSTGRES
@@ -56,6 +58,9 @@ TEMP_BUFFERS = "256MB"
 CLIENT_CHECK_INTERVAL = "1s"
 # how long a run waits for the session of a run whose process is gone to end
 DEAD_HOLDER_WAIT_S = 30.0
+# how long a connection attempt may take, unless the URL says (connect_timeout=...): a
+# server that accepts and never answers fails like one that is down
+CONNECT_TIMEOUT_S = 10
 _POLL_S = 0.1
 
 # psycopg logs a warning when it abandons a COPY on a lost connection; the error raised
@@ -71,16 +76,21 @@ def _translate(exc: psycopg.Error, doing: str) -> WarehouseError:
     return kind(message, sqlstate=exc.sqlstate)
 
 
-def _warehouse_settings(name: str) -> dict[str, str]:
+def _warehouse_settings(name: str, wait: timedelta | None = None) -> dict[str, str]:
     """A warehouse session: in UTC, named ``name`` (``pipeledger.clients``), its statements
     aborted by the server once it notices the client is gone (PostgreSQL 14+), its
-    temporary staging tables kept in memory instead of spilling early."""
-    return {
+    temporary staging tables kept in memory instead of spilling early; with ``wait``, no
+    statement (nor its wait for a lock) lasts longer."""
+    settings = {
         "TimeZone": "UTC",
         "application_name": name,
         "client_connection_check_interval": CLIENT_CHECK_INTERVAL,
         "temp_buffers": TEMP_BUFFERS,
     }
+    if wait is not None:
+        bound = f"{max(1, int(wait.total_seconds() * 1000))}ms"
+        settings |= {"statement_timeout": bound, "lock_timeout": bound}
+    return settings
 
 
 # settings an older server does not know (a separate ledger may run an older release)
@@ -88,9 +98,12 @@ _SINCE = {"client_connection_check_interval": 140000}
 
 
 def _connect(url: str, settings: dict[str, str]) -> psycopg.Connection[Any]:
-    """A connection with ``settings`` for the session, set in one round trip."""
+    """A connection with ``settings`` for the session, set in one round trip, within
+    CONNECT_TIMEOUT_S unless the URL sets its own ``connect_timeout``."""
     try:
-        conn = psycopg.connect(url, autocommit=False)
+        given = conninfo_to_dict(url)
+        timeout = given.get("connect_timeout", CONNECT_TIMEOUT_S)
+        conn = psycopg.connect(url, autocommit=False, connect_timeout=timeout)
     except psycopg.Error as exc:
         raise _translate(exc, f"connect to {redact(url)}") from exc
     version = conn.info.server_version
@@ -304,14 +317,16 @@ def _csv_column(column: pa.Array) -> pa.Array:
 class PostgresWarehouse:
     dialect = POSTGRES
 
-    def __init__(self, url: str, client: str | None = None) -> None:
-        """``client``: the name its sessions carry (default: this process's)."""
+    def __init__(self, url: str, client: str | None = None, wait: timedelta | None = None) -> None:
+        """``client``: the name its sessions carry (default: this process's); ``wait``:
+        the longest a statement may take (``adapters.open_warehouse``)."""
         self.url = url
         self.client = client or client_name()
+        self.wait = wait
 
     @contextmanager
     def session(self, write: bool = True) -> Iterator[PostgresSession]:
-        conn = _connect(self.url, _warehouse_settings(self.client))
+        conn = _connect(self.url, _warehouse_settings(self.client, self.wait))
         try:
             session = PostgresSession(conn)
             yield session
@@ -393,7 +408,10 @@ class PostgresReader:
         conn = _connect(self.url, {"TimeZone": "UTC", "application_name": client_name()})
         _reader_adapters(conn)
         try:
-            with conn.cursor(name="pipeledger_extract") as cursor:
+            with (
+                cancellable(lambda: conn.cancel_safe(timeout=10)),  # the run's timeout, cancel
+                conn.cursor(name="pipeledger_extract") as cursor,
+            ):
                 cursor.itersize = batch_rows
                 cursor.execute(statement, params or None)
                 yield from _batches(cursor, batch_rows)

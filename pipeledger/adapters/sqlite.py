@@ -40,13 +40,14 @@ import pyarrow.compute as pc
 
 from pipeledger import values
 from pipeledger.errors import (
-    ConcurrentRunError,
     ConfigError,
     SourceError,
     TerminalWarehouseError,
     TransientWarehouseError,
+    WarehouseBusy,
     WarehouseError,
 )
+from pipeledger.interrupts import cancellable
 from pipeledger.schema import TableName, from_sqlite_declared
 from pipeledger.warehouse.dialect import SQLITE, quote
 from pipeledger.warehouse.stage import insert_stage
@@ -290,7 +291,7 @@ class SqliteWarehouse:
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         except sqlite3.OperationalError as exc:
             if "locked" in str(exc):
-                raise ConcurrentRunError(
+                raise WarehouseBusy(
                     f"{self.path}: another load is writing to this embedded warehouse; "
                     "this run did nothing, try again when it has finished"
                 ) from exc
@@ -318,10 +319,11 @@ class SqliteReader:
     ) -> Iterator[pa.RecordBatch]:
         conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
         try:
-            cursor = conn.execute(statement, [_value(p) for p in params])
-            names = [d[0] for d in cursor.description]
-            while rows := cursor.fetchmany(batch_rows):
-                yield _batch(names, rows, self.path)
+            with cancellable(conn.interrupt):  # the run's timeout, cancel
+                cursor = conn.execute(statement, [_value(p) for p in params])
+                names = [d[0] for d in cursor.description]
+                while rows := cursor.fetchmany(batch_rows):
+                    yield _batch(names, rows, self.path)
         except sqlite3.Error as exc:
             raise _translate(exc, "source query failed") from exc
         finally:

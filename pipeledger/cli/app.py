@@ -3,14 +3,13 @@
 Exit codes (README, "Exit codes"): 0 success, 1 failed (permanent), 2 usage or
 configuration error, 3 a quality gate halted, 4 skipped (another run held the lock),
 5 committed but not recorded in the ledger, 6 outcome unknown (connection lost at
-COMMIT), 75 failed (transient: a retry may succeed), 130/143 cancelled.
+COMMIT), 75 failed (transient: a retry may succeed), 124 timed out, 130 cancelled (by
+SIGINT or ``pipeledger cancel``), 143 cancelled by SIGTERM.
 """
 
 from __future__ import annotations
 
-import signal
 import sys
-import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
@@ -21,24 +20,23 @@ import typer
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from pipeledger import runner
+from pipeledger import operate, runner
 from pipeledger.cli.common import (
-    OPTIONS,
     JsonOption,
     app,
+    cancellable,
     err,
     guard,
     load,
     out,
     print_json,
     print_message,
+    print_outcome,
+    report_scheduled,
     usage_error_json,
 )
-from pipeledger.cli.render import dag_lines, model_lines, result_lines, state_lines
-from pipeledger.errors import GateFailed
-from pipeledger.ledger.api import RunCancelled
-from pipeledger.models.model import ModelResult
-from pipeledger.redact import redact
+from pipeledger.cli.render import dag_lines, state_lines
+from pipeledger.errors import ConfigError, GateFailed
 
 
 @contextmanager
@@ -58,28 +56,12 @@ def _progress(enabled: bool) -> Iterator[Callable[[str, int], None] | None]:
         yield update
 
 
-def print_failure(failure: runner.RunFailure) -> None:
-    if OPTIONS.debug and failure.cause is not None:
-        err.print(redact("".join(traceback.format_exception(failure.cause))), markup=False)
-    kind = f"unexpected {failure.unexpected}" if failure.unexpected else "error"
-    if failure.status == "skipped":
-        kind = "skipped"
-    print_message(kind, failure.error, failure.notes)
-
-
 def _report(outcomes: Sequence[runner.Outcome], as_json: bool) -> None:
     if as_json:
         print_json([o.to_json() for o in outcomes])
         return
     for outcome in outcomes:
-        if isinstance(outcome, runner.RunFailure):
-            print_failure(outcome)
-            continue
-        lines = model_lines(outcome) if isinstance(outcome, ModelResult) else result_lines(outcome)
-        for line in lines:
-            out.print(line, soft_wrap=True, highlight=False)
-        if outcome.ledger_error:  # committed, but not recorded (exit 5)
-            print_message("error", outcome.ledger_error)
+        print_outcome(outcome)
 
 
 class TriggerKind(StrEnum):
@@ -123,43 +105,61 @@ def run(
     full_refresh: Annotated[
         bool, typer.Option("--full-refresh", help="Rebuild the selected models from scratch.")
     ] = False,
+    due: Annotated[
+        bool,
+        typer.Option(
+            "--due",
+            help="Run what the schedules say is due now (with catchup: each missed "
+            "interval once, oldest first).",
+        ),
+    ] = False,
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(
+            "--idempotency-key",
+            help="A second trigger with the same key does not run again while the first "
+            "runs or after it succeeded; it reports the first run.",
+        ),
+    ] = None,
 ) -> None:
     """Incremental run of loads and models, in dependency order.
 
     A load reads rows with cursor >= watermark - lateness, merges them and advances its
     watermark; a model processes what its upstreams changed since it last ran. A node
-    whose upstream failed is skipped; the other branches go on."""
-    with guard(as_json), _cancellable():
+    whose upstream failed is skipped; the other branches go on. Transient failures are
+    retried as each node's ``retries`` say."""
+    with guard(as_json), cancellable():
+        if due and (retry or idempotency_key or full_refresh):
+            raise ConfigError(
+                "--due gives each interval its own key: use it without --retry, "
+                "--idempotency-key and --full-refresh"
+            )
         config = load()
-        why = runner.Trigger(trigger.value, retry, correlation_id)
         with _progress(not as_json) as on_progress:
-            outcomes = runner.run(
-                config, selectors or (), on_progress=on_progress, trigger=why, threads=threads,
-                full_refresh=full_refresh,
-            )  # fmt: skip
-        _report(outcomes, as_json)
-        code = runner.exit_code(outcomes, strict)
+            if due:
+                scheduled = operate.run_due(
+                    config, selectors or (), on_progress=on_progress, threads=threads
+                )
+                outcomes: Sequence[runner.Outcome | operate.ScheduledOutcome] = scheduled
+            else:
+                why = runner.Trigger(
+                    trigger.value, retry, correlation_id, idempotency_key=idempotency_key
+                )
+                outcomes = runner.run(
+                    config, selectors or (), on_progress=on_progress, trigger=why,
+                    threads=threads, full_refresh=full_refresh,
+                )  # fmt: skip
+        if due:
+            report_scheduled(scheduled, as_json)
+        else:
+            _report([o for o in outcomes if not isinstance(o, operate.ScheduledOutcome)], as_json)
+        code = runner.exit_code([_plain(o) for o in outcomes], strict)
         if code:
             raise typer.Exit(code)
 
 
-@contextmanager
-def _cancellable() -> Iterator[None]:
-    """SIGTERM and Ctrl-C cancel the run: its transaction rolls back, the ledger says
-    ``cancelled``, and the exit code is 130 (SIGINT) or 143 (SIGTERM)."""
-
-    def on_sigterm(signum: int, frame: object) -> None:
-        raise RunCancelled("terminated by SIGTERM")
-
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
-    try:
-        yield
-    except (KeyboardInterrupt, RunCancelled) as exc:
-        code = 143 if isinstance(exc, RunCancelled) else 130
-        err.print("[bold red]cancelled:[/] the run was rolled back; nothing was written")
-        raise typer.Exit(code) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+def _plain(outcome: runner.Outcome | operate.ScheduledOutcome) -> runner.Outcome:
+    return outcome.outcome if isinstance(outcome, operate.ScheduledOutcome) else outcome
 
 
 @app.command()
@@ -178,7 +178,7 @@ def backfill(
     as_json: JsonOption = False,
 ) -> None:
     """Reprocess exactly start <= cursor <= end; the live watermark does not move."""
-    with guard(as_json), _cancellable():
+    with guard(as_json), cancellable():
         config = load()
         outcome: runner.Outcome
         try:
@@ -304,4 +304,7 @@ history_cli.register(app)
 from pipeledger.cli import ledger_cli  # noqa: E402  (registers the ledger commands on app)
 
 ledger_cli.register(app)
-from pipeledger.cli import quality_cli  # noqa: E402, F401  (adds the quarantine commands)
+from pipeledger.cli import (  # noqa: E402
+    operate_cli,  # noqa: F401  (adds schedule, serve, cancel)
+    quality_cli,  # noqa: F401  (adds the quarantine commands)
+)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
 import traceback
 from collections.abc import Iterator, Sequence
@@ -14,8 +15,12 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from pipeledger import operate, runner
+from pipeledger.cli.render import model_lines, result_lines
 from pipeledger.config import Config, load_config
 from pipeledger.errors import PipeledgerError
+from pipeledger.ledger.api import RunCancelled
+from pipeledger.models.model import ModelResult
 from pipeledger.redact import redact
 
 app = typer.Typer(
@@ -116,3 +121,59 @@ def load() -> Config:
 def print_json(payload: Any) -> None:
     sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
     sys.stdout.flush()
+
+
+def print_failure(failure: runner.RunFailure) -> None:
+    if OPTIONS.debug and failure.cause is not None:
+        err.print(redact("".join(traceback.format_exception(failure.cause))), markup=False)
+    kind = f"unexpected {failure.unexpected}" if failure.unexpected else "error"
+    if failure.status == "skipped":
+        kind = "skipped"
+    print_message(kind, failure.error, failure.notes)
+
+
+def print_outcome(outcome: runner.Outcome) -> None:
+    """One outcome in words: its lines, or its error and what happens next."""
+    if isinstance(outcome, runner.RunFailure):
+        print_failure(outcome)
+        return
+    lines = model_lines(outcome) if isinstance(outcome, ModelResult) else result_lines(outcome)
+    for line in lines:
+        out.print(line, soft_wrap=True, highlight=False)
+    if outcome.ledger_error:  # committed, but not recorded (exit 5)
+        print_message("error", outcome.ledger_error)
+
+
+def report_scheduled(outcomes: Sequence[operate.ScheduledOutcome], as_json: bool) -> None:
+    if as_json:
+        print_json([o.to_json() for o in outcomes])
+        return
+    if not outcomes:
+        out.print("nothing is due")
+    for scheduled in outcomes:
+        interval = scheduled.interval
+        out.print(
+            f"[bold]{scheduled.node}[/] interval {interval.start.isoformat()} .. "
+            f"{interval.end.isoformat()}",
+            soft_wrap=True, highlight=False,
+        )  # fmt: skip
+        print_outcome(scheduled.outcome)
+
+
+@contextmanager
+def cancellable() -> Iterator[None]:
+    """SIGTERM and Ctrl-C cancel the run: its transaction rolls back, the ledger says
+    ``cancelled``, and the exit code is 130 (SIGINT) or 143 (SIGTERM)."""
+
+    def on_sigterm(signum: int, frame: object) -> None:
+        raise RunCancelled("terminated by SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield
+    except (KeyboardInterrupt, RunCancelled) as exc:
+        code = 143 if isinstance(exc, RunCancelled) else 130
+        err.print("[bold red]cancelled:[/] the run was rolled back; nothing was written")
+        raise typer.Exit(code) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -21,12 +21,14 @@ spooled), :class:`~pipeledger.errors.LedgerNotWritten` is raised from the ledger
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 import os
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -36,12 +38,17 @@ from pipeledger.adapters import open_warehouse
 from pipeledger.clients import this_host
 from pipeledger.config import EMBEDDED_DIR, EMBEDDED_FILE
 from pipeledger.errors import (
+    AmbiguousRunId,
+    CancelRequested,
     CommitUnknown,
     ConcurrentRunError,
     LedgerNotWritten,
+    NothingToCancel,
     NothingToRetry,
     PipeledgerError,
     RunAbandonedError,
+    RunTimedOut,
+    UnknownRun,
     UsageError,
     WarehouseError,
 )
@@ -56,6 +63,7 @@ from pipeledger.ledger.model import (
     TaskStatus,
     TriggerType,
     check_transition,
+    stored_datetime,
 )
 from pipeledger.ledger.schema import LEDGER, RUNS, SNAPSHOTS
 from pipeledger.ledger.watchdog import CommitLog, abandon_expired
@@ -64,6 +72,10 @@ from pipeledger.warehouse.migrations import Component, is_migrated, mark_migrate
 from pipeledger.warehouse.session import Session
 
 MAX_MESSAGE = 2000
+MIN_PREFIX = 8  # characters of a run id that may stand for it
+log = logging.getLogger("pipeledger.ledger")
+
+CancelCallback = Callable[[str], None]  # told who asked, from the heartbeat's thread
 
 
 def _now() -> datetime:
@@ -240,20 +252,41 @@ class Run:
 
 
 class _Heartbeat(threading.Thread):
-    def __init__(self, ledger: Ledger, run: Run) -> None:
+    """Renews the run's lease every ``heartbeat``, and tells ``on_cancel`` once when
+    someone asked to cancel the run (``pipeledger cancel``): the run's latency to a cancel
+    is one heartbeat. It reads before it writes, because on SQLite the write waits while
+    the run's load holds the database; the read does not."""
+
+    def __init__(self, ledger: Ledger, run: Run, on_cancel: CancelCallback | None) -> None:
         super().__init__(name=f"pipeledger-heartbeat-{run.run_id}", daemon=True)
         self.ledger = ledger
         self.run_ = run
+        self.on_cancel = on_cancel
         self.stopped = threading.Event()
 
     def run(self) -> None:
-        while not self.stopped.wait(self.ledger.heartbeat.total_seconds()):
+        while not self.stopped.wait(self.ledger.heartbeat_every.total_seconds()):
+            if self.on_cancel is not None:
+                request = self.ledger.cancel_request(self.run_.run_id)
+                if request is not None:
+                    self.on_cancel(request)
+                    self.on_cancel = None
             self.ledger.beat(self.run_.record)
 
     def stop(self) -> None:
         self.stopped.set()
         if self.is_alive():
             self.join(timeout=10)
+
+
+@dataclass(frozen=True)
+class ScheduledHistory:
+    """What the ledger knows of a pipeline's scheduled runs (``pipeledger.schedule``)."""
+
+    held_since: datetime | None = None  # end of the first interval whose run holds its key
+    held_until: datetime | None = None  # end of the latest one
+    held: frozenset[str] = frozenset()  # which of the asked keys a run holds
+    latest: dict[str, Any] = field(default_factory=dict)  # the latest scheduled run
 
 
 class Ledger:
@@ -271,18 +304,21 @@ class Ledger:
         environment: str | None = None,
         components: Sequence[Component] = (),
         commits: CommitLog | None = None,
+        write_timeout: timedelta = timedelta(seconds=10),
     ) -> None:
         """``components``: other tables of the same database to migrate when the ledger
         opens its first run (one connection instead of two; pipeledger's loads pass their
         watermark state). ``commits`` tells which runs committed in the warehouse, so the
-        watchdog settles a run the ledger could not hear finish (see ``ledger.watchdog``)."""
+        watchdog settles a run the ledger could not hear finish (see ``ledger.watchdog``).
+        ``write_timeout`` bounds every statement of the ledger's own sessions (PostgreSQL):
+        a ledger that hangs fails like one that is down, and is spooled the same way."""
         self.url = url or f"sqlite:///{Path(EMBEDDED_DIR) / EMBEDDED_FILE}"
         self.lease = lease
-        self.heartbeat = heartbeat
+        self.heartbeat_every = heartbeat
         self.environment = environment
         spool_path = Path(spool) if spool else Path(EMBEDDED_DIR) / "ledger-spool.jsonl"
         self.store = st.LedgerStore(
-            open_warehouse(self.url), st.Spool(spool_path),
+            open_warehouse(self.url, wait=write_timeout), st.Spool(spool_path),
             separate=separate, on_unavailable=on_unavailable,
         )  # fmt: skip
         self._prepared = False
@@ -314,14 +350,21 @@ class Ledger:
         triggered_by: str | None = None,
         extra: dict[str, Any] | None = None,
         setup: Sequence[st.Op] = (),
+        idempotency_key: str | None = None,
+        on_cancel: CancelCallback | None = None,
     ) -> Iterator[Run]:
         """Record one attempt of ``pipeline`` around the block. See the module docstring.
-        ``setup`` ops (e.g. :meth:`registration`) commit together with the ``running`` row."""
-        run = Run(self, self._new_record(pipeline, TriggerType(trigger_type), data_interval,
-                                         logical_run_id, attempt, parent_run_id, correlation_id,
-                                         triggered_by, extra))  # fmt: skip
+        ``setup`` ops (e.g. :meth:`registration`) commit together with the ``running`` row.
+        ``idempotency_key``: claimed with that row; a run of the pipeline that holds it
+        (running, or succeeded) makes this one raise DuplicateRun before the block runs.
+        ``on_cancel(who)``: called from the heartbeat's thread when a cancel is requested
+        (the block is not stopped otherwise)."""
+        record = self._new_record(pipeline, TriggerType(trigger_type), data_interval,
+                                  logical_run_id, attempt, parent_run_id, correlation_id,
+                                  triggered_by, extra, idempotency_key)  # fmt: skip
+        run = Run(self, record)
         self._open([*setup, st.run_op(run.record)])
-        beat = _Heartbeat(self, run)
+        beat = _Heartbeat(self, run, on_cancel)
         beat.start()
         try:
             yield run
@@ -329,6 +372,8 @@ class Ledger:
             beat.stop()
             self._record_failure(run, exc)
             raise
+        finally:
+            self._clear_mailbox(run.run_id)
         beat.stop()
         if not run.committed_with_data:
             self._record_success(run)
@@ -387,6 +432,7 @@ class Ledger:
         correlation_id: str | None,
         triggered_by: str | None,
         extra: dict[str, Any] | None,
+        idempotency_key: str | None = None,
     ) -> RunRecord:
         run_id = str(uuid.uuid4())
         now = _now()
@@ -399,7 +445,7 @@ class Ledger:
             data_interval_start=start, data_interval_end=end,
             code_version=__about__.__version__, host=this_host(),
             pid=os.getpid(), heartbeat_at=now, lease_expires_at=now + self.lease,
-            extra=dict(extra or {}),
+            extra=dict(extra or {}), idempotency_key=idempotency_key,
         )  # fmt: skip
 
     def _finish(self, run: Run, status: RunStatus, exc: BaseException | None) -> None:
@@ -410,13 +456,18 @@ class Ledger:
         """Renew a running run's lease (best effort: a missed beat is not an error)."""
         now = _now()
         try:
-            with self.store.database.session() as session:
-                session.execute(
-                    lsql.heartbeat(session.dialect), [now, now + self.lease, record.run_id]
-                )
+            self._renew(record.run_id, now)
         except (PipeledgerError, OSError):
             return
         record.heartbeat_at, record.lease_expires_at = now, now + self.lease
+
+    def _renew(self, run_id: str, now: datetime) -> bool:
+        """Move the lease of a running run on; False when the run is not running."""
+        with self.store.database.session() as session:
+            changed = session.execute(
+                lsql.heartbeat(session.dialect), [now, now + self.lease, run_id]
+            )
+        return changed == 1
 
     def _open(self, ops: Sequence[st.Op]) -> None:
         """One transaction (one connection) to start a run: on the first run of this
@@ -429,7 +480,8 @@ class Ledger:
         except (WarehouseError, ConcurrentRunError, OSError):  # OSError: the spool's lock
             if not self.store.separate:
                 raise
-            self.store.write(ops)  # spools them, or raises under on_unavailable = "fail"
+            if not self.store.write(ops):  # spooled, or raised under on_unavailable = "fail"
+                _unchecked_keys(ops)
             return
         self._prepared = True
 
@@ -442,7 +494,7 @@ class Ledger:
                 for component in self.components:
                     migrate(session, component)
                 for op in spooled:
-                    st.apply(session, op)
+                    st.apply_replayed(session, op)
                 settled = abandon_expired(session, self.commits)
                 for op in ops:
                     st.apply(session, op)
@@ -478,24 +530,187 @@ class Ledger:
         deps = st.Op("dependencies", {"downstream": info.name, "upstreams": upstreams, "at": now})
         return [pipeline, deps]
 
-    def next_attempt(self, pipeline: str) -> tuple[str, int]:
-        """(logical_run_id, attempt) for a retry of the pipeline's latest logical run.
-        Refused unless that run's latest attempt ended in a failure-like state."""
-        d = self.store.database.dialect
-        with self.store.database.session(write=False) as session:
-            rows = session.query(
-                f"SELECT logical_run_id, attempt, status FROM {d.table(RUNS)} "
-                f"WHERE pipeline = {d.param} ORDER BY started_at DESC LIMIT 1",
-                [pipeline],
-            )
-        if not rows:
-            raise NothingToRetry(f"pipeline {pipeline} has no run to retry")
-        logical_run_id, attempt, status = rows[0]
+    def next_attempt(self, pipeline: str, retry_of: str | None = None) -> tuple[str, int]:
+        """(logical_run_id, attempt) for a retry of the pipeline's latest logical run, or
+        of the run ``retry_of``. Refused unless that attempt ended in a failure-like state."""
+        if retry_of is not None:
+            record = self.get_run(retry_of)
+            status, logical_run_id, attempt = record.status, record.logical_run_id, record.attempt
+        else:
+            d = self.store.database.dialect
+            with self.store.database.session(write=False) as session:
+                rows = session.query(
+                    f"SELECT logical_run_id, attempt, status FROM {d.table(RUNS)} "
+                    f"WHERE pipeline = {d.param} ORDER BY started_at DESC LIMIT 1",
+                    [pipeline],
+                )
+            if not rows:
+                raise NothingToRetry(f"pipeline {pipeline} has no run to retry")
+            logical_run_id, attempt, status = rows[0]
         if status not in RETRYABLE:
             raise NothingToRetry(
                 f"pipeline {pipeline}: the latest run is {status}, not a failure; nothing to retry"
             )
         return str(logical_run_id), int(attempt) + 1
+
+    # -- by run id: for orchestrators, from any process ---------------------------------
+    def start_run(
+        self,
+        pipeline: str,
+        *,
+        trigger_type: TriggerType | str = TriggerType.MANUAL,
+        data_interval: tuple[datetime, datetime] | None = None,
+        idempotency_key: str | None = None,
+        logical_run_id: str | None = None,
+        attempt: int = 1,
+        parent_run_id: str | None = None,
+        correlation_id: str | None = None,
+        triggered_by: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> str:
+        """Record a run as ``running`` and return its id, for :meth:`finish_run` or
+        :meth:`fail_run` to close later, from this process or another. Nothing renews its
+        lease but :meth:`heartbeat`: past its lease the watchdog settles it ``abandoned``.
+        A key that a run of the pipeline holds raises DuplicateRun (``duplicate_of``)."""
+        record = self._new_record(
+            pipeline, TriggerType(trigger_type), data_interval, logical_run_id, attempt,
+            parent_run_id, correlation_id, triggered_by, extra, idempotency_key,
+        )  # fmt: skip
+        self._open([st.run_op(record)])
+        return record.run_id
+
+    def finish_run(
+        self, run_id: str, status: RunStatus | str = RunStatus.SUCCESS, **counts: int | None
+    ) -> RunRecord:
+        """Close a running run (read back from the ledger by id) with ``status`` and
+        counters (``rows_read=...``). A run that is no longer running is refused."""
+        run = Run(self, self._running(run_id))
+        run.set_counts(**counts)
+        wanted = RunStatus(status)
+        check_transition(RunStatus.RUNNING, wanted)
+        self._finish(run, wanted, None)
+        return run.record
+
+    def fail_run(self, run_id: str, error: BaseException | str) -> RunRecord:
+        """Close a running run as ``failed`` (``timed_out`` or ``cancelled`` for those
+        errors), with the error's code and message."""
+        run = Run(self, self._running(run_id))
+        if isinstance(error, BaseException):
+            self._finish(run, _status_for(error), error)
+        else:
+            run.record.error_message = redact(error)[:MAX_MESSAGE]
+            self._finish(run, RunStatus.FAILED, None)
+        return run.record
+
+    def heartbeat(self, run_id: str) -> bool:
+        """Renew a running run's lease; True when someone asked to cancel it. Raises
+        RunAbandonedError when it is not running any more (the watchdog settled it)."""
+        if not self._renew(run_id, _now()):
+            raise RunAbandonedError(
+                f"run {run_id} is not running any more (finished, or settled by the watchdog "
+                "when its lease expired)"
+            )
+        return self.cancel_request(run_id) is not None
+
+    def get_run(self, run_id: str) -> RunRecord:
+        """A run as the ledger has it; ``run_id`` may be its first 8+ characters."""
+        with self.store.database.session(write=False) as session:
+            if not is_migrated(session, LEDGER):
+                raise UnknownRun(f"no run {run_id} in the ledger (it has no runs yet)")
+            full = _match_run(session, run_id)
+            (row,) = session.query(lsql.read_run(session.dialect), [full])
+        return _record_of(row)
+
+    def _running(self, run_id: str) -> RunRecord:
+        record = self.get_run(run_id)
+        if record.status is not RunStatus.RUNNING:
+            raise UsageError(
+                f"run {record.run_id} of {record.pipeline} is {record.status}, not running; "
+                "a final state never changes"
+            )
+        return record
+
+    # -- cancel -----------------------------------------------------------------------
+    def request_cancel(
+        self, run_id: str, *, requested_by: str | None = None, reason: str | None = None
+    ) -> RunRecord:
+        """Ask a running run to stop, from any process or host: its heartbeat sees the
+        request and the run rolls back, recorded ``cancelled``. Return the run."""
+        record = self.get_run(run_id)
+        if record.status is not RunStatus.RUNNING:
+            raise NothingToCancel(
+                f"run {record.run_id} of {record.pipeline} is {record.status}, not running; "
+                "nothing to cancel"
+            )
+        who = requested_by or "someone"
+        mailbox = self._mailbox(record.run_id)
+        if mailbox is not None:  # the run's load may hold the database: see _mailbox
+            mailbox.parent.mkdir(parents=True, exist_ok=True)
+            mailbox.write_text(f"{who}: {reason}" if reason else who, encoding="utf-8")
+            return record
+        with self.store.database.session() as session:
+            session.execute(
+                lsql.request_cancel(session.dialect), [record.run_id, _now(), who, reason]
+            )
+        return record
+
+    def cancel_request(self, run_id: str) -> str | None:
+        """Who asked to cancel the run (and why), or None. Never raises: a ledger it
+        cannot read has no request to give."""
+        mailbox = self._mailbox(run_id)
+        try:
+            if mailbox is not None:
+                return mailbox.read_text(encoding="utf-8") if mailbox.exists() else None
+            with self.store.database.session(write=False) as session:
+                rows = session.query(lsql.cancel_request(session.dialect), [run_id])
+        except (PipeledgerError, OSError):
+            return None
+        if not rows:
+            return None
+        who, reason = rows[0]
+        return f"{who}: {reason}" if reason else str(who)
+
+    def _mailbox(self, run_id: str) -> Path | None:
+        """Where a cancel request waits when the ledger's database lets one writer in at
+        a time (SQLite): a file beside it, since the run's load holds its write lock for
+        the whole transaction. None where the request is a row in the ledger."""
+        if self.store.database.dialect.heartbeat_while_loading:
+            return None
+        path = Path(self.url.removeprefix("sqlite:///"))
+        return path.with_name(path.name + "-cancel") / run_id
+
+    def _clear_mailbox(self, run_id: str) -> None:
+        mailbox = self._mailbox(run_id)
+        if mailbox is not None:
+            mailbox.unlink(missing_ok=True)
+
+    # -- schedules and retries ----------------------------------------------------------
+    def scheduled_history(self, pipeline: str, keys: Sequence[str] = ()) -> ScheduledHistory:
+        """The pipeline's scheduled runs: the span of intervals held, which of ``keys``
+        runs hold, and its latest scheduled run. Empty before the ledger has runs."""
+        with self.store.database.session(write=False) as session:
+            d = session.dialect
+            columns = session.table_columns(RUNS) or []
+            if "idempotency_key" not in {name for name, _ in columns}:
+                return ScheduledHistory()
+            since, until = session.query(lsql.scheduled_span(d), [pipeline])[0]
+            held = session.query(lsql.held_keys(d, len(keys)), [pipeline, *keys]) if keys else []
+            latest = session.query(lsql.latest_scheduled(d), [pipeline])
+        last: dict[str, Any] = {}
+        if latest:
+            run_id, status, start, end = latest[0]
+            last = {"run_id": str(run_id), "status": str(status),
+                    "start": stored_datetime(start), "end": stored_datetime(end)}  # fmt: skip
+        return ScheduledHistory(
+            stored_datetime(since), stored_datetime(until), frozenset(str(r[0]) for r in held),
+            last,
+        )  # fmt: skip
+
+    def attempts_since(self, pipeline: str, since: datetime) -> int:
+        """Attempts the pipeline made since ``since`` (a retry budget counts them)."""
+        with self.store.database.session(write=False) as session:
+            rows = session.query(lsql.attempts_since(session.dialect), [pipeline, since])
+        return int(rows[0][0])
 
     def previous_snapshot(
         self, target: str, warehouse_session: Session
@@ -557,6 +772,34 @@ class Ledger:
             return last_success(session, pipeline)
 
 
+def _match_run(session: Session, run_id: str) -> str:
+    """The run id ``run_id`` names: itself, or the one run it is a prefix of."""
+    d = session.dialect
+    if session.query(f"SELECT 1 FROM {d.table(RUNS)} WHERE run_id = {d.param}", [run_id]):
+        return run_id
+    found = []
+    if len(run_id) >= MIN_PREFIX:
+        found = session.query(lsql.runs_by_prefix(d), [len(run_id), run_id])
+    if not found:
+        raise UnknownRun(f"no run {run_id} in the ledger")
+    if len(found) > 1:
+        raise AmbiguousRunId(f"run id prefix {run_id!r} matches several runs; give more of it")
+    return str(found[0][0])
+
+
+def _record_of(row: Sequence[Any]) -> RunRecord:
+    """A ``pipeline_runs`` row (every column, in order) as a RunRecord."""
+    data = dict(zip(lsql.RUN_COLUMNS, row, strict=True))
+    for name, value in data.items():
+        if name.endswith("_at") or name.startswith("data_interval_"):
+            data[name] = stored_datetime(value)
+    extra = data["extra"]
+    data["extra"] = json.loads(extra) if isinstance(extra, str) else dict(extra or {})
+    data["trigger_type"] = TriggerType(data["trigger_type"])
+    data["status"] = RunStatus(data["status"])
+    return RunRecord(**data)
+
+
 def _first_snapshot(session: Session, statement: str, target: str) -> tuple[int, str | None] | None:
     d = session.dialect
     rows = session.query(statement.format(table=d.table(SNAPSHOTS), p=d.param), [target])
@@ -568,8 +811,20 @@ RETRYABLE = frozenset(
 )
 
 
+def _unchecked_keys(ops: Sequence[st.Op]) -> None:
+    for op in ops:
+        if op.kind == "run" and op.data.get("idempotency_key"):
+            log.warning(
+                "pipeline %s: the ledger is unreachable, so idempotency key %r could not be "
+                "checked; the run goes on (its rows still land exactly once)",
+                op.data["pipeline"], op.data["idempotency_key"],
+            )  # fmt: skip
+
+
 def _status_for(exc: BaseException) -> RunStatus:
-    if isinstance(exc, KeyboardInterrupt | RunCancelled):
+    if isinstance(exc, RunTimedOut):
+        return RunStatus.TIMED_OUT
+    if isinstance(exc, KeyboardInterrupt | RunCancelled | CancelRequested):
         return RunStatus.CANCELLED
     if isinstance(exc, ConcurrentRunError):
         return RunStatus.SKIPPED

@@ -147,3 +147,4 @@ class RunRecord:
     heartbeat_at: datetime | None = None
     lease_expires_at: datetime | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    idempotency_key: str | None = None  # held while running and after success (schema)

@@ -11,6 +11,11 @@ keep that order: a pipeline's registration commits with its run's ``running`` ro
 whose pipeline never registered (``Ledger().run("x")``) first adds a placeholder row for
 it (version ``unregistered``; a registration later fills it in), the spool replays in the
 order it was written, and ``ledger prune`` deletes a run's records before the run.
+
+Idempotency (migration 5): a run may carry an ``idempotency_key``; a partial unique index
+lets one run of a pipeline hold a key while it is running or after it succeeded (a failed
+run's key may be taken again). A cancel request (``pipeledger cancel``) is a row in
+``run_cancellations``, which the run's heartbeat reads.
 """
 
 from __future__ import annotations
@@ -36,6 +41,9 @@ SNAPSHOTS = table("dataset_snapshots")
 DEPENDENCIES = table("pipeline_dependencies")
 QUALITY = table("quality_results")
 RECONCILIATIONS = table("reconciliations")
+CANCELLATIONS = table("run_cancellations")
+# the states in which a run holds its idempotency key (a key of any other may be reused)
+HOLDS_KEY = ("running", "success", "partial")
 
 
 @dataclass(frozen=True)
@@ -55,42 +63,38 @@ class LedgerTable:
     constraints: tuple[str, ...] = ()
     indexes: tuple[tuple[str, str], ...] = ()  # (index name, indexed columns)
     foreign_key: ForeignKey | None = None
-    # columns later migrations add, with the migration's version: not in ``body``, which
-    # is the table as migration 1 made it (and migration 4 rebuilds it)
-    added: tuple[tuple[int, str, str], ...] = ()
+    added: tuple[tuple[int, str, str], ...] = ()  # (migration, name, type) added later
+
+    def columns_at(self, version: int | None = None) -> tuple[tuple[str, str], ...]:
+        """The columns as of migration ``version`` (None: now). A migration builds the
+        table it knows, so that the later ones that add columns still apply."""
+        later = tuple((n, k) for v, n, k in self.added if version is None or v <= version)
+        return self.columns + later
 
     @property
     def column_names(self) -> tuple[str, ...]:
-        """Every column, as the writers bind them."""
-        return (*self.first_names, *(name for _, name, _ in self.added))
-
-    @property
-    def first_names(self) -> tuple[str, ...]:
-        """The columns of migration 1."""
-        return tuple(name for name, _ in self.columns)
+        return tuple(name for name, _ in self.columns_at())
 
     @property
     def json_columns(self) -> frozenset[str]:
-        kinds = [*self.columns, *((name, kind) for _, name, kind in self.added)]
-        return frozenset(name for name, kind in kinds if "{json}" in kind)
+        return frozenset(name for name, kind in self.columns_at() if "{json}" in kind)
 
-    def _types(self, d: Dialect) -> dict[str, str]:
-        return {"ts": "timestamptz", "json": d.json_type, "big": d.int64_type}
-
-    def body(self, d: Dialect) -> str:
-        parts = [f"{name} {kind.format(**self._types(d))}" for name, kind in self.columns]
+    def body(self, d: Dialect, version: int | None = None) -> str:
+        types = {"ts": "timestamptz", "json": d.json_type, "big": d.int64_type}
+        parts = [f"{name} {kind.format(**types)}" for name, kind in self.columns_at(version)]
         return ", ".join([*parts, *self.constraints])
 
-    def add_columns(self, d: Dialect, version: int) -> list[str]:
-        """Migration ``version``: the columns it adds."""
-        return [
-            f"ALTER TABLE {d.table(self.name)} ADD COLUMN {name} {kind.format(**self._types(d))}"
-            for at, name, kind in self.added
-            if at == version
-        ]
+    def create(self, d: Dialect, version: int | None = None) -> str:
+        return f"CREATE TABLE IF NOT EXISTS {d.table(self.name)} ({self.body(d, version)})"
 
-    def create(self, d: Dialect) -> str:
-        return f"CREATE TABLE IF NOT EXISTS {d.table(self.name)} ({self.body(d)})"
+    def add_columns(self, d: Dialect, version: int) -> list[str]:
+        """Migration ``version``'s new columns."""
+        types = {"ts": "timestamptz", "json": d.json_type, "big": d.int64_type}
+        return [
+            f"ALTER TABLE {d.table(self.name)} ADD COLUMN {name} {kind.format(**types)}"
+            for v, name, kind in self.added
+            if v == version
+        ]
 
     def index(self, d: Dialect, name: str) -> str:
         columns = dict(self.indexes)[name]
@@ -131,7 +135,7 @@ RUN_TABLE = LedgerTable(
         ("pipeline_runs_started", "started_at"),
     ),
     foreign_key=ForeignKey("pipeline", PIPELINES, "name"),
-    added=((7, "rows_deleted", "{big}"),),
+    added=((5, "idempotency_key", "text"), (7, "rows_deleted", "{big}")),
 )  # fmt: skip
 TASK_TABLE = LedgerTable(
     TASKS,
@@ -207,27 +211,39 @@ RECONCILIATION_TABLE = LedgerTable(
     foreign_key=_RUN_ID,
 )  # fmt: skip
 
+CANCEL_TABLE = LedgerTable(
+    CANCELLATIONS,
+    columns=(
+        ("run_id", "text PRIMARY KEY"), ("requested_at", "{ts} NOT NULL"),
+        ("requested_by", "text"), ("reason", "text"),
+    ),
+    foreign_key=_RUN_ID,
+)  # fmt: skip
+
 # the tables with a foreign key, parents before children (migration 4 rebuilds them so)
 CHILDREN = (RUN_TABLE, TASK_TABLE, AUDIT_TABLE, SNAPSHOT_TABLE, QUALITY_TABLE)
 
 
 def _ledger(d: Dialect) -> list[str]:
     return [
-        PIPELINE_TABLE.create(d),
-        RUN_TABLE.create(d),
+        PIPELINE_TABLE.create(d, 1),
+        RUN_TABLE.create(d, 1),
         *(RUN_TABLE.index(d, name) for name, _ in RUN_TABLE.indexes),
-        TASK_TABLE.create(d),
+        TASK_TABLE.create(d, 1),
         TASK_TABLE.index(d, "task_runs_run"),
-        AUDIT_TABLE.create(d),
+        AUDIT_TABLE.create(d, 1),
         *(AUDIT_TABLE.index(d, name) for name, _ in AUDIT_TABLE.indexes),
-        SNAPSHOT_TABLE.create(d),
+        SNAPSHOT_TABLE.create(d, 1),
         SNAPSHOT_TABLE.index(d, "dataset_snapshots_target"),
-        DEPENDENCY_TABLE.create(d),
+        DEPENDENCY_TABLE.create(d, 1),
     ]
 
 
 def _quality(d: Dialect) -> list[str]:
-    return [QUALITY_TABLE.create(d), *(QUALITY_TABLE.index(d, n) for n, _ in QUALITY_TABLE.indexes)]
+    return [
+        QUALITY_TABLE.create(d, 2),
+        *(QUALITY_TABLE.index(d, n) for n, _ in QUALITY_TABLE.indexes),
+    ]
 
 
 def ledger_migrations(d: Dialect) -> list[Migration]:
@@ -239,6 +255,7 @@ def ledger_migrations(d: Dialect) -> list[Migration]:
         (3, "task trends by time", [TASK_TABLE.index(d, "task_runs_started")]),
         (4, "foreign keys: runs to pipelines; tasks, events, snapshots and results to runs",
          foreign_keys(d)),
+        (5, "idempotency keys of runs; cancel requests", _operate(d)),
         (7, "rows deleted per run", RUN_TABLE.add_columns(d, 7)),
         (8, "reconciliations: what each reconcile run found", _reconciliations(d)),
     ]  # fmt: skip
@@ -253,6 +270,19 @@ def _reconciliations(d: Dialect) -> list[str]:
         f"CREATE TABLE IF NOT EXISTS {d.table(t.name)} ({t.body(d)}, "
         f"{_references(d, t.foreign_key)})",
         *(t.index(d, name) for name, _ in t.indexes),
+    ]
+
+
+def _operate(d: Dialect) -> list[str]:
+    """Migration 5. A cancel request goes with its run when ``ledger prune`` deletes it."""
+    assert CANCEL_TABLE.foreign_key is not None
+    holds = ", ".join(f"'{status}'" for status in HOLDS_KEY)
+    return [
+        *RUN_TABLE.add_columns(d, 5),
+        f"CREATE UNIQUE INDEX IF NOT EXISTS pipeline_runs_idempotency ON {d.table(RUNS)} "
+        f"(pipeline, idempotency_key) WHERE idempotency_key IS NOT NULL AND status IN ({holds})",
+        f"CREATE TABLE IF NOT EXISTS {d.table(CANCELLATIONS)} ({CANCEL_TABLE.body(d)}, "
+        f"{_references(d, CANCEL_TABLE.foreign_key)} ON DELETE CASCADE)",
     ]
 
 
@@ -313,9 +343,9 @@ def _rebuild_with_foreign_key(d: Dialect, child: LedgerTable) -> list[str]:
     assert child.foreign_key is not None
     table = d.table(child.name)
     rebuilt = d.table(TableName(SCHEMA, f"{child.name.table}_rebuilt"))
-    columns = ", ".join(child.first_names)
+    columns = ", ".join(name for name, _ in child.columns_at(4))
     return [
-        f"CREATE TABLE {rebuilt} ({child.body(d)}, {_references(d, child.foreign_key)})",
+        f"CREATE TABLE {rebuilt} ({child.body(d, 4)}, {_references(d, child.foreign_key)})",
         f"INSERT INTO {rebuilt} ({columns}) SELECT {columns} FROM {table}",
         f"DROP TABLE {table}",
         f"ALTER TABLE {rebuilt} RENAME TO {table}",

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pipeledger.ledger.schema import (
     AUDIT,
     AUDIT_TABLE,
+    CANCELLATIONS,
     DEPENDENCIES,
+    HOLDS_KEY,
     PIPELINE_TABLE,
     PIPELINES,
     QUALITY,
@@ -135,4 +137,76 @@ def abandon_run(d: Dialect) -> str:
         f"UPDATE {d.table(RUNS)} SET status = 'abandoned', ended_at = {p}, duration_ms = {p}, "
         f"error_code = 'LEASE_EXPIRED', error_message = {p} "
         f"WHERE run_id = {p} AND status = 'running'"
+    )
+
+
+def _holds_key() -> str:
+    return "status IN (" + ", ".join(f"'{status}'" for status in HOLDS_KEY) + ")"
+
+
+def key_holder(d: Dialect) -> str:
+    """The run of a pipeline that holds an idempotency key (parameters: pipeline, key)."""
+    return (
+        f"SELECT run_id, status FROM {d.table(RUNS)} "
+        f"WHERE pipeline = {d.param} AND idempotency_key = {d.param} AND {_holds_key()}"
+    )
+
+
+def read_run(d: Dialect) -> str:
+    """One run's row, every column (parameter: run_id)."""
+    return f"SELECT {', '.join(RUN_COLUMNS)} FROM {d.table(RUNS)} WHERE run_id = {d.param}"
+
+
+def runs_by_prefix(d: Dialect) -> str:
+    """Run ids that start with a prefix (parameters: its length, the prefix)."""
+    return (
+        f"SELECT run_id FROM {d.table(RUNS)} WHERE substr(run_id, 1, {d.param}) = {d.param} "
+        "ORDER BY run_id LIMIT 2"
+    )
+
+
+def request_cancel(d: Dialect) -> str:
+    p = d.param
+    return (
+        f"INSERT INTO {d.table(CANCELLATIONS)} (run_id, requested_at, requested_by, reason) "
+        f"VALUES ({p}, {p}, {p}, {p}) ON CONFLICT (run_id) DO NOTHING"
+    )
+
+
+def cancel_request(d: Dialect) -> str:
+    return f"SELECT requested_by, reason FROM {d.table(CANCELLATIONS)} WHERE run_id = {d.param}"
+
+
+def scheduled_span(d: Dialect) -> str:
+    """The ends of a pipeline's first and latest scheduled intervals whose run holds its
+    key."""
+    return (
+        f"SELECT min(data_interval_end), max(data_interval_end) FROM {d.table(RUNS)} "
+        f"WHERE pipeline = {d.param} "
+        f"AND substr(idempotency_key, 1, 9) = 'schedule:' AND {_holds_key()}"
+    )
+
+
+def latest_scheduled(d: Dialect) -> str:
+    """A pipeline's latest scheduled run, whatever its state."""
+    return (
+        f"SELECT run_id, status, data_interval_start, data_interval_end FROM {d.table(RUNS)} "
+        f"WHERE pipeline = {d.param} AND substr(idempotency_key, 1, 9) = 'schedule:' "
+        "ORDER BY data_interval_end DESC, started_at DESC LIMIT 1"
+    )
+
+
+def held_keys(d: Dialect, count: int) -> str:
+    """Which of ``count`` keys a pipeline's runs hold (parameters: pipeline, the keys)."""
+    return (
+        f"SELECT idempotency_key FROM {d.table(RUNS)} WHERE pipeline = {d.param} "
+        f"AND idempotency_key IN ({d.marks(count)}) AND {_holds_key()}"
+    )
+
+
+def attempts_since(d: Dialect) -> str:
+    """How many attempts a pipeline has made since an instant (skipped runs made none)."""
+    return (
+        f"SELECT count(*) FROM {d.table(RUNS)} WHERE pipeline = {d.param} "
+        f"AND started_at >= {d.param} AND status <> 'skipped'"
     )

@@ -22,10 +22,10 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
-from pipeledger.errors import WarehouseError
+from pipeledger.errors import DuplicateRun, WarehouseError
 from pipeledger.ledger import sql as lsql
 from pipeledger.ledger.model import AuditEvent, DatasetSnapshot, RunRecord, TaskRecord
-from pipeledger.ledger.schema import LEDGER, RUNS
+from pipeledger.ledger.schema import HOLDS_KEY, LEDGER, RUNS
 from pipeledger.warehouse.migrations import migrate
 from pipeledger.warehouse.session import Session, Warehouse
 
@@ -101,7 +101,7 @@ def apply(session: Session, op: Op) -> None:
     if op.kind == "run":
         at = op.data["started_at"]  # the run's foreign key: a pipeline that never registered
         session.execute(lsql.ensure_pipeline(d), [op.data["pipeline"], at, at])
-        changed = session.execute(lsql.upsert_run(d), _params(op.data, lsql.RUN_COLUMNS))
+        changed = _upsert_run(session, op.data)
         if not changed and op.data.get("status") != "running":
             _late_completion(session, op.data)
     elif op.kind == "task":
@@ -123,6 +123,49 @@ def apply(session: Session, op: Op) -> None:
             session.execute(
                 lsql.insert_dependency(d), [upstream, op.data["downstream"], op.data["at"]]
             )
+
+
+def _upsert_run(session: Session, data: dict[str, Any]) -> int:
+    """Write a run's row. One that claims an idempotency key another run of the pipeline
+    holds raises DuplicateRun (the unique index decides a race: the loser sees the winner)."""
+    statement = lsql.upsert_run(session.dialect)
+    params = _params(data, lsql.RUN_COLUMNS)
+    if data.get("idempotency_key") is None or data.get("status") not in HOLDS_KEY:
+        return session.execute(statement, params)
+    _refuse_duplicate(session, data)
+    try:
+        with session.savepoint():
+            return session.execute(statement, params)
+    except WarehouseError as exc:
+        if exc.sqlstate == WarehouseError.UNIQUE_VIOLATION:
+            _refuse_duplicate(session, data)
+        raise
+
+
+def _refuse_duplicate(session: Session, data: dict[str, Any]) -> None:
+    pipeline, key = data["pipeline"], data["idempotency_key"]
+    for run_id, status in session.query(lsql.key_holder(session.dialect), [pipeline, key]):
+        if str(run_id) != data["run_id"]:
+            raise DuplicateRun(
+                f"pipeline {pipeline}: idempotency key {key!r} is held by run {run_id} "
+                f"({status}); this trigger did nothing",
+                duplicate_of=str(run_id), status=str(status),
+            )  # fmt: skip
+
+
+def apply_replayed(session: Session, op: Op) -> None:
+    """Apply a spooled op. A run that claimed a key the ledger could not check when it
+    started, and that another run took meanwhile, is kept without the key (the key goes
+    to ``extra.duplicate_key``): both ran, and the ledger says so instead of refusing."""
+    try:
+        with session.savepoint():
+            apply(session, op)
+    except DuplicateRun as exc:
+        log.warning("ledger spool: %s; the run is recorded without the key", exc)
+        key = op.data["idempotency_key"]
+        extra = {**(op.data.get("extra") or {}), "duplicate_key": key, "duplicate_of":
+                 exc.duplicate_of}  # fmt: skip
+        apply(session, Op("run", {**op.data, "idempotency_key": None, "extra": extra}))
 
 
 def _late_completion(session: Session, data: dict[str, Any]) -> None:

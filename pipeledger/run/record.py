@@ -236,7 +236,9 @@ def _counts(run: Run, result: LoadResult) -> None:
     )  # fmt: skip
     run.record.watermark_before = watermark_text(result.watermark_before, result.partitioned)
     run.record.watermark_after = watermark_text(result.watermark_after, result.partitioned)
-    if result.covered is not None:  # the stretch of the cursor it covered
+    # the interval the run was started for (a schedule's, a backfill's range), else the
+    # stretch of the cursor it covered
+    if result.covered is not None and run.record.data_interval_end is None:
         run.record.data_interval_start, run.record.data_interval_end = result.covered
     run.record.extra.update(
         mode=result.mode, rows_superseded=c.superseded, rows_staged=result.rows_staged

@@ -16,6 +16,12 @@ unchanged. A connection lost during COMMIT leaves the outcome unknown (``CommitU
 nothing is recorded then, and the watchdog settles the run from the warehouse's commit log.
 A dry run records nothing in the ledger.
 
+A run can be stopped from outside while it works (:mod:`pipeledger.interrupts`): by its
+pipeline's ``timeout`` (a timer), by ``pipeledger cancel`` (the heartbeat sees the
+request), or with every run of the process by SIGTERM (:func:`interrupt_all`). Its
+statement is cancelled on the server, it rolls back and releases its lock, and it ends
+``timed_out`` or ``cancelled`` with what it left behind said, as any failure.
+
 The run's warehouse sessions carry its name (``pipeledger.clients``), so that a run that
 finds its pipeline locked can tell a live holder from the session of a killed one.
 """
@@ -29,19 +35,24 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol, TypeVar
 
 from pipeledger.adapters import open_warehouse
 from pipeledger.clients import client_name
 from pipeledger.config import Config, ModelConfig, SqlSource
 from pipeledger.errors import (
+    CancelRequested,
     CommitUnknown,
     ConcurrentRunError,
+    ConfigError,
+    DuplicateRun,
     LedgerNotWritten,
     PipeledgerError,
+    RunTimedOut,
     WarehouseError,
 )
+from pipeledger.interrupts import Stop, running
 from pipeledger.ledger.api import Ledger, NullLedger, PipelineInfo, Run, RunCancelled
 from pipeledger.ledger.store import Op
 from pipeledger.load.state import STATE, read_commits, record_commit
@@ -64,6 +75,9 @@ class Trigger:
     correlation_id: str | None = None  # e.g. the DAG run every node run of it shares
     triggered_by: str | None = None
     parent_run_id: str | None = None
+    idempotency_key: str | None = None  # a second trigger with it does nothing (ledger.api)
+    data_interval: tuple[datetime, datetime] | None = None  # a scheduled run's interval
+    retry_of: str | None = None  # with retry: the failed attempt (else the latest run)
 
 
 class Job(Protocol[R_co]):
@@ -103,24 +117,34 @@ def run_job(config: Config, spec: RunSpec, make: Callable[[str, Warehouse], Job[
     warehouse = open_warehouse(config.warehouse_url)
     ledger = NullLedger() if spec.dry_run else ledger_for(config, warehouse)
     trigger = spec.trigger
-    logical_run_id, attempt = ledger.next_attempt(spec.pipeline) if trigger.retry else (None, 1)
+    if trigger.idempotency_key and not ledger.records:
+        raise ConfigError(
+            f"pipeline {spec.pipeline}: an idempotency key needs the ledger ([ledger] "
+            "enabled = false); nothing was run"
+        )
+    logical_run_id, attempt = (
+        ledger.next_attempt(spec.pipeline, trigger.retry_of) if trigger.retry else (None, 1)
+    )
     kind = "retry" if trigger.retry else (spec.trigger_type or trigger.trigger_type)
     setup = registration(ledger, config, spec.pipeline) if ledger.records else []
+    stop = Stop()
     result: R | None = None
     working = False
     try:
         with ledger.run(
             spec.pipeline, trigger_type=kind, logical_run_id=logical_run_id, attempt=attempt,
             correlation_id=trigger.correlation_id, parent_run_id=trigger.parent_run_id,
-            triggered_by=trigger.triggered_by or who(), data_interval=spec.data_interval,
-            setup=setup,
-        ) as run:  # fmt: skip
+            triggered_by=trigger.triggered_by or who(),
+            data_interval=spec.data_interval or trigger.data_interval, setup=setup,
+            idempotency_key=trigger.idempotency_key,
+            on_cancel=lambda who: stop.stop(CancelRequested(f"cancelled by {who}")),
+        ) as run, _stoppable(run.run_id, stop, config.node(spec.pipeline).timeout):  # fmt: skip
             if STATE not in ledger.components:  # in the run: a ledger of its own records
                 ensure_migrated(warehouse, STATE)  # a warehouse it cannot reach
             named = open_warehouse(config.warehouse_url, client_name(spec.pipeline, run.run_id))
             job = make(run.run_id, named)
             working = True
-            result = _in_transaction(named, job, run, spec.dry_run)
+            result = _in_transaction(named, job, run, spec.dry_run, stop)
     except LedgerNotWritten as exc:
         exc.add_note(
             f"pipeline {spec.pipeline} (run {exc.run_id}): its rows and watermark are "
@@ -130,17 +154,17 @@ def run_job(config: Config, spec: RunSpec, make: Callable[[str, Warehouse], Job[
         exc.result = result
         raise
     except Exception as exc:
-        if not working and not isinstance(exc, ConcurrentRunError):  # that one says so
-            exc.add_note(
+        if not working and not isinstance(exc, ConcurrentRunError | DuplicateRun):
+            exc.add_note(  # those two say so themselves
                 f"pipeline {spec.pipeline}: the run could not start; nothing was read or written"
             )
         raise
     return result
 
 
-def _in_transaction(warehouse: Warehouse, job: Job[R], run: Run, dry_run: bool) -> R:
+def _in_transaction(warehouse: Warehouse, job: Job[R], run: Run, dry_run: bool, stop: Stop) -> R:
     try:
-        with warehouse.session() as session, _active(run.run_id, session):
+        with warehouse.session() as session, stop.hook(session.interrupt):
             result = job.execute(session, run)
             if dry_run:
                 session.mark_rollback()
@@ -154,32 +178,51 @@ def _in_transaction(warehouse: Warehouse, job: Job[R], run: Run, dry_run: bool) 
         )
         raise
     except Exception as exc:
-        exc.add_note(job.consequence())
-        if isinstance(exc, PipeledgerError):
-            exc.run_id = run.run_id
-        job.failed(run, exc)
-        if _INTERRUPTED.is_set():  # stopped on purpose: the ledger says cancelled
-            raise RunCancelled("cancelled while it ran") from exc
-        raise
+        error = stop.reason or exc  # stopped on purpose: that is what the ledger says
+        error.add_note(job.consequence())
+        if isinstance(error, PipeledgerError):
+            error.run_id = run.run_id
+        job.failed(run, error)
+        if error is exc:
+            raise
+        raise error from exc
     return result
 
 
-_ACTIVE: dict[str, Session] = {}  # run id -> its open transaction, for interrupt_all
-_ACTIVE_LOCK = threading.Lock()
+_RUNS: dict[str, Stop] = {}  # run id -> its stop, while the run is open: interrupt_all
+_RUNS_LOCK = threading.Lock()
 _INTERRUPTED = threading.Event()
 
 
 @contextmanager
-def _active(run_id: str, session: Session) -> Iterator[None]:
-    with _ACTIVE_LOCK:
+def _stoppable(run_id: str, stop: Stop, timeout: timedelta | None) -> Iterator[None]:
+    """The run can be stopped from here on: by its timeout, by interrupt_all (or a
+    cancel request, through the ledger's heartbeat)."""
+    timer = None
+    if timeout is not None:
+        error = RunTimedOut(
+            f"run {run_id} was stopped after its timeout of {_words(timeout)} (timeout)"
+        )
+        timer = threading.Timer(timeout.total_seconds(), stop.stop, [error])
+        timer.daemon = True
+        timer.start()
+    with _RUNS_LOCK:
         if _INTERRUPTED.is_set():  # interrupted while it waited to begin
-            session.interrupt()
-        _ACTIVE[run_id] = session
+            stop.stop(RunCancelled("cancelled while it ran"))
+        _RUNS[run_id] = stop
     try:
-        yield
+        with running(stop):
+            yield
     finally:
-        with _ACTIVE_LOCK:
-            _ACTIVE.pop(run_id, None)
+        if timer is not None:
+            timer.cancel()
+        with _RUNS_LOCK:
+            _RUNS.pop(run_id, None)
+
+
+def _words(duration: timedelta) -> str:
+    seconds = duration.total_seconds()
+    return f"{seconds:g} s" if seconds < 120 else f"{seconds / 60:g} min"
 
 
 def interrupt_reset() -> None:
@@ -188,13 +231,18 @@ def interrupt_reset() -> None:
 
 
 def interrupt_all() -> None:
-    """Stop every run of this process that is in its transaction (from another thread):
-    each rolls back and is recorded ``cancelled``."""
+    """Stop every run of this process (from another thread): each rolls back and is
+    recorded ``cancelled``, and no retry starts."""
     _INTERRUPTED.set()
-    with _ACTIVE_LOCK:
-        sessions = list(_ACTIVE.values())
-    for session in sessions:
-        session.interrupt()
+    with _RUNS_LOCK:
+        stops = list(_RUNS.values())
+    for stop in stops:
+        stop.stop(RunCancelled("cancelled while it ran"))
+
+
+def pause(seconds: float) -> bool:
+    """Wait ``seconds`` (before a retry); False when this process is being interrupted."""
+    return not _INTERRUPTED.wait(seconds)
 
 
 def _commit_records(session: Session, job: Job[R], run: Run) -> None:
@@ -239,6 +287,7 @@ def ledger_for(config: Config, warehouse: Warehouse | None = None) -> Ledger:
         spool=config.resolve(settings.spool), on_unavailable=settings.on_unavailable,
         lease=settings.lease, heartbeat=settings.heartbeat, environment=settings.environment,
         components=() if separate else (STATE,), commits=commits if separate else None,
+        write_timeout=settings.write_timeout,
     )  # fmt: skip
 
 

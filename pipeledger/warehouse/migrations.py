@@ -73,6 +73,9 @@ def _apply(session: Session, component: str, pending: list[Migration]) -> list[i
         # a migration waits at most 30 s for a table that a long run still uses (the run
         # that needs it then fails and says so), instead of queueing every run behind it
         session.execute("SET LOCAL lock_timeout = '30s'")
+        # ... and, once it has them, takes as long as it needs (a ledger's sessions bound
+        # their statements: see ``adapters.open_warehouse``)
+        session.execute("SET LOCAL statement_timeout = 0")
     for statement in create_schema(d):
         session.execute(statement)
     session.execute(

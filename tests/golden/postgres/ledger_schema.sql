@@ -40,6 +40,10 @@ ALTER TABLE "pipeledger"."dataset_snapshots" ADD CONSTRAINT "dataset_snapshots_r
 ALTER TABLE "pipeledger"."dataset_snapshots" VALIDATE CONSTRAINT "dataset_snapshots_run_id_fkey";
 ALTER TABLE "pipeledger"."quality_results" ADD CONSTRAINT "quality_results_run_id_fkey" FOREIGN KEY (run_id) REFERENCES "pipeledger"."pipeline_runs" (run_id) NOT VALID;
 ALTER TABLE "pipeledger"."quality_results" VALIDATE CONSTRAINT "quality_results_run_id_fkey";
+-- migration 5: idempotency keys of runs; cancel requests
+ALTER TABLE "pipeledger"."pipeline_runs" ADD COLUMN idempotency_key text;
+CREATE UNIQUE INDEX IF NOT EXISTS pipeline_runs_idempotency ON "pipeledger"."pipeline_runs" (pipeline, idempotency_key) WHERE idempotency_key IS NOT NULL AND status IN ('running', 'success', 'partial');
+CREATE TABLE IF NOT EXISTS "pipeledger"."run_cancellations" (run_id text PRIMARY KEY, requested_at timestamptz NOT NULL, requested_by text, reason text, FOREIGN KEY (run_id) REFERENCES "pipeledger"."pipeline_runs" (run_id) ON DELETE CASCADE);
 -- migration 7: rows deleted per run
 ALTER TABLE "pipeledger"."pipeline_runs" ADD COLUMN rows_deleted bigint;
 -- migration 8: reconciliations: what each reconcile run found

@@ -59,6 +59,10 @@ DROP TABLE "pipeledger.quality_results";
 ALTER TABLE "pipeledger.quality_results_rebuilt" RENAME TO "pipeledger.quality_results";
 CREATE INDEX IF NOT EXISTS "quality_results_run" ON "pipeledger.quality_results" (run_id);
 CREATE INDEX IF NOT EXISTS "quality_results_pipeline" ON "pipeledger.quality_results" (pipeline, created_at);
+-- migration 5: idempotency keys of runs; cancel requests
+ALTER TABLE "pipeledger.pipeline_runs" ADD COLUMN idempotency_key text;
+CREATE UNIQUE INDEX IF NOT EXISTS pipeline_runs_idempotency ON "pipeledger.pipeline_runs" (pipeline, idempotency_key) WHERE idempotency_key IS NOT NULL AND status IN ('running', 'success', 'partial');
+CREATE TABLE IF NOT EXISTS "pipeledger.run_cancellations" (run_id text PRIMARY KEY, requested_at timestamptz NOT NULL, requested_by text, reason text, FOREIGN KEY (run_id) REFERENCES "pipeledger.pipeline_runs" (run_id) ON DELETE CASCADE);
 -- migration 7: rows deleted per run
 ALTER TABLE "pipeledger.pipeline_runs" ADD COLUMN rows_deleted integer;
 -- migration 8: reconciliations: what each reconcile run found
