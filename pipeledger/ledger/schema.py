@@ -11,12 +11,18 @@ keep that order: a pipeline's registration commits with its run's ``running`` ro
 whose pipeline never registered (``Ledger().run("x")``) first adds a placeholder row for
 it (version ``unregistered``; a registration later fills it in), the spool replays in the
 order it was written, and ``ledger prune`` deletes a run's records before the run.
+
+Migration 6 adds the daily rollup of the runs (:mod:`pipeledger.ledger.rollup`), kept by
+triggers on ``pipeline_runs``: a later migration that rebuilds that table on SQLite (as
+migration 4 does) must create them again. Columns a migration adds to a table described
+here are listed in its ``added``, so that the table's first migration does not make them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pipeledger.ledger import rollup
 from pipeledger.schema import TableName
 from pipeledger.warehouse.dialect import Dialect, quote
 from pipeledger.warehouse.migrations import SCHEMA, Component, Migration, create_schema
@@ -35,6 +41,9 @@ AUDIT = table("audit_events")
 SNAPSHOTS = table("dataset_snapshots")
 DEPENDENCIES = table("pipeline_dependencies")
 QUALITY = table("quality_results")
+DAYS = table("pipeline_days")
+ALERTS = table("alerts")
+BREACHES = table("sla_breaches")
 
 
 @dataclass(frozen=True)
@@ -54,18 +63,29 @@ class LedgerTable:
     constraints: tuple[str, ...] = ()
     indexes: tuple[tuple[str, str], ...] = ()  # (index name, indexed columns)
     foreign_key: ForeignKey | None = None
+    added: tuple[tuple[str, int], ...] = ()  # (column, the migration that added it)
 
     @property
     def column_names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.columns)
+
+    def add_column(self, d: Dialect, name: str) -> str:
+        """The ``ALTER TABLE`` of a column that a later migration added."""
+        kind = dict(self.columns)[name].format(**self._types(d))
+        return f"ALTER TABLE {d.table(self.name)} ADD COLUMN {name} {kind}"
+
+    @staticmethod
+    def _types(d: Dialect) -> dict[str, str]:
+        return {"ts": "timestamptz", "json": d.json_type, "big": d.int64_type}
 
     @property
     def json_columns(self) -> frozenset[str]:
         return frozenset(name for name, kind in self.columns if "{json}" in kind)
 
     def body(self, d: Dialect) -> str:
-        types = {"ts": "timestamptz", "json": d.json_type, "big": d.int64_type}
-        parts = [f"{name} {kind.format(**types)}" for name, kind in self.columns]
+        """The columns the table is created with (not those a later migration adds)."""
+        later, types = dict(self.added), self._types(d)
+        parts = [f"{n} {kind.format(**types)}" for n, kind in self.columns if n not in later]
         return ", ".join([*parts, *self.constraints])
 
     def create(self, d: Dialect) -> str:
@@ -84,8 +104,9 @@ PIPELINE_TABLE = LedgerTable(
         ("name", "text PRIMARY KEY"), ("version", "text NOT NULL"), ("description", "text"),
         ("owner", "text"), ("source_system", "text"), ("target_system", "text"),
         ("freshness_sla_s", "bigint"), ("created_at", "{ts} NOT NULL"),
-        ("updated_at", "{ts} NOT NULL"),
+        ("updated_at", "{ts} NOT NULL"), ("max_duration_s", "bigint"),
     ),
+    added=(("max_duration_s", 6),),
 )  # fmt: skip
 RUN_TABLE = LedgerTable(
     RUNS,
@@ -169,6 +190,40 @@ QUALITY_TABLE = LedgerTable(
     foreign_key=_RUN_ID,
 )  # fmt: skip
 
+DAY_TABLE = LedgerTable(
+    DAYS,
+    columns=(
+        ("pipeline", "text NOT NULL"), ("day", "text NOT NULL"),
+        ("finished", "{big} NOT NULL"), ("succeeded", "{big} NOT NULL"),
+        ("success_rows", "{big} NOT NULL"), ("samples", "{big} NOT NULL"),
+        ("sample_rows", "{big} NOT NULL"), ("sample_squares", "numeric NOT NULL"),
+    ),
+    constraints=("PRIMARY KEY (pipeline, day)",),
+)  # fmt: skip
+ALERT_TABLE = LedgerTable(
+    ALERTS,
+    columns=(
+        ("alert_key", "text NOT NULL"), ("webhook", "text NOT NULL"), ("event", "text NOT NULL"),
+        ("pipeline", "text"), ("run_id", "text"), ("reason", "text NOT NULL"),
+        ("payload", "{json} NOT NULL"), ("status", "text NOT NULL"),
+        ("attempts", "integer NOT NULL"), ("created_at", "{ts} NOT NULL"),
+        ("next_attempt_at", "{ts} NOT NULL"), ("last_attempt_at", "{ts}"),
+        ("delivered_at", "{ts}"), ("last_error", "text"),
+    ),
+    constraints=("PRIMARY KEY (alert_key, webhook)",),
+    indexes=(("alerts_due", "status, next_attempt_at"), ("alerts_created", "created_at")),
+)  # fmt: skip
+BREACH_TABLE = LedgerTable(
+    BREACHES,
+    columns=(
+        ("breach_id", "text PRIMARY KEY"), ("pipeline", "text NOT NULL"),
+        ("kind", "text NOT NULL"), ("run_id", "text"), ("due_at", "{ts} NOT NULL"),
+        ("detected_at", "{ts} NOT NULL"), ("ended_at", "{ts}"), ("sla_s", "{big} NOT NULL"),
+        ("reason", "text NOT NULL"),
+    ),
+    indexes=(("sla_breaches_due", "due_at"),),
+)  # fmt: skip
+
 # the tables with a foreign key, parents before children (migration 4 rebuilds them so)
 CHILDREN = (RUN_TABLE, TASK_TABLE, AUDIT_TABLE, SNAPSHOT_TABLE, QUALITY_TABLE)
 
@@ -201,7 +256,29 @@ def ledger_migrations(d: Dialect) -> list[Migration]:
         (3, "task trends by time", [TASK_TABLE.index(d, "task_runs_started")]),
         (4, "foreign keys: runs to pipelines; tasks, events, snapshots and results to runs",
          foreign_keys(d)),
+        (6, "daily rollups of the runs (kept by triggers), alerts, SLA breaches, max_duration",
+         operating(d)),
     ]  # fmt: skip
+
+
+def operating(d: Dialect) -> list[str]:
+    """Migration 6: what status, alerts and SLAs need. The rollup starts from the runs
+    already recorded; at most one freshness breach per pipeline is open at a time."""
+    days, runs = d.table(DAYS), d.table(RUNS)
+    return [
+        DAY_TABLE.create(d),
+        rollup.fill(d, days, runs),
+        *rollup.triggers(d, SCHEMA, days, runs),
+        # not among RUN_TABLE's indexes: migration 4 rebuilds those on SQLite, before this
+        f"CREATE INDEX IF NOT EXISTS {quote('pipeline_runs_ended')} ON {runs} (ended_at)",
+        ALERT_TABLE.create(d),
+        *(ALERT_TABLE.index(d, name) for name, _ in ALERT_TABLE.indexes),
+        BREACH_TABLE.create(d),
+        BREACH_TABLE.index(d, "sla_breaches_due"),
+        f"CREATE UNIQUE INDEX IF NOT EXISTS {quote('sla_breaches_open')} "
+        f"ON {d.table(BREACHES)} (pipeline, kind) WHERE ended_at IS NULL",
+        PIPELINE_TABLE.add_column(d, "max_duration_s"),
+    ]
 
 
 def foreign_keys(d: Dialect) -> list[str]:
