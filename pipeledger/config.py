@@ -14,7 +14,7 @@ from datetime import timedelta
 from functools import cached_property
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -213,6 +213,25 @@ Upstreams = Annotated[
 Duration = Annotated[timedelta, BeforeValidator(_duration)]
 Tags = Annotated[list[str], AfterValidator(_tags)]
 
+AlertKind = Literal[
+    "failed", "timed_out", "abandoned", "gate_halt", "quarantine", "volume_anomaly",
+    "freshness_breach", "reconciliation_mismatch", "slow_run",
+]  # fmt: skip
+ALERT_KINDS: tuple[AlertKind, ...] = get_args(AlertKind)
+
+
+def _webhooks(value: dict[str, str]) -> dict[str, str]:
+    for name, url in value.items():
+        register_secret(url)  # a webhook's URL is its credential (Slack's are)
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            raise ValueError(f"webhook {name!r}: use letters, digits, '_', '-' and '.'")
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"webhook {name}: its URL must start with http:// or https://")
+    return value
+
+
+Webhooks = Annotated[dict[str, str], AfterValidator(_webhooks)]
+
 
 class PipelineConfig(_Strict):
     """One pipeline: where rows come from, where they land, and how re-seen keys merge."""
@@ -231,6 +250,7 @@ class PipelineConfig(_Strict):
     depends_on: Upstreams = Field(default_factory=list)
     tags: Tags = Field(default_factory=list)
     freshness_sla: Duration | None = None
+    max_duration: Duration | None = None
     checks: ChecksConfig | None = None
 
     @field_validator("lateness", mode="before")
@@ -278,6 +298,7 @@ class ModelConfig(_Strict):
     depends_on: Upstreams = Field(default_factory=list)
     tags: Tags = Field(default_factory=list)
     freshness_sla: Duration | None = None
+    max_duration: Duration | None = None
     checks: ChecksConfig | None = None
 
     @model_validator(mode="after")
@@ -326,11 +347,22 @@ class LedgerConfig(_Strict):
         return self
 
 
+class AlertsConfig(_Strict):
+    """Where alerts go and which events raise one (:mod:`pipeledger.alerts`)."""
+
+    webhooks: Webhooks = Field(default_factory=dict)  # name -> URL
+    on: list[AlertKind] = Field(default_factory=lambda: list(ALERT_KINDS))
+    timeout: Duration = timedelta(seconds=5)  # per delivery attempt
+    retry_delay: Duration = timedelta(seconds=30)  # doubling after each failed attempt
+    max_retry_delay: Duration = timedelta(hours=1)
+
+
 class Config(_Strict):
     """A whole ``pipeledger.toml``. ``base_dir`` anchors relative paths (the file's folder)."""
 
     warehouse: WarehouseConfig = WarehouseConfig()
     ledger: LedgerConfig = LedgerConfig()
+    alerts: AlertsConfig = AlertsConfig()
     pipelines: dict[PipelineName, PipelineConfig] = Field(default_factory=dict)
     models: dict[ModelName, ModelConfig] = Field(default_factory=dict)
     base_dir: Path = Path(".")

@@ -98,7 +98,7 @@ def test_migration_6_rolls_up_the_runs_already_recorded(warehouse_url: str) -> N
     with database.session() as session:
         assert migrate(session, LEDGER) == [6]
         assert rollup(session) == recount(session) != {}
-        LedgerBuilder(session).run("orders", TODAY + 9 * HOUR, written=5, **MOVED)
+        LedgerBuilder(session).run("orders", TODAY + 9 * HOUR, written=5, run_id="new", **MOVED)
     with database.session() as session:
         assert rollup(session) == recount(session)
 

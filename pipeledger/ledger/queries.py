@@ -595,6 +595,7 @@ def volume_anomalies(
 @dataclass(frozen=True)
 class PipelineStatus(Answer):
     pipeline: str
+    last_run_id: str | None
     last_run_at: datetime | None
     last_status: str | None
     runs_7d: int
@@ -639,7 +640,8 @@ def _recent(d: Dialect) -> str:
     )
 
 
-def _status_window(now: datetime, window: timedelta = STATUS_WINDOW) -> list[Any]:
+def status_window(now: datetime, window: timedelta = STATUS_WINDOW) -> list[Any]:
+    """The parameters of :func:`_recent` for the ``window`` before ``now``."""
     since = now - window
     return [_day(since), since, _day_start(since) + timedelta(days=1)]
 
@@ -653,7 +655,7 @@ def recent_counts(
 ) -> dict[str, tuple[int, int]]:
     """Per pipeline, how many runs that started in ``window`` before ``now`` finished, and
     how many of them succeeded."""
-    rows = session.query(recent_counts_sql(session.dialect), _status_window(now, window))
+    rows = session.query(recent_counts_sql(session.dialect), status_window(now, window))
     return {str(p): (int(n), int(ok)) for p, n, ok in rows}
 
 
@@ -666,7 +668,7 @@ def pipeline_status_sql(d: Dialect, now: datetime) -> tuple[str, list[Any]]:
     )
     sql = (
         f"WITH RECURSIVE {_seen(d)}, {_heads(d, names)}, {_history(d)}, {_recent(d)} "
-        "SELECT h.pipeline, lr.started_at, lr.status, lr.duration_ms, rc.finished, "
+        "SELECT h.pipeline, h.last_run_id, lr.started_at, lr.status, lr.duration_ms, rc.finished, "
         "rc.succeeded, rc.success_rows, ls.ended_at, pl.freshness_sla_s, pl.max_duration_s, "
         f"pl.created_at, {newest}, v.watermark_after, h.pipeline, {_VOLUME_COLUMNS} "
         f"FROM heads h LEFT JOIN {runs} lr ON lr.run_id = h.last_run_id "
@@ -676,7 +678,7 @@ def pipeline_status_sql(d: Dialect, now: datetime) -> tuple[str, list[Any]]:
         "LEFT JOIN recent rc ON rc.pipeline = h.pipeline "
         "LEFT JOIN history hi ON hi.pipeline = h.pipeline ORDER BY h.pipeline"
     )
-    return sql, [*_window_days(now), *_status_window(now)]
+    return sql, [*_window_days(now), *status_window(now)]
 
 
 def data_time(cursor: str | None) -> datetime | None:
@@ -778,18 +780,19 @@ def _optional_int(value: Any) -> int | None:
 
 
 def _status(row: Sequence[Any], now: datetime, min_history: int) -> PipelineStatus:
-    pipeline, last_at, last_status, duration, finished, succeeded, success_rows = row[:7]
-    success_end, sla, max_duration, registered, snapshot_cursor, watermark = row[7:13]
-    volume = _assess_row(row[13:], volume_window(now), min_history)
+    pipeline, last_run_id, last_at, last_status, duration, finished, succeeded = row[:7]
+    success_rows, success_end, sla, max_duration, registered, cursor, watermark = row[7:14]
+    volume = _assess_row(row[14:], volume_window(now), min_history)
     finished, succeeded = int(finished or 0), int(succeeded or 0)
     last_success_at = stored_datetime(success_end)
-    newest = data_time(snapshot_cursor or watermark)
+    newest = data_time(cursor or watermark)
     sla, duration, max_duration = map(_optional_int, (sla, duration, max_duration))
     late = lateness(now, sla, last_success_at, newest, stored_datetime(registered))
     slow = _slow(duration, max_duration)
     health, reasons = _health(succeeded, finished, volume, late, slow)
     return PipelineStatus(
-        pipeline=pipeline, last_run_at=stored_datetime(last_at), last_status=last_status,
+        pipeline=pipeline, last_run_id=last_run_id, last_run_at=stored_datetime(last_at),
+        last_status=last_status,
         runs_7d=finished, successes_7d=succeeded,
         success_rate_7d=succeeded / finished if finished else None,
         avg_rows_7d=int(success_rows or 0) / succeeded if succeeded else None,
