@@ -967,6 +967,33 @@ def query_figures(qr: dict[str, Any]) -> tuple[list[str], list[Target]]:
     return lines, targets
 
 
+OVERHEAD_TITLE = "### Ledger overhead"
+QUERIES_TITLE = "### Query latency"
+_TARGET_PREFIX = {OVERHEAD_TITLE: "1,000,000-row first load", QUERIES_TITLE: "`"}
+
+
+def _kept(previous: str, title: str) -> tuple[list[str], list[Target]]:
+    """A section (and its targets) of the previous report, for a part this run did not
+    measure (``--only``), marked as such."""
+    if BEGIN not in previous or END not in previous:
+        return [], []
+    block = previous[previous.index(BEGIN) : previous.index(END)]
+    if title not in block:
+        return [], []
+    start = block.index(title)
+    ends = [block.find(t, start + len(title)) for t in (QUERIES_TITLE, "### Targets")]
+    text = block[start : min(e for e in ends if e > 0)].strip("\n")
+    run = re.search(r"^Run .*? by `[^`]*`", block, re.MULTILINE)
+    when = f" ({run.group(0)[4:]})" if run else ""
+    body = [title, "", f"Kept from the previous report{when}: not measured by this run."]
+    body += text.splitlines()[1:]
+    found = []
+    for row in re.findall(r"^\| (.+?) \| (PASS|FAIL|SKIP) \| (.*) \|$", block, re.MULTILINE):
+        if row[0].startswith(_TARGET_PREFIX[title]):
+            found.append(Target(row[0], None if row[1] == "SKIP" else row[1] == "PASS", row[2]))
+    return body, found
+
+
 def _notes(previous: str) -> str:
     if NOTES_BEGIN in previous and NOTES_END in previous:
         return previous[previous.index(NOTES_BEGIN) : previous.index(NOTES_END) + len(NOTES_END)]
@@ -990,11 +1017,12 @@ def write_report(
         "",
     ]
     targets: list[Target] = []
-    for part in (ov, qr):
-        if part is None:
-            continue
-        body, found = overhead_figures(part) if part is ov else query_figures(part)
-        lines += [*body, ""]
+    for part, title in ((ov, OVERHEAD_TITLE), (qr, QUERIES_TITLE)):
+        if part is None:  # not measured this time: the previous run's section stays
+            body, found = _kept(previous, title)
+        else:
+            body, found = overhead_figures(part) if part is ov else query_figures(part)
+        lines += [*body, ""] if body else []
         targets += found
     lines += ["### Targets", ""]
     lines += lb._fmt_table(
