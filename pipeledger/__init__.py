@@ -22,7 +22,7 @@ from pipeledger.errors import (
 from pipeledger.ledger.api import Ledger, PipelineInfo, Run, RunCancelled
 from pipeledger.ledger.model import RunStatus, TriggerType
 from pipeledger.load.result import LoadResult, MergeCounts
-from pipeledger.runner import WatermarkRow, backfill, run, run_one, state
+from pipeledger.runner import WatermarkRow, backfill, lateness, reconcile, run, run_one, state
 
 __all__ = [
     "BackfillRangeError",
@@ -50,8 +50,10 @@ __all__ = [
     "WatermarkRow",
     "__version__",
     "backfill",
+    "lateness",
     "load_config",
     "parse_config",
+    "reconcile",
     "run",
     "run_one",
     "state",

@@ -212,6 +212,17 @@ Upstreams = Annotated[
 ]
 Duration = Annotated[timedelta, BeforeValidator(_duration)]
 Tags = Annotated[list[str], AfterValidator(_tags)]
+HISTORY_COLUMNS = ("valid_from", "valid_to", "is_current")  # what history = "scd2" adds
+
+
+class DeleteMarker(_Strict):
+    """A source column that says a row was deleted: one of ``values`` (a CDC feed's
+    operation column, ``values = ["D"]``), or, without ``values``, a true boolean
+    (``is_deleted``). It is read from the source, never stored in the target."""
+
+    column: ColumnName
+    values: list[str | int | bool] | None = Field(default=None, min_length=1)
+
 
 AlertKind = Literal[
     "failed", "timed_out", "abandoned", "gate_halt", "quarantine", "volume_anomaly",
@@ -252,6 +263,13 @@ class PipelineConfig(_Strict):
     freshness_sla: Duration | None = None
     max_duration: Duration | None = None
     checks: ChecksConfig | None = None
+    mode: Literal["merge", "append"] = "merge"
+    history: Literal["scd2"] | None = None
+    deleted: DeleteMarker | None = None
+    soft_delete: bool = False
+    sync: Literal["incremental", "full"] = "incremental"
+    max_delete_fraction: float = Field(default=0.5, gt=0, le=1)
+    on_mass_delete: Literal["halt", "warn"] = "halt"
 
     @field_validator("lateness", mode="before")
     @classmethod
@@ -270,6 +288,49 @@ class PipelineConfig(_Strict):
             raise ValueError("partition_by cannot be the cursor column")
         return self
 
+    @model_validator(mode="after")
+    def _deletes_and_history(self) -> PipelineConfig:
+        """Which of append, SCD2, delete markers, full snapshots and soft deletes go
+        together (load.deletes, load.history)."""
+        if self.mode == "append" and (self.history or self.deleted or self.sync == "full"):
+            raise ValueError(
+                "mode = 'append' keeps every version as it arrives: it takes no history, "
+                "deleted or sync = 'full' (use history = 'scd2')"
+            )
+        if self.soft_delete and not self.deletes:
+            raise ValueError("soft_delete needs deletes: a 'deleted' marker or sync = 'full'")
+        if self.soft_delete and self.history:
+            raise ValueError("history = 'scd2' keeps deleted versions already: drop soft_delete")
+        marker = self.deleted.column if self.deleted else None
+        if marker is not None and marker in {*self.key, self.cursor, self.partition_by}:
+            raise ValueError(
+                f"deleted.column {marker!r} cannot be a key, cursor or partition column"
+            )
+        if marker is not None and marker in self.columns:
+            raise ValueError(
+                f"deleted.column {marker!r} is not stored in the target: do not declare it "
+                "under columns"
+            )
+        clash = sorted(set(HISTORY_COLUMNS) & {*self.key, self.cursor, *self.columns})
+        if self.history and clash:
+            raise ValueError(
+                f"history = 'scd2' adds the columns {list(HISTORY_COLUMNS)}: the pipeline "
+                f"cannot use {clash} itself"
+            )
+        return self
+
+    @property
+    def deletes(self) -> bool:
+        """Whether runs delete keys from the target (a marker, or full snapshots)."""
+        return self.deleted is not None or self.sync == "full"
+
+    @property
+    def identity(self) -> list[str]:
+        """What identifies one row of the target: the key, and with ``mode = "append"`` or
+        ``history = "scd2"`` (every version kept) the key and the cursor."""
+        versions = self.mode == "append" or self.history is not None
+        return [*self.key, self.cursor] if versions else list(self.key)
+
     @property
     def target_name(self) -> TableName:
         return TableName.parse(self.target)
@@ -277,7 +338,7 @@ class PipelineConfig(_Strict):
 
 PipelineName = Annotated[str, AfterValidator(lambda name: check_identifier(name, "pipeline name"))]
 ModelName = Annotated[str, AfterValidator(lambda name: check_identifier(name, "model name"))]
-Materialization = Literal["merge", "partition_overwrite", "replace"]
+Materialization = Literal["merge", "partition_overwrite", "replace", "scd2"]
 
 
 class ModelConfig(_Strict):
@@ -305,12 +366,20 @@ class ModelConfig(_Strict):
     def _materialization(self) -> ModelConfig:
         if (self.sql is None) == (self.query is None):
             raise ValueError("give exactly one of 'sql' (a file) or 'query'")
-        if self.materialized == "merge":
-            missing = [k for k in ("key", "cursor", "on_conflict") if not getattr(self, k)]
+        if self.materialized in ("merge", "scd2"):
+            needs = ["key", "cursor", *(["on_conflict"] if self.materialized == "merge" else [])]
+            missing = [k for k in needs if not getattr(self, k)]
             if missing:
-                raise ValueError(f"materialized = 'merge' needs {', '.join(missing)}")
+                needed = ", ".join(missing)
+                raise ValueError(f"materialized = {self.materialized!r} needs {needed}")
             if self.cursor in self.key:
                 raise ValueError(f"cursor {self.cursor!r} cannot also be a key column")
+        clash = sorted(set(HISTORY_COLUMNS) & {*self.key, self.cursor or "", *self.columns})
+        if self.materialized == "scd2" and clash:
+            raise ValueError(
+                f"materialized = 'scd2' adds the columns {list(HISTORY_COLUMNS)}: the model "
+                f"cannot use {clash} itself"
+            )
         if self.materialized == "partition_overwrite" and self.partition_by is None:
             raise ValueError("materialized = 'partition_overwrite' needs partition_by")
         return self

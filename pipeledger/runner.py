@@ -25,15 +25,21 @@ from pipeledger.errors import (
     LedgerNotWritten,
     PipeledgerError,
 )
+from pipeledger.lateness import LatenessReport, report, seconds
+from pipeledger.ledger.queries import lateness_report
+from pipeledger.ledger.schema import LEDGER
 from pipeledger.load.loader import LoadRequest, ProgressCallback
 from pipeledger.load.replay import ReplayResult
 from pipeledger.load.result import LoadResult
 from pipeledger.load.state import STATE_TABLE, read_all_state
 from pipeledger.models.model import ModelMode, ModelRequest, ModelResult
 from pipeledger.quality.quarantine import check_run_filter
+from pipeledger.reconcile.compare import ReconcileRequest
+from pipeledger.reconcile.result import Reconciliation, Repair
 from pipeledger.redact import redact
 from pipeledger.run.loads import LoadJob
 from pipeledger.run.models import ModelJob
+from pipeledger.run.reconciles import ReconcileJob
 from pipeledger.run.replays import ReplayJob
 from pipeledger.run.scaffold import (
     RunSpec,
@@ -44,6 +50,7 @@ from pipeledger.run.scaffold import (
     record_skip,
     run_job,
 )
+from pipeledger.warehouse.migrations import is_migrated
 from pipeledger.watermark import Window, from_text, is_whole_day
 
 __all__ = [
@@ -54,7 +61,9 @@ __all__ = [
     "backfill",
     "check",
     "exit_code",
+    "lateness",
     "outcome_of",
+    "reconcile",
     "replay",
     "run",
     "run_model",
@@ -289,6 +298,60 @@ def replay(config: Config, name: str, *, run: str | None = None) -> ReplayResult
     check_run_filter(run)
     spec = RunSpec(name, Trigger("replay"))
     return run_job(config, spec, lambda run_id, _: ReplayJob(config, name, run_id, run))
+
+
+def reconcile(
+    config: Config,
+    name: str,
+    *,
+    start: str | None = None,
+    end: str | None = None,
+    by: str | None = None,
+    repair: bool = False,
+) -> Reconciliation:
+    """Compare pipeline ``name``'s source with its target window by window (``by``: hour,
+    day or month; a width for an integer cursor), over ``start <= cursor <= end`` when
+    given, up to the watermark (see :mod:`pipeledger.reconcile.compare`); recorded in the
+    ledger with ``trigger_type = "reconcile"``. ``repair`` backfills exactly the windows
+    that differ (in ranges no wider than ``max_backfill``), then compares again: the
+    result is that second comparison, with what was found first in ``found``."""
+    if name in config.models:
+        raise ConfigError(f"{name} is a model: reconcile compares a load's source and target")
+    at_most = config.pipeline(name).max_backfill
+    request = ReconcileRequest(name, start, end, by)
+    found = _reconcile(config, request)
+    if not repair or found.status == "match":
+        return found
+    repairs: list[Repair] = []
+    for first, last in found.grain.backfill_ranges([w.label for w in found.windows], at_most):
+        try:
+            done = backfill(config, name, first, last)
+        except PipeledgerError as exc:
+            exc.add_note(f"reconcile --repair: {len(repairs)} range(s) were backfilled first")
+            raise
+        c = done.counts
+        repairs.append(Repair(first, last, done.run_id, c.inserted, c.updated))
+    return replace(_reconcile(config, request), found=found.windows, repairs=tuple(repairs))
+
+
+def _reconcile(config: Config, request: ReconcileRequest) -> Reconciliation:
+    spec = RunSpec(request.pipeline, Trigger("reconcile"))
+    return run_job(
+        config, spec, lambda run_id, warehouse: ReconcileJob(request, config, run_id, warehouse)
+    )
+
+
+def lateness(config: Config, name: str) -> LatenessReport:
+    """Late rows over pipeline ``name``'s history (see :mod:`pipeledger.lateness`): caught
+    by the buffer and how late, missed, what the buffer costs, and a buffer that would
+    have caught 99.9 % of them."""
+    pipeline = config.pipeline(name)
+    buffer_s = seconds(pipeline.lateness)
+    warehouse = open_warehouse(config.ledger_url)
+    with warehouse.session(write=False) as session:
+        if not is_migrated(session, LEDGER):
+            return report(name, buffer_s, [])
+        return lateness_report(session, name, buffer_s)
 
 
 def _load(

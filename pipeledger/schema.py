@@ -19,6 +19,7 @@ RESERVED_PREFIX = "_pipeledger_"
 RUN_ID_COLUMN = "_pipeledger_run_id"
 LOADED_AT_COLUMN = "_pipeledger_loaded_at"
 ROW_HASH_COLUMN = "_pipeledger_row_hash"  # see pipeledger.transform.fingerprint
+DELETED_AT_COLUMN = "_pipeledger_deleted_at"  # soft_delete: when a run deleted the row
 
 _SIMPLE_TYPES: dict[str, pa.DataType] = {
     "smallint": pa.int16(),

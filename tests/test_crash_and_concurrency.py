@@ -8,6 +8,8 @@ import select
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -33,6 +35,17 @@ def _wait_until_staging(process: subprocess.Popen[str], timeout: float = 120.0) 
     raise AssertionError(f"no staging progress within {timeout}s:\n{seen}")
 
 
+@contextmanager
+def _paused(process: subprocess.Popen[str]) -> Iterator[None]:
+    """Freeze ``process`` (SIGSTOP) for the block, so what the block does happens while
+    the process is mid-way, however fast the machine; then let it go on (SIGCONT)."""
+    process.send_signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        process.send_signal(signal.SIGCONT)
+
+
 def _base(project: Project) -> dict[str, str]:
     project.configure(orders=orders_pipeline())
     project.write_csv("orders_0.csv", [order(i, "2023-12-31T10:00:00Z") for i in range(1, 11)])
@@ -47,6 +60,7 @@ def test_sigkill_mid_load_leaves_target_and_watermark_untouched(project: Project
     before = _base(project)
     process = project.spawn("--verbose", "run")
     _wait_until_staging(process)
+    process.send_signal(signal.SIGSTOP)  # mid-way on any machine; SIGKILL ends it stopped
     assert process.poll() is None, "the load finished before it was killed"
     os.kill(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
@@ -62,10 +76,11 @@ def test_state_can_be_read_from_another_process_while_a_load_runs(project: Proje
     before = _base(project)
     load = project.spawn("--verbose", "run")
     _wait_until_staging(load)
-    reader = project.spawn("state", "--json")
-    out, err = reader.communicate(timeout=60)
-    assert reader.returncode == 0, err
-    assert load.poll() is None, "the load should still be running while state was read"
+    with _paused(load):
+        reader = project.spawn("state", "--json")
+        out, err = reader.communicate(timeout=60)
+        assert reader.returncode == 0, err
+        assert load.poll() is None, "the load should still be running while state was read"
     assert {r["partition"] or "": r["watermark"] for r in json.loads(out)} == before
     load.communicate(timeout=600)
     assert load.returncode == 0

@@ -216,9 +216,9 @@ def test_fingerprints_of_the_newer_types_are_pinned() -> None:
         "huge": Decimal("-12345678901234567890123456789012345678901234.5678"),
     }
     batch = newer_batch([row])
-    assert row_hashes(batch, columns(NEWER)).to_pylist() == [reference(row, NEWER)] == [
-        PINNED_NEWER
-    ]
+    assert (
+        row_hashes(batch, columns(NEWER)).to_pylist() == [reference(row, NEWER)] == [PINNED_NEWER]
+    )
 
 
 PINNED_NEWER = 361400869132114823

@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from tests.helpers import Project, order, orders_pipeline, write_big_orders_csv
-from tests.test_crash_and_concurrency import _wait_until_staging
+from tests.test_crash_and_concurrency import _paused, _wait_until_staging
 
 BIG = 200_000  # rows: a run still stages when the ledger goes
 
@@ -70,10 +70,12 @@ def ledger_database(postgres_server: str) -> Iterator[LedgerDatabase]:
         conn.execute(f'DROP DATABASE IF EXISTS "{database.name}" WITH (FORCE)')
 
 
-def _project(tmp_path: Path, postgres_url: str, ledger: LedgerDatabase, mode: str) -> Project:
+def _project(
+    tmp_path: Path, postgres_url: str, ledger: LedgerDatabase, mode: str, **pipeline: Any
+) -> Project:
     project = Project(tmp_path, postgres_url)
     project.configure(
-        orders=orders_pipeline(),
+        orders=orders_pipeline(**pipeline),
         raw=f'\n[ledger]\nurl = "{ledger.url}"\non_unavailable = "{mode}"\n'
         'lease = "2s"\nheartbeat = "200ms"\n',
     )
@@ -100,7 +102,8 @@ def _run_losing_the_ledger(
 ) -> tuple[int, dict[str, Any], str]:
     process = project.spawn("--verbose", "run", "--json", **options)
     _wait_until_staging(process)
-    ledger.cut()
+    with _paused(process):  # the ledger goes while the run is mid-way, on any machine
+        ledger.cut()
     out, err = process.communicate(timeout=300)
     [result] = json.loads(out)
     return process.returncode, result, err
@@ -159,14 +162,17 @@ def test_disk_full_while_spooling_leaves_no_torn_line_and_the_next_run_records_t
 def test_a_spooled_failure_is_replayed_before_the_watchdog_judges_the_run(
     tmp_path: Path, postgres_url: str, ledger_database: LedgerDatabase
 ) -> None:
-    project = _project(tmp_path, postgres_url, ledger_database, "spool")
-    with (project.root / "data" / "orders_1.csv").open("a") as handle:
-        handle.write("1,2,3\n")  # the run fails on the last row, after the ledger is gone
+    project = _project(tmp_path, postgres_url, ledger_database, "spool",
+                       checks={"not_null": ["status"]})  # fmt: skip
+    # the last file's row without a status halts the run at its gate, after everything
+    # staged and after the ledger is gone
+    project.write_csv("orders_2.csv", [order(BIG + 1, "2024-01-02T00:00:00Z", status="")])
     process = project.spawn("--verbose", "run")
     _wait_until_staging(process)
-    ledger_database.cut()
+    with _paused(process):
+        ledger_database.cut()
     _, err = process.communicate(timeout=300)
-    assert process.returncode == 1 and "expected 7 fields" in err
+    assert process.returncode == 3 and "status" in err, err
     spool = project.root / ".pipeledger" / "ledger-spool.jsonl"
     [failed] = [json.loads(line)["data"] for line in spool.read_text().splitlines()[:1]]
     assert failed["status"] == "failed"
@@ -175,7 +181,7 @@ def test_a_spooled_failure_is_replayed_before_the_watchdog_judges_the_run(
     code, out, _ = project.cli("watchdog", "--json")
     assert code == 0 and json.loads(out)["settled"] == {}  # the spool told it what happened
     status, _, _, error_code = ledger_database.run(failed["run_id"])
-    assert (status, error_code) == ("failed", "SourceError")
+    assert (status, error_code) == ("failed", "GateFailed")
     late = ledger_database.query(
         "SELECT count(*) FROM pipeledger.audit_events WHERE event_type = 'LATE_COMPLETION'"
     )

@@ -332,6 +332,7 @@ def test_prune_keeps_the_last_success_and_running_runs(warehouse_url: str) -> No
         "audit_events": 1,
         "dataset_snapshots": 1,
         "quality_results": 0,
+        "reconciliations": 0,
     }
     with reading(warehouse_url) as session:
         left = {r.run_id for r in q.list_runs(session, limit=100)}

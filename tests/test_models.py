@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from tests.helpers import Project, order, write_big_orders_csv
+from tests.test_crash_and_concurrency import _paused as paused
 from tests.test_crash_and_concurrency import _wait_until_staging as wait_until_staging
 
 HEADER = ["order_id", "customer_id", "status", "amount", "order_date", "updated_at"]
@@ -173,7 +174,8 @@ def test_a_failed_load_skips_its_models_and_one_run_catches_up_after_the_fix(
     assert outcomes["bronze_orders"]["status"] == "failed"
     for model in ("silver_orders", "gold_daily"):
         assert (outcomes[model]["status"], outcomes[model]["reason"]) == (
-            "skipped", "upstream_failed"
+            "skipped",
+            "upstream_failed",
         )
     assert gold(project) == before
     write(project, "orders_2.csv", [row(61, 3, "70.00", changed=2), row(5, 8, "1.00", changed=2)])
@@ -183,7 +185,7 @@ def test_a_failed_load_skips_its_models_and_one_run_catches_up_after_the_fix(
     statuses = project.query(
         "SELECT status, extra FROM pipeledger.pipeline_runs WHERE pipeline = 'gold_daily'"
         if project.backend == "postgres"
-        else 'SELECT status, extra FROM "pipeledger.pipeline_runs" WHERE pipeline = \'gold_daily\''
+        else "SELECT status, extra FROM \"pipeledger.pipeline_runs\" WHERE pipeline = 'gold_daily'"
     )
     assert "skipped" in {s for s, _ in statuses}
 
@@ -274,13 +276,15 @@ def test_an_upstream_load_committing_while_a_model_runs_is_consumed_once(project
                          "2024-01-02T00:00:00+00:00")  # fmt: skip
     load = project.spawn("--verbose", "run", "bronze_orders")
     wait_until_staging(load)
-    code, out, err = project.cli("run", "silver_orders", "--json")
-    [during] = json.loads(out)
-    assert load.poll() is None, "the load finished before the model ran"
-    if project.backend == "postgres":  # it ran beside the load, without seeing its rows
+    if project.backend == "postgres":  # it runs beside the frozen load, without seeing its rows
+        with paused(load):
+            code, out, err = project.cli("run", "silver_orders", "--json")
+        [during] = json.loads(out)
         assert code == 0, err
         assert (during["status"], during["upstream_runs"], written(during)) == ("success", 0, 0)
-    else:  # SQLite: one writer at a time, the model waited its turn or stepped aside
+    else:  # SQLite: one writer at a time, the model waits its turn or steps aside
+        code, out, err = project.cli("run", "silver_orders", "--json")
+        [during] = json.loads(out)
         assert code in (0, 4), err
     load.communicate(timeout=300)
     assert load.returncode == 0
@@ -315,3 +319,21 @@ def test_a_load_reads_an_upstream_target_without_its_own_columns(project: Projec
         if project.backend == "postgres" else 'SELECT name FROM pragma_table_info(\'copy.orders\')'
     )]  # fmt: skip
     assert sorted(c for c in columns if not c.startswith("_pipeledger_")) == sorted(HEADER)
+
+
+def test_a_model_outliving_its_heartbeat_still_records_its_run(project: Project) -> None:
+    """The heartbeat renews the run's row while the model works; the model's own
+    transaction must still write that row's final state (no serialization failure)."""
+    medallion(project)
+    raw = project.root / "pipeledger.toml"
+    raw.write_text(raw.read_text() + '\n[ledger]\nheartbeat = "20ms"\nlease = "5s"\n')
+    write(project, "orders_1.csv", first_batch())
+    project.run_json("run", "bronze_orders")
+    if project.backend == "postgres":  # slower than many heartbeats
+        sleep = "(select count(*) * 0 from (select pg_sleep(0.3)) s)"
+        slow = f"where status <> 'test' and order_id > {sleep}"
+        sql = project.root / "models" / "silver_orders.sql"
+        sql.write_text(SILVER_SQL.replace("where status <> 'test'", slow))
+    outcome = by_node(project.run_json("run", "silver_orders", "--full-refresh"))
+    assert outcome["silver_orders"]["status"] == "success"
+    assert project.count("silver.orders") == 40

@@ -15,7 +15,7 @@ import pytest
 
 from pipeledger.testing.postgres import ThrowawayPostgres
 from tests.helpers import Project, order, orders_pipeline
-from tests.test_crash_and_concurrency import _base, _wait_for_statement
+from tests.test_crash_and_concurrency import _base, _paused, _wait_for_statement
 
 
 def _database(server: ThrowawayPostgres) -> str:
@@ -38,7 +38,8 @@ def test_a_warehouse_outage_reports_the_loads_error_then_what_it_left(
     before = _base(project)
     process = project.spawn("run")
     _wait_for_statement(project, process, "COPY%")
-    stoppable_server.pause()
+    with _paused(process):  # the server goes while the COPY is mid-way, on any machine
+        stoppable_server.pause()
     try:
         _, err = process.communicate(timeout=120)
     finally:

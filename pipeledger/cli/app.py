@@ -298,6 +298,9 @@ def _main_json(args: list[str]) -> int:
     return code if isinstance(code, int) else 0
 
 
+from pipeledger.cli import history_cli  # noqa: E402  (registers reconcile and lateness)
+
+history_cli.register(app)
 from pipeledger.cli import ledger_cli  # noqa: E402  (registers the ledger commands on app)
 
 ledger_cli.register(app)

@@ -175,7 +175,8 @@ def detail_lines(d: q.RunDetail) -> list[str]:
         + (f", retry of {r.parent_run_id}" if r.parent_run_id else ""),
         f"  {_ts(r.started_at)} -> {_ts(r.ended_at)} ({_secs(r.duration_ms)})",
         f"  rows read {_n(r.rows_read)} · inserted {_n(r.rows_inserted)} · updated "
-        f"{_n(r.rows_updated)} · unchanged {_n(r.rows_unchanged)} · rejected {_n(r.rows_rejected)}",
+        f"{_n(r.rows_updated)} · deleted {_n(r.rows_deleted)} · unchanged {_n(r.rows_unchanged)} "
+        f"· rejected {_n(r.rows_rejected)}",
         f"  watermark {escape(r.watermark_before or '-')} -> {escape(r.watermark_after or '-')}",
     ]
     if r.data_interval_start or r.data_interval_end:

@@ -31,12 +31,13 @@ def result_lines(result: LoadResult) -> list[str]:
         f"[bold]{result.pipeline}[/] [{colour}]{result.status}[/] {result.mode} "
         f"-> {result.target} in {result.duration_s:.2f}s (run {result.run_id})",
         f"  rows      read {result.rows_read:,} · inserted {c.inserted:,} · updated {c.updated:,}"
-        f" · unchanged {c.unchanged:,}"
+        + (f" · deleted {c.deleted:,}" if c.deleted else "")
+        + f" · unchanged {c.unchanged:,}"
         + (f" · superseded {c.superseded:,}" if c.superseded else ""),
         f"  watermark {_mark(before)} -> {_mark(after)}"
         + (" (backfill: the live watermark does not move)" if result.mode == "backfill" else ""),
     ]
-    lines += quality_lines(result)
+    lines += quality_lines(result) + late_lines(result)
     if result.status == "success" and result.rows_read == 0:
         lines.append("  [yellow]note:[/] the source had no rows in the window; nothing to load")
     if c.superseded:
@@ -51,6 +52,25 @@ def result_lines(result: LoadResult) -> list[str]:
             "and were not staged (--full-compare compares every row)"
         )
     return lines
+
+
+def late_lines(result: LoadResult) -> list[str]:
+    """The rows a run found later than its lateness buffer, and what to do about them."""
+    late = result.lateness
+    if late is None or not late.rows_missed:
+        return []
+    where = f" in {', '.join(late.missed_in)}" if late.missed_in else ""
+    first, last = late.missed_cursors or ("?", "?")
+    if result.mode == "backfill":
+        return [f"  [yellow]note:[/] {late.rows_missed:,} row(s) loaded here had arrived later "
+                f"than the lateness buffer ({late.buffer_s:,}s); `pipeledger lateness "
+                f"{result.pipeline}` counts them"]  # fmt: skip
+    return [
+        f"  [yellow]warning:[/] {late.rows_missed:,} row(s){escape(where)} arrived later than "
+        f"the lateness buffer ({late.buffer_s:,}s) and were not loaded (cursor {first} .. "
+        f"{last}); `pipeledger backfill {result.pipeline} --start {first} --end {last}` "
+        "loads them"
+    ]
 
 
 def model_lines(result: ModelResult) -> list[str]:

@@ -126,6 +126,7 @@ class Run:
         self.events: list[AuditEvent] = []
         self.snapshots: list[DatasetSnapshot] = []
         self.quality: list[dict[str, Any]] = []
+        self.reconciliations: list[dict[str, Any]] = []
         self.final_status: RunStatus = RunStatus.SUCCESS
         self.committed_with_data = False
 
@@ -202,6 +203,7 @@ class Run:
         ops += [st.event_op(e) for e in self.events]
         ops += [st.snapshot_op(s) for s in self.snapshots]
         ops += [st.Op("quality", q) for q in self.quality]
+        ops += [st.Op("reconciliation", r) for r in self.reconciliations]
         return ops
 
     def _close(self, status: RunStatus, exc: BaseException | None) -> None:
@@ -524,7 +526,7 @@ class Ledger:
             rows = session.query(
                 f"SELECT rows_read FROM {d.table(RUNS)} WHERE pipeline = {d.param} "
                 "AND status IN ('success', 'partial') "
-                "AND trigger_type NOT IN ('backfill', 'replay') "
+                "AND trigger_type NOT IN ('backfill', 'replay', 'reconcile') "
                 f"AND rows_read IS NOT NULL ORDER BY started_at DESC LIMIT {int(runs)}",
                 [pipeline],
             )

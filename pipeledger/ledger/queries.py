@@ -7,12 +7,15 @@ explicitly, so the answers are reproducible.
 Definitions used throughout, stated once (their SQL is in :mod:`pipeledger.ledger.rollup`):
 
 - **The latest run** of a pipeline is the one that started last (ties: the greatest run id).
-  **The last success** is the latest run with status ``success``; its ``ended_at`` is what
+  **The last success** is the latest run with status ``success`` that is not a reconcile
+  (``pipeledger reconcile`` compares, it loads nothing); its ``ended_at`` is what
   freshness is measured from. :func:`last_success` (``Ledger.last_successful_run``) reads
-  the latest successful run that is not a backfill or replay: the frontier of the data.
+  the latest successful run that is not a backfill, replay or reconcile: the frontier of
+  the data.
 - **Rows written** by a run are ``rows_inserted + rows_updated`` (a missing count is 0). A
   run has **finished** in every state but ``running`` and ``skipped``; it **published** its
   rows when it ended ``success`` or ``partial`` (rows quarantined, the rest published).
+  Health, volume and reliability count the runs that load: a reconcile is none of them.
 - A **no-op re-run** wrote no rows and left the watermark where it found it: it read
   nothing new (a load that re-read the rows at its watermark and the lateness behind it, a
   model whose upstreams brought no change). It says nothing about a source's volume: a
@@ -21,14 +24,14 @@ Definitions used throughout, stated once (their SQL is in :mod:`pipeledger.ledge
 - **Volume** (:func:`volume_anomalies`) compares like with like: the rows written in one
   scheduled interval with those written in earlier intervals. A **volume sample** is an
   interval's total: the rows written by the runs that published it, leaving out backfills
-  and replays (they re-load old data on purpose) and no-op re-runs. The attempts of an
-  interval share its logical run, and an interval has at most one published attempt (a
-  retry follows only a failure, which rolled back; a scheduled interval's idempotency key
-  admits one success), so its total is the rows written by that attempt; an unscheduled
-  run is an interval of its own (the stretch of the cursor it covered). The **latest
-  interval** (the latest sample by start) is judged against the samples that *started* in
-  the 30 UTC days before the UTC day of ``now`` (today's and the latest itself are not
-  history). The samples are counted per pipeline and UTC day in the daily rollup.
+  and replays (they re-load old data on purpose), reconciles and no-op re-runs. The
+  attempts of an interval share its logical run, and an interval has at most one published
+  attempt (a retry follows only a failure, which rolled back; a scheduled interval's
+  idempotency key admits one success), so its total is the rows written by that attempt;
+  an unscheduled run is an interval of its own (the stretch of the cursor it covered). The
+  **latest interval** (the latest sample by start) is judged against the samples that
+  *started* in the 30 UTC days before the UTC day of ``now`` (today's and the latest itself
+  are not history). The samples are counted per pipeline and UTC day in the daily rollup.
 
   ====================  ==================================================================
   level                 when
@@ -84,14 +87,16 @@ from enum import StrEnum
 from typing import Any
 
 from pipeledger.errors import AmbiguousRunId
+from pipeledger.lateness import LatenessReport, RunLateness, report
 from pipeledger.ledger.model import stored_datetime
-from pipeledger.ledger.rollup import NOT_FRONTIER, counts, finished, sample, written
+from pipeledger.ledger.rollup import COMPARES, NOT_FRONTIER, counts, finished, sample, written
 from pipeledger.ledger.schema import (
     AUDIT,
     DAYS,
     DEPENDENCIES,
     PIPELINES,
     QUALITY,
+    RECONCILIATIONS,
     RUNS,
     SNAPSHOTS,
     TASKS,
@@ -190,7 +195,7 @@ def _latest(d: Dialect, outer: str, condition: str = "") -> str:
     )
 
 
-_SUCCESS = " AND r.status = 'success'"
+_SUCCESS = f" AND r.status = 'success' AND r.trigger_type <> {COMPARES}"
 
 
 def _sample(d: Dialect) -> str:
@@ -216,6 +221,7 @@ class RunRow(Answer):
     rows_updated: int | None
     rows_unchanged: int | None
     rows_rejected: int | None
+    rows_deleted: int | None
     watermark_before: str | None
     watermark_after: str | None
     error_code: str | None
@@ -924,21 +930,23 @@ class PruneResult(Answer):
     audit_events: int
     dataset_snapshots: int
     quality_results: int
+    reconciliations: int
 
 
 def prunable_runs_sql(d: Dialect) -> str:
     """Run ids that ended before the cutoff (one parameter), except running runs, each
-    pipeline's last success (freshness) and its last success that is not a backfill or
-    replay (``last_successful_run`` reads it)."""
+    pipeline's last success (freshness) and its last success that is not a backfill,
+    replay or reconcile (``last_successful_run`` reads it)."""
     runs = d.table(RUNS)
     later_success = (
         f"SELECT 1 FROM {runs} s WHERE s.pipeline = r.pipeline AND s.status = 'success' "
+        f"AND s.trigger_type <> {COMPARES} "
         "AND (s.started_at > r.started_at OR (s.started_at = r.started_at AND s.run_id > r.run_id))"
     )
     later_frontier = f"{later_success} AND s.trigger_type NOT IN {NOT_FRONTIER}"
     return (
         f"SELECT r.run_id FROM {runs} r WHERE r.status <> 'running' AND r.ended_at < {d.param} "
-        f"AND (r.status <> 'success' OR (EXISTS ({later_success}) "
+        f"AND (r.status <> 'success' OR r.trigger_type = {COMPARES} OR (EXISTS ({later_success}) "
         f"AND (r.trigger_type IN {NOT_FRONTIER} OR EXISTS ({later_frontier}))))"
     )
 
@@ -955,9 +963,31 @@ def prune(session: Session, older_than: timedelta, now: datetime) -> PruneResult
         table.table: session.execute(
             f"DELETE FROM {d.table(table)} WHERE run_id IN ({doomed})", [cutoff]
         )
-        for table in (TASKS, AUDIT, SNAPSHOTS, QUALITY, RUNS)  # the runs last: they define the set
+        # the runs last: they define the set
+        for table in (TASKS, AUDIT, SNAPSHOTS, QUALITY, RECONCILIATIONS, RUNS)
     }
     return PruneResult(cutoff=cutoff, **counts)
+
+
+# -- 9. lateness ------------------------------------------------------------------------
+
+
+def lateness_sql(d: Dialect) -> str:
+    """The ``extra`` of a pipeline's runs that committed, oldest first."""
+    return (
+        f"SELECT extra FROM {d.table(RUNS)} WHERE pipeline = {d.param} "
+        "AND status IN ('success', 'partial') AND extra IS NOT NULL ORDER BY started_at, run_id"
+    )
+
+
+def lateness_report(session: Session, pipeline: str, buffer_s: int) -> LatenessReport:
+    """Late rows over the pipeline's history: what the runs that committed measured and
+    found (``extra.lateness``; definitions in :mod:`pipeledger.lateness`), against the
+    buffer configured now (``buffer_s``)."""
+    d = session.dialect
+    extras = (_as_json(d, row[0]) for row in session.query(lateness_sql(d), [pipeline]))
+    runs = [RunLateness.from_json(e["lateness"]) for e in extras if e and e.get("lateness")]
+    return report(pipeline, buffer_s, runs)
 
 
 # -- the loader's question --------------------------------------------------------------

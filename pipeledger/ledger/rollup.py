@@ -10,8 +10,8 @@ already recorded, and for the queries.
 Triggers on ``pipeline_runs`` keep the rollup, so it changes in the transaction of the
 run's final record whoever writes that record (a load, the spool's replay, the watchdog,
 a Python pipeline): a run counts once, when it leaves ``running`` or is inserted final,
-and a final state never changes. ``ledger prune`` leaves the rollups alone: they hold
-counts, not runs.
+and a final state never changes; a reconcile (it loads nothing) is not counted. ``ledger
+prune`` leaves the rollups alone: they hold counts, not runs.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from pipeledger.warehouse.dialect import Dialect, quote
 
 UNFINISHED = ("running", "skipped")
 PUBLISHED = "('success', 'partial')"  # the runs whose rows were published
-NOT_FRONTIER = "('backfill', 'replay')"  # runs that re-load old data on purpose
+COMPARES = "'reconcile'"  # runs that load nothing (``pipeledger reconcile`` compares)
+NOT_FRONTIER = f"('backfill', 'replay', {COMPARES})"  # runs that re-load old data, or none
 FUNCTION = "roll_up_run"
 TRIGGERS = ("pipeline_runs_roll_up_insert", "pipeline_runs_roll_up_update")
 
@@ -37,7 +38,8 @@ def no_op(d: Dialect, alias: str) -> str:
 
 
 def sample(d: Dialect, alias: str) -> str:
-    """SQL: the run is a volume sample (published, not a backfill or replay, no no-op)."""
+    """SQL: the run is a volume sample (published, not a backfill, replay or reconcile, no
+    no-op)."""
     return (
         f"({alias}.status IN {PUBLISHED} AND {alias}.trigger_type NOT IN {NOT_FRONTIER} "
         f"AND NOT {no_op(d, alias)})"
@@ -49,8 +51,9 @@ def _finished() -> str:
 
 
 def finished(alias: str) -> str:
-    """SQL: the run has finished (every state but ``running`` and ``skipped``)."""
-    return f"{alias}.status NOT IN {_finished()}"
+    """SQL: the run has finished (every state but ``running`` and ``skipped``) and it
+    loads (a reconcile is no run of the pipeline's health: it compares, it loads nothing)."""
+    return f"{alias}.status NOT IN {_finished()} AND {alias}.trigger_type <> {COMPARES}"
 
 
 def counts(d: Dialect, alias: str) -> list[tuple[str, str]]:
@@ -94,7 +97,7 @@ def _add(d: Dialect, days: str, existing: str) -> str:
 def triggers(d: Dialect, schema: str, days: str, runs: str) -> list[str]:
     """The triggers that roll up a run when it is inserted final or leaves ``running``."""
     insert, update = (quote(name) for name in TRIGGERS)
-    new_final = finished("NEW")
+    new_final = f"({finished('NEW')})"
     left_running = f"OLD.status = 'running' AND {new_final}"
     if d.triggers_call_functions:
         function = f"{quote(schema)}.{quote(FUNCTION)}()"

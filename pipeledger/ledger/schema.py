@@ -44,6 +44,7 @@ QUALITY = table("quality_results")
 DAYS = table("pipeline_days")
 ALERTS = table("alerts")
 BREACHES = table("sla_breaches")
+RECONCILIATIONS = table("reconciliations")
 
 
 @dataclass(frozen=True)
@@ -63,30 +64,39 @@ class LedgerTable:
     constraints: tuple[str, ...] = ()
     indexes: tuple[tuple[str, str], ...] = ()  # (index name, indexed columns)
     foreign_key: ForeignKey | None = None
-    added: tuple[tuple[str, int], ...] = ()  # (column, the migration that added it)
+    # columns later migrations add, with the migration's version: not in ``body``, which
+    # is the table as migration 1 made it (and migration 4 rebuilds it)
+    added: tuple[tuple[int, str, str], ...] = ()
 
     @property
     def column_names(self) -> tuple[str, ...]:
+        """Every column, as the writers bind them."""
+        return (*self.first_names, *(name for _, name, _ in self.added))
+
+    @property
+    def first_names(self) -> tuple[str, ...]:
+        """The columns of migration 1."""
         return tuple(name for name, _ in self.columns)
-
-    def add_column(self, d: Dialect, name: str) -> str:
-        """The ``ALTER TABLE`` of a column that a later migration added."""
-        kind = dict(self.columns)[name].format(**self._types(d))
-        return f"ALTER TABLE {d.table(self.name)} ADD COLUMN {name} {kind}"
-
-    @staticmethod
-    def _types(d: Dialect) -> dict[str, str]:
-        return {"ts": "timestamptz", "json": d.json_type, "big": d.int64_type}
 
     @property
     def json_columns(self) -> frozenset[str]:
-        return frozenset(name for name, kind in self.columns if "{json}" in kind)
+        kinds = [*self.columns, *((name, kind) for _, name, kind in self.added)]
+        return frozenset(name for name, kind in kinds if "{json}" in kind)
+
+    def _types(self, d: Dialect) -> dict[str, str]:
+        return {"ts": "timestamptz", "json": d.json_type, "big": d.int64_type}
 
     def body(self, d: Dialect) -> str:
-        """The columns the table is created with (not those a later migration adds)."""
-        later, types = dict(self.added), self._types(d)
-        parts = [f"{n} {kind.format(**types)}" for n, kind in self.columns if n not in later]
+        parts = [f"{name} {kind.format(**self._types(d))}" for name, kind in self.columns]
         return ", ".join([*parts, *self.constraints])
+
+    def add_columns(self, d: Dialect, version: int) -> list[str]:
+        """Migration ``version``: the columns it adds."""
+        return [
+            f"ALTER TABLE {d.table(self.name)} ADD COLUMN {name} {kind.format(**self._types(d))}"
+            for at, name, kind in self.added
+            if at == version
+        ]
 
     def create(self, d: Dialect) -> str:
         return f"CREATE TABLE IF NOT EXISTS {d.table(self.name)} ({self.body(d)})"
@@ -104,9 +114,9 @@ PIPELINE_TABLE = LedgerTable(
         ("name", "text PRIMARY KEY"), ("version", "text NOT NULL"), ("description", "text"),
         ("owner", "text"), ("source_system", "text"), ("target_system", "text"),
         ("freshness_sla_s", "bigint"), ("created_at", "{ts} NOT NULL"),
-        ("updated_at", "{ts} NOT NULL"), ("max_duration_s", "bigint"),
+        ("updated_at", "{ts} NOT NULL"),
     ),
-    added=(("max_duration_s", 6),),
+    added=((6, "max_duration_s", "{big}"),),
 )  # fmt: skip
 RUN_TABLE = LedgerTable(
     RUNS,
@@ -131,6 +141,7 @@ RUN_TABLE = LedgerTable(
         ("pipeline_runs_started", "started_at"),
     ),
     foreign_key=ForeignKey("pipeline", PIPELINES, "name"),
+    added=((7, "rows_deleted", "{big}"),),
 )  # fmt: skip
 TASK_TABLE = LedgerTable(
     TASKS,
@@ -223,6 +234,21 @@ BREACH_TABLE = LedgerTable(
     ),
     indexes=(("sla_breaches_due", "due_at"),),
 )  # fmt: skip
+RECONCILIATION_TABLE = LedgerTable(
+    RECONCILIATIONS,
+    columns=(
+        ("run_id", "text PRIMARY KEY"), ("pipeline", "text NOT NULL"),
+        ("target_table", "text NOT NULL"), ("status", "text NOT NULL"),
+        ("range_start", "text"), ("range_end", "text"), ("window_by", "text NOT NULL"),
+        ("windows_compared", "{big} NOT NULL"), ("windows_differing", "{big} NOT NULL"),
+        ("source_rows", "{big} NOT NULL"), ("target_rows", "{big} NOT NULL"),
+        ("missing_rows", "{big} NOT NULL"), ("extra_rows", "{big} NOT NULL"),
+        ("changed_rows", "{big} NOT NULL"), ("windows", "{json} NOT NULL"),
+        ("created_at", "{ts} NOT NULL"),
+    ),
+    indexes=(("reconciliations_pipeline", "pipeline, created_at"),),
+    foreign_key=_RUN_ID,
+)  # fmt: skip
 
 # the tables with a foreign key, parents before children (migration 4 rebuilds them so)
 CHILDREN = (RUN_TABLE, TASK_TABLE, AUDIT_TABLE, SNAPSHOT_TABLE, QUALITY_TABLE)
@@ -258,6 +284,8 @@ def ledger_migrations(d: Dialect) -> list[Migration]:
          foreign_keys(d)),
         (6, "daily rollups of the runs (kept by triggers), alerts, SLA breaches, max_duration",
          operating(d)),
+        (7, "rows deleted per run", RUN_TABLE.add_columns(d, 7)),
+        (8, "reconciliations: what each reconcile run found", _reconciliations(d)),
     ]  # fmt: skip
 
 
@@ -277,7 +305,19 @@ def operating(d: Dialect) -> list[str]:
         BREACH_TABLE.index(d, "sla_breaches_due"),
         f"CREATE UNIQUE INDEX IF NOT EXISTS {quote('sla_breaches_open')} "
         f"ON {d.table(BREACHES)} (pipeline, kind) WHERE ended_at IS NULL",
-        PIPELINE_TABLE.add_column(d, "max_duration_s"),
+        *PIPELINE_TABLE.add_columns(d, 6),
+    ]
+
+
+def _reconciliations(d: Dialect) -> list[str]:
+    """Migration 8 (5 to 7 are other components' numbers, assigned ahead): one row per
+    reconcile run, which is a run of its pipeline (``trigger_type = 'reconcile'``)."""
+    t = RECONCILIATION_TABLE
+    assert t.foreign_key is not None
+    return [
+        f"CREATE TABLE IF NOT EXISTS {d.table(t.name)} ({t.body(d)}, "
+        f"{_references(d, t.foreign_key)})",
+        *(t.index(d, name) for name, _ in t.indexes),
     ]
 
 
@@ -338,7 +378,7 @@ def _rebuild_with_foreign_key(d: Dialect, child: LedgerTable) -> list[str]:
     assert child.foreign_key is not None
     table = d.table(child.name)
     rebuilt = d.table(TableName(SCHEMA, f"{child.name.table}_rebuilt"))
-    columns = ", ".join(child.column_names)
+    columns = ", ".join(child.first_names)
     return [
         f"CREATE TABLE {rebuilt} ({child.body(d)}, {_references(d, child.foreign_key)})",
         f"INSERT INTO {rebuilt} ({columns}) SELECT {columns} FROM {table}",

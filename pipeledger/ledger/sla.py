@@ -26,7 +26,7 @@ from pipeledger.ledger.queries import (
     recent_counts,
     span,
 )
-from pipeledger.ledger.rollup import NOT_FRONTIER
+from pipeledger.ledger.rollup import COMPARES, NOT_FRONTIER
 from pipeledger.ledger.schema import BREACH_TABLE, BREACHES, PIPELINES, RUNS
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
@@ -184,13 +184,14 @@ class Reliability(Answer):
 
 def p95_sql(d: Dialect) -> str:
     """Per pipeline, the nearest-rank 95th percentile duration of the successful runs that
-    started since the parameter."""
+    started since the parameter (loads: a reconcile's duration is another job's)."""
     return (
         "SELECT x.pipeline, x.duration_ms FROM (SELECT r.pipeline, r.duration_ms, "
         "row_number() OVER (PARTITION BY r.pipeline ORDER BY r.duration_ms) AS position, "
         "count(*) OVER (PARTITION BY r.pipeline) AS n "
         f"FROM {d.table(RUNS)} r WHERE r.status = 'success' AND r.started_at >= {d.param} "
-        "AND r.duration_ms IS NOT NULL) x WHERE x.position = (95 * x.n + 99) / 100"
+        f"AND r.trigger_type <> {COMPARES} AND r.duration_ms IS NOT NULL) x "
+        "WHERE x.position = (95 * x.n + 99) / 100"
     )
 
 

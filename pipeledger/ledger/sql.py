@@ -10,6 +10,8 @@ from pipeledger.ledger.schema import (
     PIPELINES,
     QUALITY,
     QUALITY_TABLE,
+    RECONCILIATION_TABLE,
+    RECONCILIATIONS,
     RUN_TABLE,
     RUNS,
     SNAPSHOT_TABLE,
@@ -26,9 +28,9 @@ EVENT_COLUMNS = AUDIT_TABLE.column_names
 SNAPSHOT_COLUMNS = SNAPSHOT_TABLE.column_names
 PIPELINE_COLUMNS = PIPELINE_TABLE.column_names
 QUALITY_COLUMNS = QUALITY_TABLE.column_names
-JSON_COLUMNS = frozenset().union(
-    *(t.json_columns for t in (RUN_TABLE, TASK_TABLE, AUDIT_TABLE, SNAPSHOT_TABLE, QUALITY_TABLE))
-)
+RECONCILIATION_COLUMNS = RECONCILIATION_TABLE.column_names
+_TABLES = (RUN_TABLE, TASK_TABLE, AUDIT_TABLE, SNAPSHOT_TABLE, QUALITY_TABLE, RECONCILIATION_TABLE)
+JSON_COLUMNS = frozenset().union(*(t.json_columns for t in _TABLES))
 
 
 def _marks(d: Dialect, columns: tuple[str, ...]) -> str:
@@ -80,6 +82,13 @@ def insert_snapshot(d: Dialect) -> str:
 
 def insert_quality(d: Dialect) -> str:
     return f"{_insert(d, d.table(QUALITY), QUALITY_COLUMNS)} ON CONFLICT (result_id) DO NOTHING"
+
+
+def insert_reconciliation(d: Dialect) -> str:
+    return (
+        f"{_insert(d, d.table(RECONCILIATIONS), RECONCILIATION_COLUMNS)} "
+        "ON CONFLICT (run_id) DO NOTHING"
+    )
 
 
 def ensure_pipeline(d: Dialect) -> str:

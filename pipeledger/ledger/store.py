@@ -31,7 +31,9 @@ from pipeledger.warehouse.session import Session, Warehouse
 
 log = logging.getLogger("pipeledger.ledger")
 
-OpKind = Literal["pipeline", "dependencies", "run", "task", "event", "snapshot", "quality"]
+OpKind = Literal[
+    "pipeline", "dependencies", "run", "task", "event", "snapshot", "quality", "reconciliation"
+]
 _DATETIME_FIELDS = frozenset({"data_interval_start", "data_interval_end"})
 
 
@@ -110,6 +112,9 @@ def apply(session: Session, op: Op) -> None:
         session.execute(lsql.insert_snapshot(d), _params(op.data, lsql.SNAPSHOT_COLUMNS))
     elif op.kind == "quality":
         session.execute(lsql.insert_quality(d), _params(op.data, lsql.QUALITY_COLUMNS))
+    elif op.kind == "reconciliation":
+        statement = lsql.insert_reconciliation(d)
+        session.execute(statement, _params(op.data, lsql.RECONCILIATION_COLUMNS))
     elif op.kind == "pipeline":
         session.execute(lsql.upsert_pipeline(d), _params(op.data, lsql.PIPELINE_COLUMNS))
     else:

@@ -13,21 +13,29 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
+from pipeledger.load.sql import add_column
 from pipeledger.schema import LOADED_AT_COLUMN, ROW_HASH_COLUMN, RUN_ID_COLUMN, Column, TableName
 from pipeledger.warehouse.dialect import Dialect, quote
 from pipeledger.warehouse.migrations import SCHEMA
+from pipeledger.warehouse.session import Session
 
 REPLACED_BY = "_pipeledger_replaced_by"
 META = (RUN_ID_COLUMN, LOADED_AT_COLUMN, ROW_HASH_COLUMN)
 
 
-def before_table(target: TableName) -> TableName:
-    """Where the versions a run replaces in ``target`` are kept for its models."""
-    base = f"before__{target.schema or 'public'}__{target.table}"
+def side_table(kind: str, target: TableName) -> TableName:
+    """A table pipeledger keeps about ``target`` in its own schema: ``<kind>__<schema>__<table>``
+    (shortened with a digest past PostgreSQL's 63 characters)."""
+    base = f"{kind}__{target.schema or 'public'}__{target.table}"
     if len(base) > 63:
         digest = hashlib.sha256(str(target).encode()).hexdigest()[:10]
         base = f"{base[:52]}_{digest}"
     return TableName(SCHEMA, base)
+
+
+def before_table(target: TableName) -> TableName:
+    """Where the versions a run replaces in ``target`` are kept for its models."""
+    return side_table("before", target)
 
 
 def create_before_table(d: Dialect, target: TableName, columns: Sequence[Column]) -> str:
@@ -57,3 +65,29 @@ def replaced_rows(d: Dialect, join: str, condition: str, source: str) -> str:
     """``where`` for :func:`keep_before_images`: target rows ``t`` that a staged row ``s``
     of ``source`` will replace."""
     return f"EXISTS (SELECT 1 FROM {source} AS s WHERE {join} AND ({condition}))"
+
+
+def ensure_before_table(session: Session, target: TableName, columns: Sequence[Column]) -> None:
+    """The target's before-image table, with every column the target has now."""
+    d = session.dialect
+    session.execute(create_before_table(d, target, columns))
+    have = {name for name, _ in session.table_columns(before_table(target)) or []}
+    for column in columns:
+        if column.name not in have:  # the target gained a column since
+            session.execute(add_column(d, before_table(target), column))
+
+
+def keep_before(
+    session: Session,
+    target: TableName,
+    columns: Sequence[Column],
+    where: str,
+    run_id: str,
+    fingerprints: bool = True,
+) -> None:
+    """Keep the target's rows matching ``where`` (alias ``t``, no parameters of its own) as
+    before-images of run ``run_id``; ``fingerprints``: the target stores them."""
+    ensure_before_table(session, target, columns)
+    meta = META if fingerprints else (RUN_ID_COLUMN, LOADED_AT_COLUMN)
+    names = [c.name for c in columns]
+    session.execute(keep_before_images(session.dialect, target, names, where, meta), [run_id])

@@ -40,13 +40,13 @@ from pipeledger.config import ChecksConfig, Config, PipelineConfig
 from pipeledger.errors import SchemaError
 from pipeledger.extract.base import SourceBatch
 from pipeledger.load import sql
-from pipeledger.load.merge import merge_staged
+from pipeledger.load.merge import merge_staged, pipeline_shape, pipeline_spec
 from pipeledger.load.result import MergeCounts
 from pipeledger.quality import checks as q
 from pipeledger.quality.gate import GateSpec, evaluate
 from pipeledger.quality.quarantine import QuarantineEntry, read_entries
 from pipeledger.schema import ROW_HASH_COLUMN, Column, TableName
-from pipeledger.transform.conform import Shape, conform, shape_from_table
+from pipeledger.transform.conform import Shape, conform
 from pipeledger.transform.fingerprint import with_row_hash
 from pipeledger.values import json_text
 from pipeledger.warehouse.dialect import Dialect, quote
@@ -183,10 +183,8 @@ def _shape(session: Session, name: str, pipeline: PipelineConfig) -> tuple[Shape
             "rows have nowhere to go; nothing was replayed"
         )
     fingerprinted = any(column == ROW_HASH_COLUMN for column, _ in columns)
-    shape = shape_from_table(
-        columns, pipeline.key, pipeline.cursor, pipeline.partition_by, table=pipeline.target
-    )
-    return shape, fingerprinted  # a target is upgraded by its next run, not by a replay
+    # a target is upgraded by its next run, not by a replay
+    return pipeline_shape(pipeline, columns), fingerprinted
 
 
 def _stage(session: Session, shape: Shape, batch: pa.RecordBatch) -> None:
@@ -269,8 +267,9 @@ def replay_in(
     now = datetime.now(UTC)
     counts = MergeCounts()
     if passed:
-        merge = sql.MergeSpec(target, shape.columns, tuple(pipeline.key), pipeline.cursor,
-                              pipeline.on_conflict, fingerprinted)  # fmt: skip
+        # a marked row is never set aside (load.deletes): what comes back is a row to load
+        merge = pipeline_spec(pipeline, target, shape.columns, fingerprinted,
+                              config.needs_before_images(target), markers=False)  # fmt: skip
         counts = merge_staged(session, merge, len(passed), run_id, now)
     return replace(
         empty, replayed=len(rows), still_failing=len(still), counts=counts,

@@ -14,6 +14,7 @@ from pipeledger.load.guard_sql import (
     forget_hash_function,
     renewed_guard_table,
 )
+from pipeledger.load.late_sql import files_read_table, late_rows_table
 from pipeledger.schema import TableName
 from pipeledger.warehouse.dialect import Dialect, quote
 from pipeledger.warehouse.migrations import SCHEMA, Component, Migration, create_schema
@@ -50,6 +51,8 @@ def state_migrations(d: Dialect) -> list[Migration]:
         (6, "models: which upstream runs each model consumed",
          [*inputs_table(d), f"CREATE INDEX IF NOT EXISTS {quote('run_commits_target')} "
           f"ON {d.table(COMMITS_TABLE)} (target, committed_at)"]),
+        (7, "lateness: files each pipeline has read, late rows already counted",
+         [files_read_table(d), late_rows_table(d)]),
     ]  # fmt: skip
 
 
@@ -108,6 +111,11 @@ def read_all_state(d: Dialect) -> str:
         "SELECT pipeline, partition_key, cursor_column, cursor_type, watermark, run_id, "
         f"updated_at FROM {d.table(STATE_TABLE)} ORDER BY pipeline, partition_key"
     )
+
+
+def watermark_moved_at(d: Dialect) -> str:
+    """When the pipeline's watermark (any partition's) last moved."""
+    return f"SELECT max(updated_at) FROM {d.table(STATE_TABLE)} WHERE pipeline = {d.param}"
 
 
 def write_state(d: Dialect) -> str:

@@ -3,7 +3,7 @@ record which upstream runs it consumed, all in the run's one transaction.
 
 ::
 
-    BEGIN (one snapshot: PostgreSQL REPEATABLE READ; SQLite holds the write lock)
+    BEGIN
       lock the model
       the upstream runs it has not consumed yet            (the warehouse's commit log)
       incremental: the rows those runs wrote, and the versions they replaced (before-images)
@@ -14,15 +14,22 @@ record which upstream runs it consumed, all in the run's one transaction.
         the whole query;  backfill: the query within a partition or cursor range
       stage -> quality gate -> publish:
         merge               the loads' merge under on_conflict
+        scd2                the loads' SCD2 history (load.history): a changed row is a
+                            new version
         partition_overwrite the touched partitions get exactly the recomputed rows
         replace             the whole target gets exactly the recomputed rows
       the consumed upstream runs                           (pipeledger.model_inputs)
     COMMIT
 
-Exactly once: a run that committed into an upstream is consumed by the first model run
-whose snapshot sees it, whenever it started; an upstream load still running is not seen
-(not half-read) and is consumed next time. ``partition_overwrite`` and ``replace`` rewrite
-only rows that differ, so an unchanged partition keeps its rows and their run ids.
+Exactly once, without one snapshot for the whole run (a REPEATABLE READ transaction could
+not write the run's final record once the heartbeat had renewed its lease): an upstream
+run is consumed only if the list of pending runs, read first, names it; the new rows are
+read by those runs' ids, so a run that commits meanwhile is neither half-read nor marked
+consumed, and the next model run takes it. A recomputation of touched partitions (or
+keys) may already see that later run's rows: it is recomputed again next time with the
+same result, which is never counted twice. An upstream load still running is not seen at
+all (it has not committed). ``partition_overwrite`` and ``replace`` rewrite only rows that
+differ, so an unchanged partition keeps its rows and their run ids.
 """
 
 from __future__ import annotations
@@ -32,11 +39,11 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pipeledger.config import ChecksConfig, Config, ModelConfig
+from pipeledger.config import HISTORY_COLUMNS, ChecksConfig, Config, ModelConfig
 from pipeledger.errors import SchemaError
 from pipeledger.load import sql as load_sql
-from pipeledger.load.before import before_table, keep_before_images
-from pipeledger.load.merge import ensure_before_table, first_load, merge_staged
+from pipeledger.load.before import before_table, ensure_before_table, keep_before_images
+from pipeledger.load.merge import first_load, merge_staged
 from pipeledger.load.result import MergeCounts, StepResult
 from pipeledger.load.state import pending_runs, record_input
 from pipeledger.load.steps import StepClock
@@ -188,9 +195,6 @@ class Model:
         return self.config.model_sql(self.name)
 
     def execute(self, session: Session) -> ModelResult:
-        d = session.dialect
-        if d.snapshot_statement:  # every read below sees one moment of the warehouse
-            session.execute(d.snapshot_statement)
         session.lock_pipeline(self.name)
         existing = session.table_columns(self.model.target_name)
         with self.clock.measure("extract"):
@@ -257,10 +261,11 @@ class Model:
         else the query's, typed (``columns`` overrides); pipeledger's own columns of an
         upstream are not carried over."""
         if existing is not None and self.model.materialized != "replace":
+            added = HISTORY_COLUMNS if self.model.materialized == "scd2" else ()
             return tuple(
                 Column(name, canonical_type(kind))
                 for name, kind in existing
-                if not name.startswith(RESERVED_PREFIX)
+                if not name.startswith(RESERVED_PREFIX) and name not in added
             )
         inferred = output_columns(session, self.query, self.model.columns, self.name)
         return tuple(c for c in inferred if not c.name.startswith(RESERVED_PREFIX))
@@ -282,7 +287,7 @@ class Model:
             if self.request.mode == "backfill" and self.request.window is not None:
                 self.scope = Scope((self._range_column,), window=self.request.window)
             return self.query.render(flat)
-        if self.model.materialized == "merge" and not self.query.aggregates:
+        if self._merges and not self.query.aggregates:
             parts = [self.query.replacing({str(u.name): self._new_rows(u)}) for u in self._changed]
             return " UNION ALL ".join(part.render(flat) for part in parts)
         self.scope = self._touched(session)
@@ -333,13 +338,19 @@ class Model:
         return list(m.key)
 
     # -- publishing -------------------------------------------------------------------
+    @property
+    def _merges(self) -> bool:
+        """Published by the loads' merge (``merge``, ``scd2``), not by a sync."""
+        return self.model.materialized in ("merge", "scd2")
+
     def _publish(self, session: Session, existing: list[tuple[str, str]] | None) -> None:
         m = self.model
-        if m.materialized == "merge":
+        if self._merges:
             kept = self.rows - (self.report.quarantined_rows if self.report else 0)
             spec = load_sql.MergeSpec(
                 m.target_name, self.columns, tuple(m.key), m.cursor or "",
                 m.on_conflict or "update", False, self._downstream,
+                history=m.materialized == "scd2",
             )  # fmt: skip
             self.created = existing is None
             publish = first_load if self.created else merge_staged
@@ -386,7 +397,7 @@ class Model:
         if self._downstream:
             ensure_before_table(session, target, self.columns)
             session.execute(keep_before_images(d, target, names, vanished), [self.run_id, *params])
-        deleted = session.execute(sql.delete_where(d, target, vanished), params)
+        deleted = session.execute(load_sql.delete_where(d, target, vanished), params)
         new = f"NOT EXISTS ({sql.same_row(d, names, 't', d.table(target), 's')} AND ({scope}))"
         inserted = session.execute(sql.insert_staged(d, target, names, new),
                                    [self.run_id, self.started_at, *params])  # fmt: skip
@@ -408,6 +419,8 @@ class Model:
         m = self.model
         key = tuple(m.key) or (self.columns[0].name,)
         cursor = m.cursor or m.partition_by or self.columns[0].name
+        if m.materialized == "scd2":  # one row per version: per key and cursor
+            key = (*key, cursor)
         shape = Shape(self.columns, key, cursor)
         return GateSpec(self.name, self.run_id, m.target_name, shape, m.checks or ChecksConfig())
 

@@ -90,14 +90,6 @@ def in_values(d: Dialect, expression: str, count: int) -> str:
     return f"{expression} IN ({d.marks(count)})"
 
 
-def delete_where(d: Dialect, target: TableName, where: str) -> str:
-    """Delete the target's rows matching ``where`` (alias ``t``)."""
-    if d.statement_snapshot:
-        return f"DELETE FROM {d.table(target)} AS t WHERE {where}"
-    chosen = f"SELECT rowid FROM {d.table(target)} AS t WHERE {where}"
-    return f"DELETE FROM {d.table(target)} WHERE rowid IN ({chosen})"
-
-
 def insert_staged(d: Dialect, target: TableName, names: Sequence[str], where: str) -> str:
     """The staged rows ``s`` matching ``where`` into the target, with this run's id and time
     (the first two parameters)."""

@@ -6,7 +6,13 @@ from __future__ import annotations
 from pipeledger.config import Config
 from pipeledger.ledger.api import Run
 from pipeledger.models.model import Model, ModelRequest, ModelResult
-from pipeledger.run.record import Written, record_quality, take_snapshot, task_from
+from pipeledger.run.record import (
+    Written,
+    record_events,
+    record_quality,
+    take_snapshot,
+    task_from,
+)
 from pipeledger.transform.conform import Shape
 from pipeledger.warehouse.session import Session
 
@@ -40,12 +46,12 @@ class ModelJob:
         c = result.counts
         run.set_counts(
             rows_read=result.rows_computed, rows_inserted=c.inserted, rows_updated=c.updated,
-            rows_unchanged=c.unchanged + c.superseded,
+            rows_unchanged=c.unchanged + c.superseded, rows_deleted=c.deleted,
             rows_rejected=result.quality.quarantined_rows if result.quality else 0,
         )  # fmt: skip
         run.record.extra.update(
             mode=result.mode, kind="model", materialized=result.materialized,
-            rows_deleted=c.deleted, upstream_runs=list(result.consumed),
+            upstream_runs=list(result.consumed),
             recomputed="all" if result.touched is None else result.touched,
         )  # fmt: skip
         for step in result.steps:
@@ -57,11 +63,8 @@ class ModelJob:
             self._snapshot(run, session, result)
 
     def _events(self, run: Run, result: ModelResult) -> None:
-        c, target = result.counts, result.target
-        for kind, count in (("RECORD_INSERTED", c.inserted), ("RECORD_UPDATED", c.updated),
-                            ("RECORD_DELETED", c.deleted)):  # fmt: skip
-            if count:
-                run.audit(kind, target_table=target, record_count=count)
+        target = result.target
+        record_events(run, target, result.counts)
         if result.consumed:
             run.audit("UPSTREAM_CONSUMED", target_table=target, record_count=len(result.consumed),
                       metadata={"runs": list(result.consumed)})  # fmt: skip
@@ -71,8 +74,9 @@ class ModelJob:
         columns = self.model.columns
         shape = Shape(columns, tuple(m.key) or (columns[0].name,), m.cursor or "")
         previous = run.ledger.previous_snapshot(result.target, session)
-        written = Written(result.counts.inserted, result.rows_computed, result.target_created,
-                          deleted=result.counts.deleted)  # fmt: skip
+        c = result.counts
+        written = Written(c.inserted, result.rows_computed, result.target_created,
+                          deleted=c.deleted, growth=c.growth)  # fmt: skip
         run.snapshots.append(
             take_snapshot(session, run.run_id, result.target, shape, written, previous)
         )

@@ -61,6 +61,12 @@ class Shape:
         extra = (self.partition_by,) if self.partition_by else ()
         return (*self.key, self.cursor, *extra)
 
+    @property
+    def identity(self) -> tuple[Column, ...]:
+        """The key, cursor and partition columns: what finds a version of a row."""
+        names = dict.fromkeys(self.required)
+        return tuple(c for name in names for c in self.columns if c.name == name)
+
 
 def infer_shape(
     source: pa.Schema,

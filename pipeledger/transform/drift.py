@@ -12,10 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeledger.errors import SchemaError
+from pipeledger.extract.base import SourceBatch
 from pipeledger.schema import Column, UnmappedType, check_identifier, declare_hint, sql_type_for
-from pipeledger.transform.conform import Shape
+from pipeledger.transform.conform import Shape, conform
+from pipeledger.transform.fingerprint import with_row_hash
 
 _FAMILIES = (
     frozenset({"smallint", "integer", "bigint"}),
@@ -108,6 +111,21 @@ def align(batch: pa.RecordBatch, shape: Shape) -> pa.RecordBatch:
         else:
             arrays.append(pa.nulls(batch.num_rows, column.arrow))
     return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def as_stored(source: SourceBatch, shape: Shape) -> pa.RecordBatch:
+    """Source rows as the target stores them, each with its fingerprint: aligned to the
+    target's columns (as a load that tolerates drift aligns them: a column the target lacks
+    is dropped, one the source lacks is null) and cast to their types. Rows without a key
+    are left out, as no load stores them. For comparing a source with its target."""
+    aligned = SourceBatch(align(source.batch, shape), source.origin, source.row_numbers)
+    batch = conform(aligned, shape, gated_keys=True)
+    if any(batch.column(name).null_count for name in shape.key):
+        keyed = pc.is_valid(batch.column(shape.key[0]))
+        for name in shape.key[1:]:
+            keyed = pc.and_(keyed, pc.is_valid(batch.column(name)))
+        batch = batch.filter(keyed)
+    return with_row_hash(batch, shape.columns)
 
 
 def detect_all(schemas: list[pa.Schema], shape: Shape, typed_source: bool) -> Drift:

@@ -16,6 +16,11 @@ from typing import ClassVar, Literal
 from pipeledger.schema import TableName, sqlite_declared_type
 
 DialectName = Literal["postgres", "sqlite"]
+TimeUnit = Literal["hour", "day", "month"]
+# a time unit's label, for a cursor in UTC: 2024-01-05T10 (hour), 2024-01-05, 2024-01
+_LABEL_WIDTHS: dict[str, int] = {"hour": 13, "day": 10, "month": 7}
+_LABEL_FORMATS: dict[str, str] = {"hour": 'YYYY-MM-DD"T"HH24', "day": "YYYY-MM-DD",
+                                  "month": "YYYY-MM"}  # fmt: skip
 STAGE = "_pipeledger_stage"
 STAGE_UNIQUE = "_pipeledger_stage_unique"
 
@@ -89,6 +94,9 @@ class Dialect:
     int64_type: ClassVar[str]
     #: ``ALTER TABLE ... ADD CONSTRAINT`` exists (else a table is rebuilt to gain one)
     alters_constraints: ClassVar[bool]
+    #: a join or EXISTS on columns without an index is hashed (else it loops over the
+    #: other table for every row: such columns need an index)
+    hash_joins: ClassVar[bool]
     distinct_operator: ClassVar[str]
 
     def __repr__(self) -> str:
@@ -161,6 +169,11 @@ class Dialect:
         """A timestamp column's UTC day as ``YYYY-MM-DD`` text."""
         raise NotImplementedError
 
+    def time_label(self, column: str, unit: TimeUnit) -> str:
+        """The UTC hour, day or month a date or timestamp column falls in, as text:
+        ``2024-01-05T10``, ``2024-01-05`` or ``2024-01`` (the same on every warehouse)."""
+        raise NotImplementedError
+
     def distinct_on(self, expression: str) -> str:
         """``SELECT`` prefix keeping one row per ``expression`` where the upsert needs it."""
         return ""
@@ -198,6 +211,7 @@ class _Postgres(Dialect):
     instant_type = "timestamptz"
     int64_type = "bigint"
     alters_constraints = True
+    hash_joins = True
     statement_snapshot = True
     snapshot_statement = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
     distinct_operator = "IS DISTINCT FROM"
@@ -220,6 +234,10 @@ class _Postgres(Dialect):
 
     def utc_day(self, column: str) -> str:
         return f"to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+
+    def time_label(self, column: str, unit: TimeUnit) -> str:
+        # sessions run in UTC, so a timestamptz and a timestamp both show their UTC time
+        return f"to_char({column}, '{_LABEL_FORMATS[unit]}')"
 
     def distinct_on(self, expression: str) -> str:
         # one statement may not touch a row twice in ON CONFLICT
@@ -253,6 +271,7 @@ class _Sqlite(Dialect):
     instant_type = "text"
     int64_type = "integer"  # SQLite's INTEGER is 64-bit
     alters_constraints = False
+    hash_joins = False
     statement_snapshot = False
     snapshot_statement = None
     distinct_operator = "IS NOT"
@@ -303,6 +322,9 @@ class _Sqlite(Dialect):
 
     def utc_day(self, column: str) -> str:
         return f"substr({column}, 1, 10)"  # stored as UTC ISO-8601 text
+
+    def time_label(self, column: str, unit: TimeUnit) -> str:
+        return f"substr({column}, 1, {_LABEL_WIDTHS[unit]})"  # UTC ISO-8601 text
 
     def cast_to(self, expression: str, sql_type: str) -> str:
         # exact decimals are text with the column's scale; dates and times are ISO text

@@ -9,7 +9,7 @@ The expected text lives in ``tests/golden/<dialect>/<module>.sql``, one section 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -21,11 +21,14 @@ from pipeledger.extract import sql as extract_sql
 from pipeledger.ledger import queries, sla
 from pipeledger.ledger import sql as lsql
 from pipeledger.ledger.schema import ledger_migrations
-from pipeledger.load import before, guard_sql, replay, state
+from pipeledger.load import before, guard_sql, late_sql, replay, state
+from pipeledger.load import history_sql as hsql
 from pipeledger.load import sql as load_sql
 from pipeledger.models import sql as models_sql
 from pipeledger.quality import checks
 from pipeledger.quality import quarantine as quarantine_sql
+from pipeledger.reconcile import sql as reconcile_sql
+from pipeledger.reconcile.windows import Grain
 from pipeledger.schema import Column, TableName
 from pipeledger.transform.conform import Shape
 from pipeledger.warehouse import stage
@@ -283,6 +286,8 @@ def _load_state() -> list[Case]:
         Case(m, "read_state", lambda d: text(state.read_state(d)), world=_w("state"),
              bind=lambda d: ["orders"]),
         Case(m, "read_all_state", lambda d: text(state.read_all_state(d)), world=_w("state")),
+        Case(m, "watermark_moved_at", lambda d: text(state.watermark_moved_at(d)),
+             world=_w("state"), bind=lambda d: ["orders"]),
         Case(m, "write_state", lambda d: text(state.write_state(d)), world=_w("state"),
              bind=lambda d: ["orders", "eu", "updated_at", "timestamptz",
                              "2024-01-01T10:00:00.000000+00:00", RUN_ID, AT]),
@@ -322,6 +327,151 @@ def _load_before() -> list[Case]:
     ]  # fmt: skip
 
 
+# -- deletes (load.deletes) and SCD2 history (load.history) ----------------------------
+
+
+def marked(policy: str = "newer_wins", soft: bool = False) -> load_sql.MergeSpec:
+    """A pipeline with a delete marker (and soft deletes)."""
+    return replace(spec(policy), markers=True, soft_delete=soft)
+
+
+def scd2(policy: str = "newer_wins", markers: bool = True) -> load_sql.MergeSpec:
+    return replace(spec(policy), markers=markers, history=True)
+
+
+def _flagged(d: Dialect) -> list[str]:
+    """The stage of a marker pipeline: the delete flag beside the row."""
+    return [f"ALTER TABLE {d.stage()} ADD COLUMN {load_sql.DELETED_FLAG} boolean"]
+
+
+def _soft_target(d: Dialect) -> list[str]:
+    return [load_sql.create_target(d, marked(soft=True)), *_flagged(d)]
+
+
+def _vanished(d: Dialect) -> list[str]:
+    keys = [c for c in COLUMNS if c.name in KEY]
+    return load_sql.create_temp(d, load_sql.VANISHED, keys)
+
+
+def _history_world(d: Dialect) -> list[str]:
+    """An SCD2 target, its repeats, and the run's temporary tables."""
+    h = scd2()
+    statements = [load_sql.create_target(d, h), hsql.create_repeats(d, h), *_flagged(d),
+                  *_vanished(d)]  # fmt: skip
+    tables = (
+        (hsql.AFFECTED, hsql.affected_columns(h)),
+        (hsql.ITEMS, hsql.item_columns(h)),
+        (hsql.ORDERED, hsql.ordered_columns(h)),
+        (hsql.HISTORY, hsql.history_columns(h)),
+    )
+    for name, columns in tables:
+        statements += load_sql.create_temp(d, name, columns)
+    return statements
+
+
+def _deletes() -> list[Case]:
+    m = "load_sql"
+    soft = marked(soft=True)
+    return [
+        Case(m, "create_target of an SCD2 history",
+             lambda d: text(load_sql.create_target(d, scd2())), world=_w("schema")),
+        Case(m, "create_target of a soft-deleting pipeline",
+             lambda d: text(load_sql.create_target(d, soft)), world=_w("schema")),
+        Case(m, "create_temp of the keys a snapshot lacks",
+             lambda d: texts(_vanished(d))),
+        Case(m, "dedupe_stage of a delete marker pipeline",
+             lambda d: text(load_sql.dedupe_stage(d, marked())), world=_w("stage"),
+             setup=_flagged),
+        Case(m, "dedupe_stage of an SCD2 history (one row per key and cursor)",
+             lambda d: text(load_sql.dedupe_stage(d, scd2(markers=False))), world=_w("stage")),
+        Case(m, "merge of a delete marker pipeline that soft-deletes",
+             lambda d: text(load_sql.merge(d, soft, d.stage())), world=_w("schema", "stage"),
+             setup=_soft_target, bind=lambda d: [RUN_ID, AT]),
+        Case(m, "merge under on_conflict=ignore of a soft-deleting pipeline",
+             lambda d: text(load_sql.merge(d, marked("ignore", soft=True), d.stage())),
+             world=_w("schema", "stage"), setup=_soft_target, bind=lambda d: [RUN_ID, AT]),
+        Case(m, "count_new_keys of a delete marker pipeline",
+             lambda d: text(load_sql.count_new_keys(d, marked(), d.stage())),
+             world=_w("target", "stage"), setup=_flagged),
+        Case(m, "conflicting_rows of a soft-deleting marker pipeline",
+             lambda d: text(load_sql.conflicting_rows(d, marked("error", soft=True),
+                                                      d.stage())),
+             world=_w("schema", "stage"), setup=_soft_target),
+        Case(m, "conflicting_duplicates of a delete marker pipeline",
+             lambda d: text(load_sql.conflicting_duplicates(d, marked("error"))),
+             world=_w("stage"), setup=_flagged),
+        Case(m, "delete_where of the rows staged deletes mark",
+             lambda d: text(load_sql.delete_where(d, TARGET, load_sql.marked_rows(
+                 d, marked(), d.stage()))), world=_w("target", "stage"), setup=_flagged),
+        Case(m, "delete_where under on_conflict=update",
+             lambda d: text(load_sql.delete_where(d, TARGET, load_sql.marked_rows(
+                 d, marked("update"), d.stage()))), world=_w("target", "stage"),
+             setup=_flagged),
+        Case(m, "soft_delete_where of the keys a snapshot lacks",
+             lambda d: text(load_sql.soft_delete_where(d, TARGET, load_sql.vanished_rows(
+                 d, soft))), world=_w("schema"),
+             setup=lambda d: [*_soft_target(d)[:1], *_vanished(d)],
+             bind=lambda d: [RUN_ID, AT, AT]),
+        Case(m, "find_vanished in a backfill's range",
+             lambda d: text(load_sql.find_vanished(d, spec(), f'"updated_at" >= {d.param}')),
+             world=_w("target", "stage"), setup=_vanished, bind=lambda d: [LOWER]),
+        Case(m, "find_vanished of an SCD2 history",
+             lambda d: text(load_sql.find_vanished(d, scd2(), "1=1")),
+             world=_w("schema", "stage", "state"), setup=_history_world),
+        Case(m, "count_in_scope of a soft-deleting pipeline",
+             lambda d: text(load_sql.count_in_scope(d, soft, "1=1")), world=_w("schema"),
+             setup=lambda d: [*_soft_target(d)[:1], *_vanished(d)]),
+        Case(m, "sample_vanished", lambda d: text(load_sql.sample_vanished(d, spec())),
+             setup=_vanished),
+    ]  # fmt: skip
+
+
+def _history(name: str, build: Callable[[Dialect], Golden], **more: Any) -> Case:
+    return Case(
+        "load_history_sql",
+        name,
+        build,
+        world=_w("schema", "stage", "state"),
+        setup=_history_world,
+        **more,
+    )
+
+
+def _load_history_sql() -> list[Case]:
+    h, source = scd2(), lambda d: d.stage()
+    return [
+        _history("create_repeats", lambda d: text(hsql.create_repeats(d, h))),
+        _history("clear_repeats", lambda d: text(hsql.clear_repeats(d, h))),
+        _history("fill_affected", lambda d: text(hsql.fill_affected(d, h, False))),
+        _history("fill_affected with the keys a snapshot lacks",
+                 lambda d: text(hsql.fill_affected(d, h, True)),
+                 bind=lambda d: [AT]),
+        _history("stored_versions", lambda d: text(hsql.stored_versions(d, h))),
+        _history("stored_deletions", lambda d: text(hsql.stored_deletions(d, h))),
+        _history("stored_repeats", lambda d: text(hsql.stored_repeats(d, h))),
+        _history("staged_items of a delete marker pipeline",
+                 lambda d: text(hsql.staged_items(d, h, source(d)))),
+        _history("staged_items without markers",
+                 lambda d: text(hsql.staged_items(d, scd2(markers=False), source(d)))),
+        _history("snapshot_deletions", lambda d: text(hsql.snapshot_deletions(d, h)),
+                 bind=lambda d: [AT]),
+        _history("withdraw_deletions", lambda d: text(hsql.withdraw_deletions(d, h))),
+        *(_history(f"order_items under on_conflict={policy}",
+                   lambda d, p=policy: text(hsql.order_items(d, scd2(p))))
+          for policy in ("update", "newer_wins", "ignore")),
+        _history("resolve_history", lambda d: text(hsql.resolve_history(d, h))),
+        _history("history_index", lambda d: text(hsql.history_index(d, h))),
+        _history("count_changes", lambda d: text(hsql.count_changes(d, h))),
+        _history("delete_where of the rewritten versions",
+                 lambda d: text(load_sql.delete_where(d, TARGET, hsql.rewritten(d, h)))),
+        _history("insert_versions", lambda d: text(hsql.insert_versions(d, h)),
+                 bind=lambda d: [RUN_ID, AT]),
+        _history("forget_repeats", lambda d: text(hsql.forget_repeats(d, h))),
+        _history("keep_repeats", lambda d: text(hsql.keep_repeats(d, h))),
+        _history("broken_history", lambda d: text(hsql.broken_history(d, h))),
+    ]  # fmt: skip
+
+
 POSTGRES_JOIN = 't."order_id" = s."order_id"'
 REGION = 'q."region"'
 MODEL_QUERY = 'SELECT "updated_at", "amount" FROM "analytics"."orders"'
@@ -353,8 +503,6 @@ def _models_sql() -> list[Case]:
              bind=lambda d: [["eu", "us", "ap"]] if d.array_params else ["eu", "us", "ap"]),
         Case(m, "in_range of a date-only end", lambda d: bound(*_in_range(d)),
              world=_w("target")),
-        Case(m, "delete_where", lambda d: text(models_sql.delete_where(d, TARGET,
-             't."region" = \'eu\'')), world=_w("target")),
         Case(m, "insert_staged where the target lacks the row",
              lambda d: text(models_sql.insert_staged(d, TARGET, NAMES, "NOT EXISTS ("
              + models_sql.same_row(d, NAMES, "t", d.table(TARGET), "s") + ")")),
@@ -471,6 +619,7 @@ def _ledger_sql() -> list[Case]:
         "delete_dependencies": lsql.delete_dependencies,
         "insert_dependency": lsql.insert_dependency, "running_runs": lsql.running_runs,
         "abandon_run": lsql.abandon_run,
+        "insert_reconciliation": lsql.insert_reconciliation,
     }  # fmt: skip
     return [
         Case(m, name, lambda d, b=build: text(b(d)), world=_w("ledger"))
@@ -544,6 +693,8 @@ def _ledger_queries() -> list[Case]:
              world=_w("ledger"), bind=lambda d: ["orders"]),
         Case(m, "recent_counts_sql", lambda d: text(queries.recent_counts_sql(d)),
              world=_w("ledger"), bind=lambda d: queries.status_window(AT, timedelta(days=30))),
+        Case(m, "lateness_sql", lambda d: text(queries.lateness_sql(d)),
+             world=_w("ledger"), bind=lambda d: ["orders"]),
     ]  # fmt: skip
 
 
@@ -587,8 +738,165 @@ def _alerts() -> list[Case]:
     ]  # fmt: skip
 
 
+def _load_late_sql() -> list[Case]:
+    m = "load_late_sql"
+    below = f'"updated_at" < {"%s"}'
+    return [
+        Case(m, "files_read_table", lambda d: text(late_sql.files_read_table(d)),
+             world=_w("state")),
+        Case(m, "late_rows_table", lambda d: text(late_sql.late_rows_table(d)),
+             world=_w("state")),
+        Case(m, "read_files", lambda d: text(late_sql.read_files(d)), world=_w("state"),
+             bind=lambda d: ["orders"]),
+        Case(m, "record_file", lambda d: text(late_sql.record_file(d)), world=_w("state"),
+             bind=lambda d: ["orders", "/data/orders_1.csv", 1024, 1718452800000000000, RUN_ID,
+                             AT]),
+        Case(m, "counted_late of two fingerprints", lambda d: text(late_sql.counted_late(d, 2)),
+             world=_w("state"), bind=lambda d: ["orders", 11, 12]),
+        Case(m, "count_late of two rows", lambda d: text(late_sql.count_late(d, 2)),
+             world=_w("state"),
+             bind=lambda d: ["orders", 11, 600, RUN_ID, AT, "orders", 12, 5400, RUN_ID, AT]),
+        Case(m, "held_fingerprints below a cursor",
+             lambda d: text(late_sql.held_fingerprints(d, TARGET, KEY, "updated_at")),
+             world=_w("target", "stage"), bind=lambda d: [AT]),
+        Case(m, "unheld_rows of the stage below a cursor",
+             lambda d: text(late_sql.unheld_rows(
+                 d, TARGET, KEY, "updated_at", d.stage(), ["_pipeledger_row_hash", "updated_at"],
+                 below.replace("%s", d.param))),
+             world=_w("target", "stage"), bind=lambda d: [AT]),
+        Case(m, "keep_stage_as", lambda d: text(late_sql.keep_stage_as(d, late_sql.CANDIDATES)),
+             world=_w("stage")),
+    ]  # fmt: skip
+
+
+IDENTITY = ["order_id", "updated_at", "region"]
+DAYS = ["2024-01-01", "2024-01-02"]
+
+
+def _reconcile_stage(d: Dialect) -> list[str]:
+    columns = [
+        COLUMNS[0],
+        COLUMNS[4],
+        COLUMNS[1],
+        load_sql.ROW_HASH,
+        Column("_pipeledger_side", "text"),
+    ]
+    return [stage.create_stage(d, columns)]
+
+
+def _source_label(d: Dialect) -> str:
+    return d.time_label('v."updated_at"', "day")
+
+
+def _target_rows(d: Dialect, filled: bool = False, where: str = "1=1") -> str:
+    label = d.time_label('t."updated_at"', "day")
+    return reconcile_sql.target_rows(d, TARGET, IDENTITY, KEY, where, label, filled)
+
+
+def _current_source(d: Dialect) -> list[str]:
+    return [
+        *_reconcile_stage(d),
+        *reconcile_sql.current_source(d, IDENTITY, KEY, "updated_at", _source_label(d)),
+    ]
+
+
+def _differing_windows(d: Dialect) -> list[str]:
+    return [
+        *_current_source(d),
+        reconcile_sql.create_windows(d),
+        *reconcile_sql.keep_target_rows(d, _target_rows(d), KEY),
+    ]
+
+
+def _differences(d: Dialect) -> list[str]:
+    return [*_differing_windows(d), reconcile_sql.differences(d, IDENTITY, KEY)]
+
+
+def _capped(d: Dialect, partitions: int) -> str:
+    cap = reconcile_sql.cap_predicate(d, "updated_at", "region" if partitions else None, partitions)
+    return f"SELECT 1 FROM {d.table(TARGET)} WHERE {cap}"
+
+
+def _reconcile_sql() -> list[Case]:
+    m = "reconcile_sql"
+    upto = '"updated_at" <= %s'
+    return [
+        Case(m, "current_source by day",
+             lambda d: texts(reconcile_sql.current_source(d, IDENTITY, KEY, "updated_at",
+                                                          _source_label(d))),
+             setup=_reconcile_stage),
+        Case(m, "source_windows", lambda d: text(reconcile_sql.source_windows(d)),
+             setup=_current_source),
+        Case(m, "unique_source_keys", lambda d: text(reconcile_sql.unique_source_keys(d, KEY)),
+             setup=_reconcile_stage),
+        Case(m, "staged_source_windows",
+             lambda d: text(reconcile_sql.staged_source_windows(d, _source_label(d))),
+             setup=_reconcile_stage),
+        Case(m, "staged_source of the windows that differ",
+             lambda d: texts(reconcile_sql.staged_source(d, IDENTITY, KEY, _source_label(d))),
+             setup=lambda d: [*_reconcile_stage(d), reconcile_sql.create_windows(d)]),
+        Case(m, "target_rows with stored fingerprints, up to the watermark",
+             lambda d: text(_target_rows(d, where=upto.replace("%s", d.param))),
+             world=_w("target"), bind=lambda d: [AT]),
+        Case(m, "target_rows with fingerprints made for rows without",
+             lambda d: text(_target_rows(d, filled=True)), world=_w("target"),
+             setup=_reconcile_stage),
+        Case(m, "target_windows", lambda d: text(reconcile_sql.target_windows(d, _target_rows(d))),
+             world=_w("target")),
+        Case(m, "create_windows", lambda d: text(reconcile_sql.create_windows(d))),
+        Case(m, "insert_windows of two", lambda d: text(reconcile_sql.insert_windows(d, 2)),
+             setup=lambda d: [reconcile_sql.create_windows(d)], bind=lambda d: DAYS),
+        Case(m, "keep_target_rows of the windows that differ",
+             lambda d: texts(reconcile_sql.keep_target_rows(d, _target_rows(d), KEY)),
+             world=_w("target"), setup=lambda d: [reconcile_sql.create_windows(d)]),
+        Case(m, "differences", lambda d: text(reconcile_sql.differences(d, IDENTITY, KEY)),
+             world=_w("target"), setup=_differing_windows),
+        Case(m, "count_differences", lambda d: text(reconcile_sql.count_differences(d)),
+             world=_w("target"), setup=_differences),
+        Case(m, "sample_keys, ten a window",
+             lambda d: text(reconcile_sql.sample_keys(d, KEY, 10)), world=_w("target"),
+             setup=_differences),
+        Case(m, "unhashed_count up to the watermark",
+             lambda d: text(reconcile_sql.unhashed_count(d, TARGET, upto.replace("%s", d.param))),
+             world=_w("target"), bind=lambda d: [AT]),
+        Case(m, "unhashed_rows, the first page",
+             lambda d: text(reconcile_sql.unhashed_rows(d, TARGET, NAMES, KEY, "1=1", False,
+                                                        50000)), world=_w("target")),
+        Case(m, "unhashed_rows, the page after a composite key",
+             lambda d: text(reconcile_sql.unhashed_rows(d, TARGET, NAMES, COMPOSITE_KEY, "1=1",
+                                                        True, 50000)),
+             world=_w("target"), bind=lambda d: [5, "eu"]),
+        Case(m, "cap_predicate of an unpartitioned pipeline", lambda d: text(_capped(d, 0)),
+             world=_w("target"), bind=lambda d: [AT]),
+        Case(m, "cap_predicate of two partitions", lambda d: text(_capped(d, 2)),
+             world=_w("target"), bind=lambda d: ["eu", AT, "us", AT]),
+    ]  # fmt: skip
+
+
+def _reconcile_windows() -> list[Case]:
+    m = "reconcile_windows"
+
+    def labels(d: Dialect) -> str:
+        grains = [Grain("timestamptz", unit="hour"), Grain("timestamptz", unit="day"),
+                  Grain("timestamptz", unit="month")]  # fmt: skip
+        shown = ", ".join(g.label(d, 't."updated_at"') for g in grains)
+        return f"SELECT {shown} FROM {d.table(TARGET)} AS t"
+
+    def width(d: Dialect) -> str:
+        label = Grain("bigint", width=1000).label(d, 't."order_id"')
+        return f"SELECT {label} FROM {d.table(TARGET)} AS t"
+
+    return [
+        Case(m, "label by hour, day and month", lambda d: text(labels(d)), world=_w("target")),
+        Case(m, "label of integer windows 1000 wide", lambda d: text(width(d)),
+             world=_w("target")),
+    ]  # fmt: skip
+
+
 CASES: tuple[Case, ...] = (
     *_load_sql(),
+    *_deletes(),
+    *_load_history_sql(),
     *_warehouse_stage(),
     *_load_guard_sql(),
     *_load_state(),
@@ -603,9 +911,13 @@ CASES: tuple[Case, ...] = (
     *_ledger_queries(),
     *_ledger_sla(),
     *_alerts(),
+    *_load_late_sql(),
+    *_reconcile_sql(),
+    *_reconcile_windows(),
 )
 MODULES = {
     "load_sql": "pipeledger.load.sql",
+    "load_history_sql": "pipeledger.load.history_sql",
     "warehouse_stage": "pipeledger.warehouse.stage",
     "load_guard_sql": "pipeledger.load.guard_sql",
     "load_state": "pipeledger.load.state",
@@ -620,4 +932,7 @@ MODULES = {
     "ledger_queries": "pipeledger.ledger.queries",
     "ledger_sla": "pipeledger.ledger.sla",
     "alerts": "pipeledger.alerts (events, outbox)",
+    "load_late_sql": "pipeledger.load.late_sql",
+    "reconcile_sql": "pipeledger.reconcile.sql",
+    "reconcile_windows": "pipeledger.reconcile.windows",
 }

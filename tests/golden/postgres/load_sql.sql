@@ -50,7 +50,7 @@ CREATE TABLE "_pipeledger_6f1c7f0e3c554b7e9a55"."_pipeledger_stage" ("order_id" 
 -- case: promote_stage into the target
 ALTER TABLE "_pipeledger_6f1c7f0e3c554b7e9a55"."_pipeledger_stage" ADD COLUMN "_pipeledger_run_id" text NOT NULL DEFAULT '6f1c7f0e-3c55-4b7e-9a55-0c6f1b0d2a11', ADD COLUMN "_pipeledger_loaded_at" timestamptz NOT NULL DEFAULT '2024-06-15T12:00:00+00:00';
 ALTER TABLE "_pipeledger_6f1c7f0e3c554b7e9a55"."_pipeledger_stage" ALTER COLUMN "_pipeledger_run_id" DROP DEFAULT, ALTER COLUMN "_pipeledger_loaded_at" DROP DEFAULT;
-DROP INDEX IF EXISTS "_pipeledger_6f1c7f0e3c554b7e9a55"."_pipeledger_stage_key";
+DROP INDEX IF EXISTS "_pipeledger_6f1c7f0e3c554b7e9a55"."_pipeledger_stage_key_ca13a6b2";
 ALTER TABLE "_pipeledger_6f1c7f0e3c554b7e9a55"."_pipeledger_stage" RENAME TO "orders";
 ALTER TABLE "_pipeledger_6f1c7f0e3c554b7e9a55"."orders" SET SCHEMA "analytics";
 DROP SCHEMA "_pipeledger_6f1c7f0e3c554b7e9a55";
@@ -90,10 +90,10 @@ SELECT "order_id", count(*) OVER () FROM "_pipeledger_stage" AS s GROUP BY "orde
 SELECT count(*) FROM "_pipeledger_stage" AS s WHERE NOT EXISTS (SELECT 1 FROM "analytics"."orders" AS t WHERE t."order_id" = s."order_id");
 
 -- case: merge under on_conflict=update
-WITH merged AS (INSERT INTO "analytics"."orders" AS t ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", s."_pipeledger_row_hash", %s, %s FROM "_pipeledger_stage" AS s LEFT JOIN "analytics"."orders" AS cur ON cur."order_id" = s."order_id" WHERE cur."order_id" IS NULL OR (cur."region", cur."amount", cur."status", cur."updated_at") IS DISTINCT FROM (s."region", s."amount", s."status", s."updated_at") ON CONFLICT ("order_id") DO UPDATE SET "region" = excluded."region", "amount" = excluded."amount", "status" = excluded."status", "updated_at" = excluded."updated_at", "_pipeledger_row_hash" = excluded."_pipeledger_row_hash", "_pipeledger_run_id" = excluded."_pipeledger_run_id", "_pipeledger_loaded_at" = excluded."_pipeledger_loaded_at" WHERE (t."region", t."amount", t."status", t."updated_at") IS DISTINCT FROM (excluded."region", excluded."amount", excluded."status", excluded."updated_at") RETURNING (xmax = 0) AS inserted) SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM merged;
+WITH merged AS (INSERT INTO "analytics"."orders" AS t ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", s."_pipeledger_row_hash", %s, %s FROM "_pipeledger_stage" AS s LEFT JOIN "analytics"."orders" AS cur ON cur."order_id" = s."order_id" WHERE (cur."order_id" IS NULL OR (cur."region", cur."amount", cur."status", cur."updated_at") IS DISTINCT FROM (s."region", s."amount", s."status", s."updated_at")) ON CONFLICT ("order_id") DO UPDATE SET "region" = excluded."region", "amount" = excluded."amount", "status" = excluded."status", "updated_at" = excluded."updated_at", "_pipeledger_row_hash" = excluded."_pipeledger_row_hash", "_pipeledger_run_id" = excluded."_pipeledger_run_id", "_pipeledger_loaded_at" = excluded."_pipeledger_loaded_at" WHERE (t."region", t."amount", t."status", t."updated_at") IS DISTINCT FROM (excluded."region", excluded."amount", excluded."status", excluded."updated_at") RETURNING (xmax = 0) AS inserted) SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM merged;
 
 -- case: merge under on_conflict=newer_wins
-WITH merged AS (INSERT INTO "analytics"."orders" AS t ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", s."_pipeledger_row_hash", %s, %s FROM "_pipeledger_stage" AS s LEFT JOIN "analytics"."orders" AS cur ON cur."order_id" = s."order_id" WHERE cur."order_id" IS NULL OR s."updated_at" > cur."updated_at" OR (s."updated_at" = cur."updated_at" AND (cur."region", cur."amount", cur."status", cur."updated_at") IS DISTINCT FROM (s."region", s."amount", s."status", s."updated_at") AND (ROW(s."region", s."amount", s."status", s."updated_at")::text COLLATE "C") > (ROW(cur."region", cur."amount", cur."status", cur."updated_at")::text COLLATE "C")) ON CONFLICT ("order_id") DO UPDATE SET "region" = excluded."region", "amount" = excluded."amount", "status" = excluded."status", "updated_at" = excluded."updated_at", "_pipeledger_row_hash" = excluded."_pipeledger_row_hash", "_pipeledger_run_id" = excluded."_pipeledger_run_id", "_pipeledger_loaded_at" = excluded."_pipeledger_loaded_at" WHERE excluded."updated_at" > t."updated_at" OR (excluded."updated_at" = t."updated_at" AND (t."region", t."amount", t."status", t."updated_at") IS DISTINCT FROM (excluded."region", excluded."amount", excluded."status", excluded."updated_at") AND (ROW(excluded."region", excluded."amount", excluded."status", excluded."updated_at")::text COLLATE "C") > (ROW(t."region", t."amount", t."status", t."updated_at")::text COLLATE "C")) RETURNING (xmax = 0) AS inserted) SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM merged;
+WITH merged AS (INSERT INTO "analytics"."orders" AS t ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", s."_pipeledger_row_hash", %s, %s FROM "_pipeledger_stage" AS s LEFT JOIN "analytics"."orders" AS cur ON cur."order_id" = s."order_id" WHERE (cur."order_id" IS NULL OR s."updated_at" > cur."updated_at" OR (s."updated_at" = cur."updated_at" AND (cur."region", cur."amount", cur."status", cur."updated_at") IS DISTINCT FROM (s."region", s."amount", s."status", s."updated_at") AND (ROW(s."region", s."amount", s."status", s."updated_at")::text COLLATE "C") > (ROW(cur."region", cur."amount", cur."status", cur."updated_at")::text COLLATE "C"))) ON CONFLICT ("order_id") DO UPDATE SET "region" = excluded."region", "amount" = excluded."amount", "status" = excluded."status", "updated_at" = excluded."updated_at", "_pipeledger_row_hash" = excluded."_pipeledger_row_hash", "_pipeledger_run_id" = excluded."_pipeledger_run_id", "_pipeledger_loaded_at" = excluded."_pipeledger_loaded_at" WHERE excluded."updated_at" > t."updated_at" OR (excluded."updated_at" = t."updated_at" AND (t."region", t."amount", t."status", t."updated_at") IS DISTINCT FROM (excluded."region", excluded."amount", excluded."status", excluded."updated_at") AND (ROW(excluded."region", excluded."amount", excluded."status", excluded."updated_at")::text COLLATE "C") > (ROW(t."region", t."amount", t."status", t."updated_at")::text COLLATE "C")) RETURNING (xmax = 0) AS inserted) SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM merged;
 
 -- case: merge under on_conflict=ignore
 WITH merged AS (INSERT INTO "analytics"."orders" AS t ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", s."_pipeledger_row_hash", %s, %s FROM "_pipeledger_stage" AS s LEFT JOIN "analytics"."orders" AS cur ON cur."order_id" = s."order_id" WHERE cur."order_id" IS NULL ON CONFLICT ("order_id") DO NOTHING RETURNING (xmax = 0) AS inserted) SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM merged;
@@ -102,8 +102,84 @@ WITH merged AS (INSERT INTO "analytics"."orders" AS t ("order_id", "region", "am
 WITH merged AS (INSERT INTO "analytics"."orders" AS t ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", s."_pipeledger_row_hash", %s, %s FROM "_pipeledger_stage" AS s LEFT JOIN "analytics"."orders" AS cur ON cur."order_id" = s."order_id" WHERE cur."order_id" IS NULL ON CONFLICT ("order_id") DO NOTHING RETURNING (xmax = 0) AS inserted) SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM merged;
 
 -- case: merge of a composite key into a target without fingerprints
-WITH merged AS (INSERT INTO "analytics"."orders" AS t ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", %s, %s FROM "_pipeledger_stage" AS s LEFT JOIN "analytics"."orders" AS cur ON cur."order_id" = s."order_id" AND cur."region" = s."region" WHERE cur."order_id" IS NULL OR s."updated_at" > cur."updated_at" OR (s."updated_at" = cur."updated_at" AND (cur."amount", cur."status", cur."updated_at") IS DISTINCT FROM (s."amount", s."status", s."updated_at") AND (ROW(s."amount", s."status", s."updated_at")::text COLLATE "C") > (ROW(cur."amount", cur."status", cur."updated_at")::text COLLATE "C")) ON CONFLICT ("order_id", "region") DO UPDATE SET "amount" = excluded."amount", "status" = excluded."status", "updated_at" = excluded."updated_at", "_pipeledger_run_id" = excluded."_pipeledger_run_id", "_pipeledger_loaded_at" = excluded."_pipeledger_loaded_at" WHERE excluded."updated_at" > t."updated_at" OR (excluded."updated_at" = t."updated_at" AND (t."amount", t."status", t."updated_at") IS DISTINCT FROM (excluded."amount", excluded."status", excluded."updated_at") AND (ROW(excluded."amount", excluded."status", excluded."updated_at")::text COLLATE "C") > (ROW(t."amount", t."status", t."updated_at")::text COLLATE "C")) RETURNING (xmax = 0) AS inserted) SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM merged;
+WITH merged AS (INSERT INTO "analytics"."orders" AS t ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", %s, %s FROM "_pipeledger_stage" AS s LEFT JOIN "analytics"."orders" AS cur ON cur."order_id" = s."order_id" AND cur."region" = s."region" WHERE (cur."order_id" IS NULL OR s."updated_at" > cur."updated_at" OR (s."updated_at" = cur."updated_at" AND (cur."amount", cur."status", cur."updated_at") IS DISTINCT FROM (s."amount", s."status", s."updated_at") AND (ROW(s."amount", s."status", s."updated_at")::text COLLATE "C") > (ROW(cur."amount", cur."status", cur."updated_at")::text COLLATE "C"))) ON CONFLICT ("order_id", "region") DO UPDATE SET "amount" = excluded."amount", "status" = excluded."status", "updated_at" = excluded."updated_at", "_pipeledger_run_id" = excluded."_pipeledger_run_id", "_pipeledger_loaded_at" = excluded."_pipeledger_loaded_at" WHERE excluded."updated_at" > t."updated_at" OR (excluded."updated_at" = t."updated_at" AND (t."amount", t."status", t."updated_at") IS DISTINCT FROM (excluded."amount", excluded."status", excluded."updated_at") AND (ROW(excluded."amount", excluded."status", excluded."updated_at")::text COLLATE "C") > (ROW(t."amount", t."status", t."updated_at")::text COLLATE "C")) RETURNING (xmax = 0) AS inserted) SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM merged;
 
 -- case: merge planner settings
 SET LOCAL enable_hashjoin = off;
 RESET enable_hashjoin;
+
+-- case: create_target of an SCD2 history
+CREATE TABLE "analytics"."orders" (
+  "order_id" bigint NOT NULL,
+  "region" text,
+  "amount" numeric(12,2),
+  "status" text,
+  "updated_at" timestamptz NOT NULL,
+  "valid_from" timestamptz NOT NULL,
+  "valid_to" timestamptz,
+  "is_current" boolean NOT NULL,
+  "_pipeledger_row_hash" bigint,
+  "_pipeledger_run_id" text NOT NULL,
+  "_pipeledger_loaded_at" timestamptz NOT NULL,
+  PRIMARY KEY ("order_id", "valid_from")
+);
+
+-- case: create_target of a soft-deleting pipeline
+CREATE TABLE "analytics"."orders" (
+  "order_id" bigint NOT NULL,
+  "region" text,
+  "amount" numeric(12,2),
+  "status" text,
+  "updated_at" timestamptz NOT NULL,
+  "_pipeledger_deleted_at" timestamptz,
+  "_pipeledger_row_hash" bigint,
+  "_pipeledger_run_id" text NOT NULL,
+  "_pipeledger_loaded_at" timestamptz NOT NULL,
+  PRIMARY KEY ("order_id")
+);
+
+-- case: create_temp of the keys a snapshot lacks
+DROP TABLE IF EXISTS "_pipeledger_vanished";
+CREATE TEMP TABLE "_pipeledger_vanished" ("order_id" bigint) ON COMMIT DROP;
+
+-- case: dedupe_stage of a delete marker pipeline
+CREATE TEMP TABLE "_pipeledger_stage_unique" ON COMMIT DROP AS SELECT "order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_deleted" FROM (SELECT "order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_deleted", row_number() OVER (PARTITION BY "order_id" ORDER BY "updated_at" DESC, "_pipeledger_deleted" DESC, (ROW(s."region", s."amount", s."status", s."updated_at")::text COLLATE "C") DESC) AS rn FROM "_pipeledger_stage" AS s) AS ranked WHERE rn = 1;
+
+-- case: dedupe_stage of an SCD2 history (one row per key and cursor)
+CREATE TEMP TABLE "_pipeledger_stage_unique" ON COMMIT DROP AS SELECT "order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash" FROM (SELECT "order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", row_number() OVER (PARTITION BY "order_id", "updated_at" ORDER BY "updated_at" DESC, (ROW(s."region", s."amount", s."status", s."updated_at")::text COLLATE "C") DESC) AS rn FROM "_pipeledger_stage" AS s) AS ranked WHERE rn = 1;
+
+-- case: merge of a delete marker pipeline that soft-deletes
+WITH merged AS (INSERT INTO "analytics"."orders" AS t ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", s."_pipeledger_row_hash", %s, %s FROM "_pipeledger_stage" AS s LEFT JOIN "analytics"."orders" AS cur ON cur."order_id" = s."order_id" WHERE (cur."order_id" IS NULL OR s."updated_at" > cur."updated_at" OR (s."updated_at" = cur."updated_at" AND (cur."region", cur."amount", cur."status", cur."updated_at") IS DISTINCT FROM (s."region", s."amount", s."status", s."updated_at") AND (ROW(s."region", s."amount", s."status", s."updated_at")::text COLLATE "C") > (ROW(cur."region", cur."amount", cur."status", cur."updated_at")::text COLLATE "C")) OR cur."_pipeledger_deleted_at" IS NOT NULL) AND NOT s."_pipeledger_deleted" ON CONFLICT ("order_id") DO UPDATE SET "region" = excluded."region", "amount" = excluded."amount", "status" = excluded."status", "updated_at" = excluded."updated_at", "_pipeledger_row_hash" = excluded."_pipeledger_row_hash", "_pipeledger_deleted_at" = NULL, "_pipeledger_run_id" = excluded."_pipeledger_run_id", "_pipeledger_loaded_at" = excluded."_pipeledger_loaded_at" WHERE excluded."updated_at" > t."updated_at" OR (excluded."updated_at" = t."updated_at" AND (t."region", t."amount", t."status", t."updated_at") IS DISTINCT FROM (excluded."region", excluded."amount", excluded."status", excluded."updated_at") AND (ROW(excluded."region", excluded."amount", excluded."status", excluded."updated_at")::text COLLATE "C") > (ROW(t."region", t."amount", t."status", t."updated_at")::text COLLATE "C")) OR t."_pipeledger_deleted_at" IS NOT NULL RETURNING (xmax = 0) AS inserted) SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM merged;
+
+-- case: merge under on_conflict=ignore of a soft-deleting pipeline
+WITH merged AS (INSERT INTO "analytics"."orders" AS t ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", s."_pipeledger_row_hash", %s, %s FROM "_pipeledger_stage" AS s LEFT JOIN "analytics"."orders" AS cur ON cur."order_id" = s."order_id" WHERE (cur."order_id" IS NULL OR cur."_pipeledger_deleted_at" IS NOT NULL) AND NOT s."_pipeledger_deleted" ON CONFLICT ("order_id") DO UPDATE SET "region" = excluded."region", "amount" = excluded."amount", "status" = excluded."status", "updated_at" = excluded."updated_at", "_pipeledger_row_hash" = excluded."_pipeledger_row_hash", "_pipeledger_deleted_at" = NULL, "_pipeledger_run_id" = excluded."_pipeledger_run_id", "_pipeledger_loaded_at" = excluded."_pipeledger_loaded_at" WHERE t."_pipeledger_deleted_at" IS NOT NULL RETURNING (xmax = 0) AS inserted) SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM merged;
+
+-- case: count_new_keys of a delete marker pipeline
+SELECT count(*) FROM "_pipeledger_stage" AS s WHERE NOT s."_pipeledger_deleted" AND NOT EXISTS (SELECT 1 FROM "analytics"."orders" AS t WHERE t."order_id" = s."order_id");
+
+-- case: conflicting_rows of a soft-deleting marker pipeline
+SELECT s."order_id", count(*) OVER () FROM "_pipeledger_stage" AS s JOIN "analytics"."orders" AS t ON t."order_id" = s."order_id" WHERE (t."region", t."amount", t."status", t."updated_at") IS DISTINCT FROM (s."region", s."amount", s."status", s."updated_at") AND NOT s."_pipeledger_deleted" AND t."_pipeledger_deleted_at" IS NULL LIMIT 5;
+
+-- case: conflicting_duplicates of a delete marker pipeline
+SELECT "order_id", count(*) OVER () FROM "_pipeledger_stage" AS s WHERE NOT s."_pipeledger_deleted" GROUP BY "order_id" HAVING count(DISTINCT (ROW(s."region", s."amount", s."status", s."updated_at")::text COLLATE "C")) > 1 LIMIT 5;
+
+-- case: delete_where of the rows staged deletes mark
+DELETE FROM "analytics"."orders" AS t WHERE t."order_id" IN (SELECT "order_id" FROM "_pipeledger_stage" WHERE "_pipeledger_deleted") AND EXISTS (SELECT 1 FROM "_pipeledger_stage" AS s WHERE t."order_id" = s."order_id" AND s."_pipeledger_deleted" AND s."updated_at" >= t."updated_at");
+
+-- case: delete_where under on_conflict=update
+DELETE FROM "analytics"."orders" AS t WHERE t."order_id" IN (SELECT "order_id" FROM "_pipeledger_stage" WHERE "_pipeledger_deleted");
+
+-- case: soft_delete_where of the keys a snapshot lacks
+UPDATE "analytics"."orders" AS t SET "_pipeledger_run_id" = %s, "_pipeledger_loaded_at" = %s, "_pipeledger_deleted_at" = %s WHERE t."_pipeledger_deleted_at" IS NULL AND t."order_id" IN (SELECT "order_id" FROM "_pipeledger_vanished");
+
+-- case: find_vanished in a backfill's range
+INSERT INTO "_pipeledger_vanished" ("order_id") SELECT t."order_id" FROM "analytics"."orders" AS t WHERE "updated_at" >= %s AND NOT EXISTS (SELECT 1 FROM "_pipeledger_stage" AS s WHERE t."order_id" = s."order_id");
+
+-- case: find_vanished of an SCD2 history
+INSERT INTO "_pipeledger_vanished" ("order_id") SELECT t."order_id" FROM "analytics"."orders" AS t WHERE 1=1 AND t."is_current" AND NOT EXISTS (SELECT 1 FROM "_pipeledger_stage" AS s WHERE t."order_id" = s."order_id");
+
+-- case: count_in_scope of a soft-deleting pipeline
+SELECT (SELECT count(*) FROM "analytics"."orders" AS t WHERE 1=1 AND t."_pipeledger_deleted_at" IS NULL), (SELECT count(*) FROM "_pipeledger_vanished");
+
+-- case: sample_vanished
+SELECT "order_id" FROM "_pipeledger_vanished" ORDER BY "order_id" LIMIT 5;

@@ -20,12 +20,18 @@ CREATE INDEX IF NOT EXISTS "run_commits_pipeline" ON "pipeledger"."run_commits" 
 -- migration 6: models: which upstream runs each model consumed
 CREATE TABLE IF NOT EXISTS "pipeledger"."model_inputs" (model text NOT NULL, run_id text NOT NULL, upstream text NOT NULL, consumed_by text NOT NULL, consumed_at timestamptz NOT NULL, PRIMARY KEY (model, run_id));
 CREATE INDEX IF NOT EXISTS "run_commits_target" ON "pipeledger"."run_commits" (target, committed_at);
+-- migration 7: lateness: files each pipeline has read, late rows already counted
+CREATE TABLE IF NOT EXISTS "pipeledger"."files_read" (pipeline text NOT NULL, path text NOT NULL, size bigint NOT NULL, mtime_ns bigint NOT NULL, first_run_id text NOT NULL, read_at timestamptz NOT NULL, PRIMARY KEY (pipeline, path, size, mtime_ns));
+CREATE TABLE IF NOT EXISTS "pipeledger"."late_rows" (pipeline text NOT NULL, row_hash bigint NOT NULL, lateness_s bigint NOT NULL, run_id text NOT NULL, found_at timestamptz NOT NULL, PRIMARY KEY (pipeline, row_hash));
 
 -- case: read_state
 SELECT partition_key, watermark, cursor_type FROM "pipeledger"."pipeline_state" WHERE pipeline = %s;
 
 -- case: read_all_state
 SELECT pipeline, partition_key, cursor_column, cursor_type, watermark, run_id, updated_at FROM "pipeledger"."pipeline_state" ORDER BY pipeline, partition_key;
+
+-- case: watermark_moved_at
+SELECT max(updated_at) FROM "pipeledger"."pipeline_state" WHERE pipeline = %s;
 
 -- case: write_state
 INSERT INTO "pipeledger"."pipeline_state" (pipeline, partition_key, cursor_column, cursor_type, watermark, run_id, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (pipeline, partition_key) DO UPDATE SET cursor_column = excluded.cursor_column, cursor_type = excluded.cursor_type, watermark = excluded.watermark, run_id = excluded.run_id, updated_at = excluded.updated_at;

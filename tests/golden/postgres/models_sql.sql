@@ -27,9 +27,6 @@ SELECT 1 FROM "analytics"."orders" AS q WHERE q."region" = ANY(%s);
 SELECT 1 FROM "analytics"."orders" AS q WHERE q."updated_at" >= %s AND q."updated_at" < %s;
 -- params: [datetime.datetime(2024, 1, 1, 10, 0, tzinfo=datetime.timezone.utc), datetime.date(2024, 1, 8)]
 
--- case: delete_where
-DELETE FROM "analytics"."orders" AS t WHERE t."region" = 'eu';
-
 -- case: insert_staged where the target lacks the row
 INSERT INTO "analytics"."orders" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", %s, %s FROM "_pipeledger_stage" AS s WHERE NOT EXISTS (SELECT 1 FROM "analytics"."orders" AS t WHERE (ROW(t."order_id", t."region", t."amount", t."status", t."updated_at")::text COLLATE "C") = (ROW(s."order_id", s."region", s."amount", s."status", s."updated_at")::text COLLATE "C"));
 

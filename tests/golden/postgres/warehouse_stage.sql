@@ -21,7 +21,7 @@ COPY "_pipeledger_stage" ("order_id", "region", "amount", "status", "updated_at"
 INSERT INTO "_pipeledger_stage" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash") VALUES (%s, %s, %s, %s, %s, %s);
 
 -- case: unique_key_index on the stage
-CREATE UNIQUE INDEX IF NOT EXISTS "_pipeledger_stage_key" ON "_pipeledger_stage" ("order_id");
+CREATE UNIQUE INDEX IF NOT EXISTS "_pipeledger_stage_key_ca13a6b2" ON "_pipeledger_stage" ("order_id");
 
 -- case: unique_key_index on the deduplicated stage
-CREATE UNIQUE INDEX IF NOT EXISTS "_pipeledger_stage_key_unique" ON "_pipeledger_stage_unique" ("order_id");
+CREATE UNIQUE INDEX IF NOT EXISTS "_pipeledger_stage_key_ca13a6b2_unique" ON "_pipeledger_stage_unique" ("order_id");

@@ -21,9 +21,6 @@ SELECT 1 FROM "analytics.orders" AS q WHERE q."region" IN (?, ?, ?);
 SELECT 1 FROM "analytics.orders" AS q WHERE q."updated_at" >= ? AND q."updated_at" < ?;
 -- params: [datetime.datetime(2024, 1, 1, 10, 0, tzinfo=datetime.timezone.utc), datetime.date(2024, 1, 8)]
 
--- case: delete_where
-DELETE FROM "analytics.orders" WHERE rowid IN (SELECT rowid FROM "analytics.orders" AS t WHERE t."region" = 'eu');
-
 -- case: insert_staged where the target lacks the row
 INSERT INTO "analytics.orders" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", ?, ? FROM temp."_pipeledger_stage" AS s WHERE NOT EXISTS (SELECT 1 FROM "analytics.orders" AS t WHERE (quote(t."order_id") || ',' || quote(t."region") || ',' || quote(t."amount") || ',' || quote(t."status") || ',' || quote(t."updated_at")) = (quote(s."order_id") || ',' || quote(s."region") || ',' || quote(s."amount") || ',' || quote(s."status") || ',' || quote(s."updated_at")));
 
