@@ -154,3 +154,23 @@ def test_raise_event_for_what_no_run_records(project: Project, receiver: Receive
                            {"missing": 3}, subject="2024-01-01")  # fmt: skip
     (alert,) = settled(receiver, 2)
     assert (alert["event"], alert["details"]) == ("reconciliation_mismatch", {"missing": 3})
+
+
+def test_a_reconciliation_that_finds_rows_missing_sends_one_alert(
+    project: Project, receiver: Receiver
+) -> None:
+    configure(project, receiver)
+    with (project.root / "pipeledger.toml").open("a") as config:
+        config.write('on = ["reconciliation_mismatch"]\n')
+    assert project.cli("run", "orders")[0] == 0
+    project.execute(f"DELETE FROM {project.table()} WHERE order_id = 2")
+    code, out, err = project.cli("reconcile", "orders", "--json")
+    assert code == 3, err
+    run_id = json.loads(out)["run_id"]
+    (alert,) = settled(receiver, 2)
+    assert (alert["event"], alert["pipeline"], alert["run_id"]) == (
+        "reconciliation_mismatch", "orders", run_id
+    )  # fmt: skip
+    assert "1 rows missing" in alert["reason"] and alert["details"]["missing_rows"] == 1
+    assert project.cli("watchdog")[0] == 0
+    assert len(settled(receiver, 2)) == 1  # looking again raises nothing new

@@ -9,7 +9,7 @@
                      deliver: POST each due alert, record the outcome (delivery)
 
 ``[alerts]`` in ``pipeledger.toml`` names the webhooks and the events they get; an event
-nobody records (a reconciliation mismatch) is raised with :func:`raise_event`.
+no run records (a check of your own) is raised with :func:`raise_event`.
 """
 
 from pipeledger.alerts.watch import (

@@ -15,7 +15,8 @@ event                      raised by
 ``volume_anomaly``         a latest interval whose volume is CRITICAL (ledger.queries)
 ``freshness_breach``       an episode of lateness (ledger.sla), once per episode
 ``slow_run``               a run that took longer than its ``max_duration``
-``reconciliation_mismatch`` raised by reconciliation (:func:`pipeledger.alerts.raise_event`)
+``reconciliation_mismatch`` a reconcile run that found windows differing from the source
+                           (its ``reconciliations`` row); or :func:`pipeledger.alerts.raise_event`
 =========================  ==============================================================
 
 Each event has a key, ``event:pipeline:subject`` (the subject is the run, or the breach
@@ -34,7 +35,7 @@ from typing import Any
 from pipeledger.config import AlertKind
 from pipeledger.ledger.model import stored_datetime
 from pipeledger.ledger.queries import Level, VolumeAnomaly, span, volume_anomalies
-from pipeledger.ledger.schema import RUNS
+from pipeledger.ledger.schema import RECONCILIATIONS, RUNS
 from pipeledger.ledger.sla import Breach, breaches
 from pipeledger.redact import redact
 from pipeledger.warehouse.dialect import Dialect
@@ -128,6 +129,30 @@ def run_event(row: Sequence[Any]) -> Event:
     )  # fmt: skip
 
 
+def mismatches_sql(d: Dialect) -> str:
+    """Reconciliations recorded since the parameter that found the target differing."""
+    return (
+        "SELECT run_id, pipeline, target_table, windows_differing, missing_rows, extra_rows, "
+        f"changed_rows, created_at FROM {d.table(RECONCILIATIONS)} "
+        f"WHERE created_at >= {d.param} AND status = 'mismatch' ORDER BY created_at, run_id"
+    )
+
+
+def mismatch_event(row: Sequence[Any]) -> Event:
+    """The event of a reconciliation that found differences (a row of :func:`mismatches_sql`)."""
+    run_id, pipeline, target, windows, missing, extra, changed, created = row
+    reason = (
+        f"{target}: {windows} window(s) differ from the source ({missing} rows missing, "
+        f"{extra} extra, {changed} changed)"
+    )
+    details = {"target_table": target, "windows_differing": windows, "missing_rows": missing,
+               "extra_rows": extra, "changed_rows": changed}  # fmt: skip
+    return Event(
+        "reconciliation_mismatch", str(pipeline), str(run_id), reason,
+        stored_datetime(created) or datetime.min, str(run_id), details,
+    )  # fmt: skip
+
+
 def volume_event(anomaly: VolumeAnomaly) -> Event:
     details = {"rows_written": anomaly.rows_written, "history": anomaly.n,
                "mean": anomaly.mean, "z_score": anomaly.z_score}  # fmt: skip
@@ -148,10 +173,12 @@ def breach_event(breach: Breach) -> Event:
 
 
 def events(session: Session, now: datetime, lookback: timedelta = LOOKBACK) -> list[Event]:
-    """Every event the ledger shows since ``now - lookback``: runs that ended badly, latest
-    intervals that are volume CRITICAL, and breaches (open or seen late since then)."""
-    since = now - lookback
-    found = [run_event(row) for row in session.query(ended_runs_sql(session.dialect), [since])]
+    """Every event the ledger shows since ``now - lookback``: runs that ended badly,
+    reconciliations that found differences, latest intervals that are volume CRITICAL, and
+    breaches (open or seen late since then)."""
+    since, d = now - lookback, session.dialect
+    found = [run_event(row) for row in session.query(ended_runs_sql(d), [since])]
+    found += [mismatch_event(row) for row in session.query(mismatches_sql(d), [since])]
     found += [
         volume_event(a)
         for a in volume_anomalies(session, now)

@@ -86,7 +86,7 @@ def raise_event(
     details: dict[str, Any] | None = None,
     subject: str | None = None,
 ) -> bool:
-    """Raise an event that the ledger's runs do not show (e.g. a reconciliation mismatch):
+    """Raise an event that the ledger's runs do not show (e.g. a check of your own):
     recorded once per webhook, by its key (``kind``, ``pipeline`` and ``subject``, which
     defaults to the run id, else the reason), then delivered in the background. Returns
     whether it was new. Raises like a ledger write when the ledger cannot record it."""

@@ -725,6 +725,8 @@ def _alerts() -> list[Case]:
     return [
         Case(m, "ended_runs_sql", lambda d: text(alert_events.ended_runs_sql(d)),
              world=_w("ledger"), bind=lambda d: [LOWER]),
+        Case(m, "mismatches_sql", lambda d: text(alert_events.mismatches_sql(d)),
+             world=_w("ledger"), bind=lambda d: [LOWER]),
         Case(m, "insert_sql", lambda d: text(outbox.insert_sql(d)), world=_w("ledger"),
              bind=lambda d: row),
         Case(m, "due_sql of two webhooks", lambda d: text(outbox.due_sql(d, 2)),

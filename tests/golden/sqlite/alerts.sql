@@ -5,6 +5,9 @@
 -- case: ended_runs_sql
 SELECT run_id, pipeline, status, error_code, error_message, ended_at, rows_rejected FROM "pipeledger.pipeline_runs" WHERE ended_at >= ? AND status IN ('failed', 'timed_out', 'abandoned', 'partial') ORDER BY ended_at, run_id;
 
+-- case: mismatches_sql
+SELECT run_id, pipeline, target_table, windows_differing, missing_rows, extra_rows, changed_rows, created_at FROM "pipeledger.reconciliations" WHERE created_at >= ? AND status = 'mismatch' ORDER BY created_at, run_id;
+
 -- case: insert_sql
 INSERT INTO "pipeledger.alerts" (alert_key, webhook, event, pipeline, run_id, reason, payload, status, attempts, created_at, next_attempt_at, last_attempt_at, delivered_at, last_error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (alert_key, webhook) DO NOTHING;
 
