@@ -14,7 +14,7 @@ from datetime import timedelta
 from functools import cached_property
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -227,6 +227,26 @@ class DeleteMarker(_Strict):
     values: list[str | int | bool] | None = Field(default=None, min_length=1)
 
 
+AlertKind = Literal[
+    "failed", "timed_out", "abandoned", "gate_halt", "quarantine", "volume_anomaly",
+    "freshness_breach", "reconciliation_mismatch", "slow_run",
+]  # fmt: skip
+ALERT_KINDS: tuple[AlertKind, ...] = get_args(AlertKind)
+
+
+def _webhooks(value: dict[str, str]) -> dict[str, str]:
+    for name, url in value.items():
+        register_secret(url)  # a webhook's URL is its credential (Slack's are)
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            raise ValueError(f"webhook {name!r}: use letters, digits, '_', '-' and '.'")
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"webhook {name}: its URL must start with http:// or https://")
+    return value
+
+
+Webhooks = Annotated[dict[str, str], AfterValidator(_webhooks)]
+
+
 def _positive(value: timedelta | None) -> timedelta | None:
     if value is not None and value <= timedelta():
         raise ValueError("must be longer than zero")
@@ -281,6 +301,7 @@ class PipelineConfig(Operated):
     depends_on: Upstreams = Field(default_factory=list)
     tags: Tags = Field(default_factory=list)
     freshness_sla: Duration | None = None
+    max_duration: Duration | None = None
     checks: ChecksConfig | None = None
     mode: Literal["merge", "append"] = "merge"
     history: Literal["scd2"] | None = None
@@ -378,6 +399,7 @@ class ModelConfig(Operated):
     depends_on: Upstreams = Field(default_factory=list)
     tags: Tags = Field(default_factory=list)
     freshness_sla: Duration | None = None
+    max_duration: Duration | None = None
     checks: ChecksConfig | None = None
 
     @model_validator(mode="after")
@@ -435,11 +457,22 @@ class LedgerConfig(_Strict):
         return self
 
 
+class AlertsConfig(_Strict):
+    """Where alerts go and which events raise one (:mod:`pipeledger.alerts`)."""
+
+    webhooks: Webhooks = Field(default_factory=dict)  # name -> URL
+    on: list[AlertKind] = Field(default_factory=lambda: list(ALERT_KINDS))
+    timeout: Duration = timedelta(seconds=5)  # per delivery attempt
+    retry_delay: Duration = timedelta(seconds=30)  # doubling after each failed attempt
+    max_retry_delay: Duration = timedelta(hours=1)
+
+
 class Config(_Strict):
     """A whole ``pipeledger.toml``. ``base_dir`` anchors relative paths (the file's folder)."""
 
     warehouse: WarehouseConfig = WarehouseConfig()
     ledger: LedgerConfig = LedgerConfig()
+    alerts: AlertsConfig = AlertsConfig()
     pipelines: dict[PipelineName, PipelineConfig] = Field(default_factory=dict)
     models: dict[ModelName, ModelConfig] = Field(default_factory=dict)
     base_dir: Path = Path(".")

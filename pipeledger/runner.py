@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 
+from pipeledger import alerts
 from pipeledger.adapters import open_warehouse
 from pipeledger.config import Config
 from pipeledger.dag.executor import execute
@@ -469,8 +470,13 @@ def last_runs(config: Config) -> dict[str, dict[str, Any]]:
 
 def watchdog(config: Config) -> dict[str, str]:
     """Replay the ledger's spool, then settle runs whose lease expired or whose process is
-    gone: ``success`` when the warehouse shows they committed, else ``abandoned``."""
-    return ledger_for(config).watchdog()
+    gone: ``success`` when the warehouse shows they committed, else ``abandoned``. Then
+    look after SLAs and alerts and send the due alerts (:mod:`pipeledger.alerts`)."""
+    settled = ledger_for(config).watchdog()
+    if alerts.watching(config):
+        alerts.look_after(config)
+        alerts.deliver_pending(config)
+    return settled
 
 
 # -- backfill ranges --------------------------------------------------------------------

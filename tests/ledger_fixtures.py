@@ -103,19 +103,28 @@ class LedgerBuilder:
         st.apply(self.session, st.event_op(event))
         return event
 
-    def snapshot(self, run: RunRecord, target_table: str, row_count: int) -> DatasetSnapshot:
+    def snapshot(
+        self, run: RunRecord, target_table: str, row_count: int,
+        max_cursor: str | None = "2024-06-01T00:00:00",
+    ) -> DatasetSnapshot:  # fmt: skip
         snapshot = DatasetSnapshot(
-            run.run_id, target_table, row_count, "2024-06-01T00:00:00", "abc123",
+            run.run_id, target_table, row_count, max_cursor, "abc123",
             [{"name": "order_id", "type": "bigint"}], run.ended_at or run.started_at,
         )  # fmt: skip
         st.apply(self.session, st.snapshot_op(snapshot))
         return snapshot
 
-    def pipeline(self, name: str, freshness_sla: timedelta | None = None) -> None:
+    def pipeline(
+        self,
+        name: str,
+        freshness_sla: timedelta | None = None,
+        max_duration: timedelta | None = None,
+        registered: datetime = NOW - timedelta(days=60),
+    ) -> None:
         sla = int(freshness_sla.total_seconds()) if freshness_sla else None
-        then = NOW - timedelta(days=60)
-        data = {"name": name, "version": "v1", "freshness_sla_s": sla, "created_at": then}
-        data["updated_at"] = then
+        slow = int(max_duration.total_seconds()) if max_duration else None
+        data = {"name": name, "version": "v1", "freshness_sla_s": sla, "max_duration_s": slow,
+                "created_at": registered, "updated_at": registered}  # fmt: skip
         st.apply(self.session, st.Op("pipeline", data))
 
     def depends(self, downstream: str, *upstreams: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -26,6 +27,20 @@ def test_demo_runs_every_step_as_expected_in_an_empty_folder(tmp_path: Path) -> 
     assert [status for (status,) in runs] == ["success"] * (6 + 2 * 3)
     assert rows == 1000 + 101 + 5
     assert days == 4  # the backfill's day and the three days of the orders
+
+
+def test_after_the_demo_every_pipeline_is_healthy_also_after_a_re_run(tmp_path: Path) -> None:
+    """A re-run that finds nothing new (no rows written, no watermark moved) is no volume
+    anomaly: status stays HEALTHY."""
+    folder = tmp_path / "tour"
+    assert CliRunner().invoke(app, ["demo", "--dir", str(folder)]).exit_code == 0
+    config = ["--config", str(folder / "pipeledger.toml")]
+    for _ in range(2):  # after the tour, then after a re-run of everything
+        status = CliRunner().invoke(app, [*config, "status", "--json", "--fail-on", "degraded"])
+        assert status.exit_code == 0, status.stdout + status.stderr
+        found = {s["pipeline"]: s["health"] for s in json.loads(status.stdout)}
+        assert found == dict.fromkeys(("gold_daily", "orders", "silver_orders"), "HEALTHY")
+        assert CliRunner().invoke(app, [*config, "run"]).exit_code == 0
 
 
 def test_demo_refuses_a_folder_that_is_not_empty(tmp_path: Path) -> None:

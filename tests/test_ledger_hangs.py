@@ -26,8 +26,8 @@ def _configure(project: Project, ledger_url: str) -> None:
 
 def test_a_ledger_whose_tables_are_locked_is_spooled_and_caught_up(
     project: Project,
-    ledger_database: LedgerDatabase,
-    caplog: pytest.LogCaptureFixture,  # noqa: F811
+    ledger_database: LedgerDatabase,  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     _configure(project, ledger_database.url)
     project.write_csv("orders_0.csv", [order(1, "2024-01-01T10:00:00Z")])

@@ -120,14 +120,53 @@ def test_too_little_history_is_said_so(warehouse_url: str) -> None:
     assert anomaly(warehouse_url, "enough").level is Level.CRITICAL
 
 
-def test_a_success_that_wrote_nothing_is_always_critical(warehouse_url: str) -> None:
+MOVED = {"watermark_before": "2024-06-14T00:00:00", "watermark_after": "2024-06-15T00:00:00"}
+KEPT = {"watermark_before": "2024-06-15T00:00:00", "watermark_after": "2024-06-15T00:00:00"}
+
+
+def test_an_interval_that_wrote_nothing_though_its_watermark_moved_is_critical(
+    warehouse_url: str,
+) -> None:
     with ledger(warehouse_url) as b:
-        b.run("fresh", TODAY + HOUR, written=0)
-        b.daily("noisy", [0, 0, 0, 0, 0, 0, 10])
-        b.run("noisy", TODAY + HOUR, written=0)
+        b.run("fresh", TODAY + HOUR, written=0, **MOVED)
+        b.daily("noisy", [0, 0, 0, 0, 0, 0, 10], **MOVED)
+        b.run("noisy", TODAY + HOUR, written=0, **MOVED)
     for pipeline in ("fresh", "noisy"):
         found = anomaly(warehouse_url, pipeline)
-        assert (found.level, found.reason) == (Level.CRITICAL, "zero rows written")
+        assert found.level is Level.CRITICAL
+        assert found.reason == "zero rows written though the watermark moved"
+
+
+def test_like_with_like_no_op_re_runs_and_failed_attempts_are_no_intervals(
+    warehouse_url: str,
+) -> None:
+    """A healthy pipeline stays healthy when it is re-run with nothing new to read, by hand
+    or by a second scheduler, as a load (watermark unchanged) or as a model (none)."""
+    with ledger(warehouse_url) as b:
+        history = b.daily("orders", ALTERNATING, **MOVED)
+        for day in history[::5]:  # an attempt that failed, then its retry: one interval
+            b.run("orders", day.started_at - HOUR, status="failed", written=None,
+                  logical_run_id="l-" + day.run_id)  # fmt: skip
+        latest = b.run("orders", TODAY + HOUR, written=100, **MOVED)
+        b.run("orders", TODAY + 2 * HOUR, written=0, **KEPT)  # a re-run: nothing new
+        b.run("orders", TODAY + 3 * HOUR, written=0, trigger="manual")  # a model's re-run
+        b.run("orders", TODAY + 4 * HOUR, written=5000, trigger="backfill")
+    found = anomaly(warehouse_url, "orders")
+    assert (found.run_id, found.rows_written, found.n, found.level) == (
+        latest.run_id,
+        100,
+        30,
+        Level.OK,
+    )
+    assert statuses(warehouse_url)["orders"].health is Health.HEALTHY
+
+
+def test_a_partial_run_is_an_interval_too(warehouse_url: str) -> None:
+    with ledger(warehouse_url) as b:
+        b.daily("orders", ALTERNATING, **MOVED)
+        latest = b.run("orders", TODAY + HOUR, status="partial", written=10, **MOVED)
+    found = anomaly(warehouse_url, "orders")
+    assert (found.run_id, found.rows_written, found.level) == (latest.run_id, 10, Level.CRITICAL)
 
 
 def test_a_constant_history(warehouse_url: str) -> None:

@@ -1,7 +1,10 @@
-"""Ledger commands: runs, show, status, anomalies, tasks, audit, blocked, ledger prune/migrate.
+"""Ledger commands: runs, show, status, anomalies, sla, alerts, tasks, audit, blocked,
+ledger prune/migrate.
 
-Each command is a few lines over :mod:`pipeledger.ledger.queries`. Until the ledger's tables
-exist, the read commands say so (``[]`` with ``--json``) instead of failing.
+Each command is a few lines over :mod:`pipeledger.ledger.queries` (and ``ledger.sla``,
+``alerts.outbox``). Until the ledger's tables exist, the read commands say so (``[]`` with
+``--json``) instead of failing. ``status`` and ``anomalies`` take ``--fail-on``: exit 1 when
+a pipeline is at or above that level, for cron and monitoring scripts.
 """
 
 from __future__ import annotations
@@ -10,18 +13,21 @@ import textwrap
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
 from pipeledger.adapters import open_warehouse
-from pipeledger.cli.common import JsonOption, guard, load, out, print_json
+from pipeledger.alerts import outbox
+from pipeledger.cli.common import JsonOption, err, guard, load, out, print_json
 from pipeledger.config import parse_duration
 from pipeledger.errors import ConfigError, PipeledgerError
 from pipeledger.ledger import queries as q
+from pipeledger.ledger import sla as slas
 from pipeledger.ledger.model import RunStatus
-from pipeledger.ledger.schema import LEDGER
+from pipeledger.ledger.schema import DAYS, LEDGER
 from pipeledger.load.state import STATE
 from pipeledger.warehouse.migrations import is_migrated, migrate
 from pipeledger.warehouse.session import Session
@@ -32,6 +38,7 @@ COLOURS = {
     "partial": "yellow", "cancelled": "yellow", "running": "cyan", "skipped": "dim",
     "HEALTHY": "green", "OK": "green", "UNKNOWN": "dim", "INSUFFICIENT_HISTORY": "dim",
     "DEGRADED": "yellow", "WARNING": "yellow", "CRITICAL": "bold red",
+    "pending": "yellow", "delivered": "green",
 }  # fmt: skip
 
 NameArgument = Annotated[str | None, typer.Argument(help="Pipeline (default: all).")]
@@ -63,11 +70,44 @@ def parse_since(text: str, now: datetime) -> datetime:
 
 
 @contextmanager
-def _ledger(write: bool = False) -> Iterator[Session | None]:
-    """A session on the ledger database, or None when it has no ledger tables yet."""
+def _ledger(write: bool = False, current: bool = False) -> Iterator[Session | None]:
+    """A session on the ledger database, or None when it has no ledger tables yet.
+    ``current``: the command reads tables of ledger migration 6 (rollups, alerts, SLA
+    breaches), which a ledger made by an earlier release lacks until it is migrated."""
     warehouse = open_warehouse(load().ledger_url)
     with warehouse.session(write=write) as session:
-        yield session if is_migrated(session, LEDGER) else None
+        if not is_migrated(session, LEDGER):
+            yield None
+            return
+        if current and session.table_columns(DAYS) is None:
+            raise ConfigError(
+                "the ledger was made by an earlier release of pipeledger: run `pipeledger "
+                "ledger migrate` (or any run) to bring it up to date, then ask again"
+            )
+        yield session
+
+
+class HealthFloor(StrEnum):
+    DEGRADED = "degraded"
+    CRITICAL = "critical"
+
+
+class LevelFloor(StrEnum):
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+_LEVEL_RANK = {q.Level.WARNING: 1, q.Level.CRITICAL: 2}
+
+
+def _fail_on(found: Sequence[tuple[str, str]], floor: str | None) -> None:
+    """Exit 1 when ``found`` (pipeline, level at or above the floor) is not empty."""
+    if floor is None or not found:
+        return
+    named = ", ".join(f"{pipeline} ({level})" for pipeline, level in found)
+    err.print(f"{len(found)} pipeline(s) at or above {floor.upper()}: {escape(named)}",
+              soft_wrap=True, highlight=False)  # fmt: skip
+    raise typer.Exit(1)
 
 
 def _report(
@@ -166,15 +206,17 @@ def detail_lines(d: q.RunDetail) -> list[str]:
 def status_lines(s: q.PipelineStatus) -> list[str]:
     rate = "-" if s.success_rate_7d is None else f"{s.success_rate_7d:.0%}"
     fresh = "never" if s.freshness_s is None else f"{q.span(s.freshness_s)} ago"
+    data = "" if s.data_age_s is None else f" · newest data {q.span(s.data_age_s)} old"
     sla = f" (SLA {q.span(s.freshness_sla_s)})" if s.freshness_sla_s is not None else ""
-    stale = " [red]stale[/]" if s.stale else ""
+    stale = " [red]late[/]" if s.stale else ""
     volume = f"volume {_c(s.anomaly)}" if s.anomaly else "volume -"
     z = f" z {s.z_score:+.2f}" if s.z_score is not None else ""
+    slow = " [yellow]slow[/]" if s.slow else ""
     return [
         f"[bold]{escape(s.pipeline)}[/] {_c(s.health)}  last run {_ts(s.last_run_at)} "
-        f"{_c(s.last_status or '-')}",
+        f"{_c(s.last_status or '-')} {_secs(s.last_duration_ms)}{slow}",
         f"  7d {rate} of {s.runs_7d} · avg {_n(s.avg_rows_7d)} rows · {volume}{z}",
-        f"  last success {fresh}{sla}{stale}",
+        f"  last success {fresh}{data}{sla}{stale}",
     ]
 
 
@@ -183,6 +225,38 @@ def anomaly_lines(a: q.VolumeAnomaly) -> list[str]:
         f"[bold]{escape(a.pipeline)}[/] {_c(a.level)} run {a.run_id[:8]} {_ts(a.started_at)}",
         f"  {escape(a.reason)} (history of {a.n})",
     ]
+
+
+def breach_lines(b: slas.Breach) -> list[str]:
+    end = "[red]open[/]" if b.open else f"ended {_ts(b.ended_at)}"
+    return [
+        f"[bold]{escape(b.pipeline)}[/] {b.kind} due {_ts(b.due_at)} {end}, "
+        f"late {q.span(max(b.late_s, 0))}",
+        f"  {_short(b.reason, 96)}",
+    ]
+
+
+def reliability_lines(r: slas.Reliability) -> list[str]:
+    rate = "-" if r.success_rate is None else f"{r.success_rate:.0%}"
+    mttr = "-" if r.mttr_s is None else q.span(r.mttr_s)
+    failing = f" · [red]failing since {_ts(r.failing_since)}[/]" if r.failing_since else ""
+    return [
+        f"[bold]{escape(r.pipeline)}[/] {r.days}d: {rate} of {r.runs} · MTTR {mttr} "
+        f"({r.recoveries} recovered) · p95 {_secs(r.p95_duration_ms)} · {r.breaches} "
+        f"breach(es), late {q.span(r.late_s)}{failing}"
+    ]
+
+
+def alert_lines(a: outbox.AlertRow) -> list[str]:
+    run = f" run {a.run_id[:8]}" if a.run_id else ""
+    lines = [
+        f"{_ts(a.created_at)} [bold]{escape(a.event)}[/] {escape(a.pipeline or '-')}{run} -> "
+        f"{escape(a.webhook)} {_c(a.status)} ({a.attempts} attempt(s))",
+        f"  {_short(a.reason, 96)}",
+    ]
+    if a.status != "delivered" and a.last_error:
+        lines.append(f"  [red]{_short(a.last_error, 90)}[/]")
+    return lines
 
 
 def trend_lines(t: q.TaskTrend) -> list[str]:
@@ -248,18 +322,63 @@ def register(app: typer.Typer) -> None:
                     out.print(line, soft_wrap=True, highlight=False)
 
     @app.command()
-    def status(as_json: JsonOption = False) -> None:
+    def status(
+        as_json: JsonOption = False,
+        fail_on: Annotated[
+            HealthFloor | None,
+            typer.Option("--fail-on", help="Exit 1 when a pipeline is this unhealthy or worse."),
+        ] = None,
+    ) -> None:
         """Health per pipeline: 7-day success rate, freshness, volume anomaly."""
-        with guard(as_json), _ledger() as session:
+        with guard(as_json), _ledger(current=True) as session:
             rows = q.pipeline_status(session, _now()) if session else []
             _report(rows, as_json, status_lines, NO_RUNS)
+        floor = q.Health(fail_on.upper()) if fail_on else None
+        found = [(s.pipeline, s.health.value) for s in rows
+                 if floor and s.health.rank >= floor.rank]  # fmt: skip
+        _fail_on(found, fail_on)
 
     @app.command()
-    def anomalies(name: NameArgument = None, as_json: JsonOption = False) -> None:
-        """Rows written by each pipeline's latest run against its last 30 days."""
-        with guard(as_json), _ledger() as session:
+    def anomalies(
+        name: NameArgument = None,
+        as_json: JsonOption = False,
+        fail_on: Annotated[
+            LevelFloor | None,
+            typer.Option("--fail-on", help="Exit 1 when a volume is at this level or worse."),
+        ] = None,
+    ) -> None:
+        """Rows written in each pipeline's latest interval against its last 30 days."""
+        with guard(as_json), _ledger(current=True) as session:
             rows = q.volume_anomalies(session, _now(), name) if session else []
             _report(rows, as_json, anomaly_lines, "no successful runs" if session else NO_RUNS)
+        floor = _LEVEL_RANK[q.Level(fail_on.upper())] if fail_on else 0
+        found = [(a.pipeline, a.level.value) for a in rows
+                 if fail_on and _LEVEL_RANK.get(a.level, 0) >= floor]  # fmt: skip
+        _fail_on(found, fail_on)
+
+    @app.command()
+    def sla(as_json: JsonOption = False) -> None:
+        """SLA breaches of the last 30 days (and open ones), and per pipeline its success
+        rate, mean time to recovery and p95 duration over 7 and 30 days."""
+        with guard(as_json), _ledger(current=True) as session:
+            now = _now()
+            found = slas.breaches(session, now) if session else []
+            reliable = slas.reliability(session, now) if session else []
+            if as_json:
+                print_json({"breaches": [b.to_json() for b in found],
+                            "reliability": [r.to_json() for r in reliable]})  # fmt: skip
+                return
+            _report(found, False, breach_lines, "no SLA breach in 30 days")
+            _report(reliable, False, reliability_lines, NO_RUNS)
+
+    @app.command()
+    def alerts(since: SinceOption = None, as_json: JsonOption = False) -> None:
+        """Alerts raised (default: in the last 7 days) and whether each was delivered."""
+        with guard(as_json), _ledger(current=True) as session:
+            now = _now()
+            start = parse_since(since or "7d", now)
+            rows = outbox.recent(session, start) if session else []
+            _report(rows, as_json, alert_lines, "no alerts raised")
 
     @app.command()
     def tasks(name: NameArgument = None, as_json: JsonOption = False) -> None:

@@ -109,6 +109,7 @@ class PipelineInfo:
     target_system: str | None = None
     freshness_sla: timedelta | None = None
     depends_on: tuple[str, ...] = ()
+    max_duration: timedelta | None = None
 
 
 class Task:
@@ -517,13 +518,14 @@ class Ledger:
 
     def registration(self, info: PipelineInfo) -> list[st.Op]:
         """The ops that add or update a pipeline and its dependencies in the registry."""
-        now, sla = _now(), info.freshness_sla
+        now, sla, slow = _now(), info.freshness_sla, info.max_duration
         version = hashlib.sha256(info.config_text.encode()).hexdigest()[:12]
         pipeline = st.Op("pipeline", {
             "name": info.name, "version": version, "description": info.description,
             "owner": info.owner, "source_system": info.source_system and redact(info.source_system),
             "target_system": info.target_system and redact(info.target_system),
             "freshness_sla_s": int(sla.total_seconds()) if sla else None,
+            "max_duration_s": None if slow is None else int(slow.total_seconds()),
             "created_at": now, "updated_at": now,
         })  # fmt: skip
         upstreams = list(info.depends_on)

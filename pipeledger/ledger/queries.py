@@ -4,26 +4,42 @@ The CLI, ``--json`` and the web page are thin faces over these functions. Each r
 frozen dataclasses with a ``to_json()``; functions that depend on the time take ``now``
 explicitly, so the answers are reproducible.
 
-Definitions used throughout, stated once:
+Definitions used throughout, stated once (their SQL is in :mod:`pipeledger.ledger.rollup`):
 
 - **The latest run** of a pipeline is the one that started last (ties: the greatest run id).
   **The last success** is the latest run with status ``success`` that is not a reconcile
   (``pipeledger reconcile`` compares, it loads nothing); its ``ended_at`` is what
   freshness is measured from. :func:`last_success` (``Ledger.last_successful_run``) reads
   the latest successful run that is not a backfill, replay or reconcile: the frontier of
-  the data. Health counts the runs that load (not reconciles).
-- **Rows written** by a run are ``rows_inserted + rows_updated`` (a missing count is 0).
-- **Volume** (:func:`volume_anomalies`) compares the rows written by the latest successful
-  non-backfill run with the successful non-backfill runs that *started* in the 30 UTC days
-  before the UTC day of ``now`` (today's runs and the latest run itself are not history).
-  Backfills re-load old data on purpose, so they are no signal of a source's volume.
+  the data.
+- **Rows written** by a run are ``rows_inserted + rows_updated`` (a missing count is 0). A
+  run has **finished** in every state but ``running`` and ``skipped``; it **published** its
+  rows when it ended ``success`` or ``partial`` (rows quarantined, the rest published).
+  Health, volume and reliability count the runs that load: a reconcile is none of them.
+- A **no-op re-run** wrote no rows and left the watermark where it found it: it read
+  nothing new (a load that re-read the rows at its watermark and the lateness behind it, a
+  model whose upstreams brought no change). It says nothing about a source's volume: a
+  re-run after a success, by hand or by a second scheduler, must not look like a source
+  that dried up. A source that did dry up is what freshness from the data (below) sees.
+- **Volume** (:func:`volume_anomalies`) compares like with like: the rows written in one
+  scheduled interval with those written in earlier intervals. A **volume sample** is an
+  interval's total: the rows written by the runs that published it, leaving out backfills
+  and replays (they re-load old data on purpose), reconciles and no-op re-runs. The
+  attempts of an interval share its logical run, and an interval has at most one published
+  attempt (a retry follows only a failure, which rolled back; a scheduled interval's
+  idempotency key admits one success), so its total is the rows written by that attempt;
+  an unscheduled run is an interval of its own (the stretch of the cursor it covered). The
+  **latest interval** (the latest sample by start) is judged against the samples that
+  *started* in the 30 UTC days before the UTC day of ``now`` (today's and the latest itself
+  are not history). The samples are counted per pipeline and UTC day in the daily rollup.
 
   ====================  ==================================================================
   level                 when
   ====================  ==================================================================
-  CRITICAL              the run wrote 0 rows (whatever the history); or |z| > 3; or the
-                        history is constant (stddev 0) and the run differs from it
-  INSUFFICIENT_HISTORY  fewer than ``min_history`` (at least 2) runs of history
+  CRITICAL              the interval wrote 0 rows though the watermark moved (whatever the
+                        history); or |z| > 3; or the history is constant (stddev 0) and
+                        the interval differs from it
+  INSUFFICIENT_HISTORY  fewer than ``min_history`` (at least 2) samples of history
   WARNING               |z| > 2
   OK                    otherwise (z = 0 when the history is constant and the run equals it)
   ====================  ==================================================================
@@ -31,11 +47,33 @@ Definitions used throughout, stated once:
   ``z = (x - mean) / stddev`` with the sample standard deviation. Counts, sums and sums of
   squares are aggregated in SQL (exactly, in integers) and finished here, the same way on
   both dialects (SQLite has no ``stddev``).
+- **Freshness** (``freshness_sla``) is judged twice: from the last success (its
+  ``ended_at``) and from the data, the **newest data** being the newest cursor loaded: the
+  greatest cursor of the target's snapshot after the latest volume sample (its watermark
+  when it has no snapshot). A date counts as the end of its day, a timestamp without a time
+  zone as UTC; an integer cursor tells no time, and then only the last success counts.
+  A pipeline is **late** (``stale``) when either is older than its SLA, or when it never
+  succeeded; it was **due** when the first of them passed the SLA (never succeeded: its
+  registration plus the SLA). So a pipeline whose runs succeed but load nothing new (a
+  source that stopped) is late, and so is one that keeps loading data that is already old.
 - **Health** (:func:`pipeline_status`) starts from the success rate of the last 7 days
-  (successes / finished attempts, where every status but ``running`` and ``skipped`` is
-  finished): HEALTHY at >= 90 %, DEGRADED at >= 50 %, CRITICAL below; UNKNOWN when nothing
-  finished in 7 days. A volume WARNING makes it at least DEGRADED, a volume CRITICAL makes it
-  CRITICAL, and a declared freshness SLA that is exceeded makes it at least DEGRADED.
+  (successes / finished runs that started in the 7 days before ``now``): HEALTHY at
+  >= 90 %, DEGRADED at >= 50 %, CRITICAL below; UNKNOWN when nothing finished in 7 days. A
+  volume WARNING makes it at least DEGRADED, a volume CRITICAL makes it CRITICAL; being
+  late, or a latest run that took longer than the pipeline's ``max_duration``, makes it at
+  least DEGRADED.
+- **SLA breaches** (:mod:`pipeledger.ledger.sla`): a freshness breach is an episode of
+  lateness, recorded once: from when it was due to when the pipeline was first seen fresh
+  again; how late it was is that span (so far, while it lasts). It is seen late by what
+  looks after every run (``pipeledger.alerts``), by ``pipeledger watchdog`` and by
+  ``serve``. A run slower than ``max_duration`` is a breach of its own, due at its start
+  plus ``max_duration`` and ended with the run.
+- **Reliability** (:func:`reliability`), per pipeline over the last 7 and 30 days: the
+  success rate as for health; the **mean time to recovery**, over the failure episodes
+  that recovered (an episode: consecutive ``failed``, ``timed_out`` or ``abandoned`` runs,
+  in start order, backfills and replays left out), from the end of its first failure to
+  the end of the success that ended it; and the **p95 duration** of successful runs
+  (nearest rank).
 """
 
 from __future__ import annotations
@@ -44,15 +82,17 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, is_dataclass, replace
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from enum import StrEnum
 from typing import Any
 
 from pipeledger.errors import AmbiguousRunId
 from pipeledger.lateness import LatenessReport, RunLateness, report
 from pipeledger.ledger.model import stored_datetime
+from pipeledger.ledger.rollup import COMPARES, NOT_FRONTIER, counts, finished, sample, written
 from pipeledger.ledger.schema import (
     AUDIT,
+    DAYS,
     DEPENDENCIES,
     PIPELINES,
     QUALITY,
@@ -67,8 +107,8 @@ from pipeledger.warehouse.session import Session
 STATUS_WINDOW = timedelta(days=7)
 VOLUME_WINDOW_DAYS = 30
 DEFAULT_SLA = timedelta(hours=24)
+FRESHNESS_REASON = "freshness SLA exceeded"
 MIN_PREFIX = 8
-UNFINISHED = ("running", "skipped")
 
 
 class Level(StrEnum):
@@ -118,7 +158,9 @@ def _plain(value: Any) -> Any:
     return value
 
 
-class _Json:
+class Answer:
+    """An answer of the ledger: a frozen dataclass that says itself as JSON."""
+
     def to_json(self) -> dict[str, Any]:
         payload: dict[str, Any] = _plain(self)
         return payload
@@ -139,9 +181,9 @@ def _day_start(now: datetime) -> datetime:
     return datetime.combine(now.astimezone(UTC).date(), time(), UTC)
 
 
-def written(alias: str) -> str:
-    """SQL for the rows a run wrote."""
-    return f"(COALESCE({alias}.rows_inserted, 0) + COALESCE({alias}.rows_updated, 0))"
+def _day(moment: datetime) -> str:
+    """The UTC day of an instant, as the rollup keys it (``YYYY-MM-DD``)."""
+    return moment.astimezone(UTC).date().isoformat()
 
 
 def _latest(d: Dialect, outer: str, condition: str = "") -> str:
@@ -153,17 +195,18 @@ def _latest(d: Dialect, outer: str, condition: str = "") -> str:
     )
 
 
-_COMPARES = "'reconcile'"  # runs that load nothing
-_SUCCESS = f" AND r.status = 'success' AND r.trigger_type <> {_COMPARES}"
-_NOT_FRONTIER = f"('backfill', 'replay', {_COMPARES})"  # runs that re-load old data, or none
-_VOLUME = f" AND r.status = 'success' AND r.trigger_type NOT IN {_NOT_FRONTIER}"
+_SUCCESS = f" AND r.status = 'success' AND r.trigger_type <> {COMPARES}"
+
+
+def _sample(d: Dialect) -> str:
+    return f" AND {sample(d, 'r')}"
 
 
 # -- 1. list_runs -----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class RunRow(_Json):
+class RunRow(Answer):
     run_id: str
     logical_run_id: str
     attempt: int
@@ -230,7 +273,7 @@ def list_runs(
 
 
 @dataclass(frozen=True)
-class TaskRow(_Json):
+class TaskRow(Answer):
     task_run_id: str
     name: str
     seq: int
@@ -246,7 +289,7 @@ class TaskRow(_Json):
 
 
 @dataclass(frozen=True)
-class AuditRow(_Json):
+class AuditRow(Answer):
     event_id: str
     run_id: str | None
     pipeline: str | None
@@ -260,7 +303,7 @@ class AuditRow(_Json):
 
 
 @dataclass(frozen=True)
-class SnapshotRow(_Json):
+class SnapshotRow(Answer):
     target_table: str
     row_count: int
     max_cursor: str | None
@@ -270,7 +313,7 @@ class SnapshotRow(_Json):
 
 
 @dataclass(frozen=True)
-class RunDetail(_Json):
+class RunDetail(Answer):
     run: RunRow
     triggered_by: str | None
     correlation_id: str | None
@@ -409,7 +452,7 @@ def audit_trail(
 
 
 @dataclass(frozen=True)
-class VolumeAnomaly(_Json):
+class VolumeAnomaly(Answer):
     pipeline: str
     run_id: str
     started_at: datetime
@@ -437,26 +480,24 @@ _SEEN = "SELECT pipeline FROM seen WHERE pipeline IS NOT NULL"
 
 
 def _heads(d: Dialect, names: str) -> str:
-    """CTE ``heads``: per pipeline, its latest run, last success and last volume run."""
+    """CTE ``heads``: per pipeline, its latest run, last success and latest volume sample."""
     return (
         f"heads AS (SELECT n.pipeline, {_latest(d, 'n.pipeline')} AS last_run_id, "
         f"{_latest(d, 'n.pipeline', _SUCCESS)} AS success_id, "
-        f"{_latest(d, 'n.pipeline', _VOLUME)} AS volume_id FROM ({names}) n)"
+        f"{_latest(d, 'n.pipeline', _sample(d))} AS volume_id FROM ({names}) n)"
     )
 
 
 def _history(d: Dialect, pipeline: bool = False) -> str:
-    """CTE ``history``: count, sum and sum of squares of the rows written by each pipeline's
-    successful non-backfill runs in the window (parameters: its start and end, then the
-    pipeline if ``pipeline``). One pass, no join: the latest run, if inside the window, is
-    taken out afterwards by :func:`_assess_row`."""
-    w = written("r")
-    only = f" AND r.pipeline = {d.param}" if pipeline else ""
+    """CTE ``history``: count, sum and sum of squares of each pipeline's volume samples in
+    the window, from the daily rollup (parameters: the window's first and end day, then the
+    pipeline if ``pipeline``). The latest sample, if inside the window, is taken out
+    afterwards by :func:`_assess_row`."""
+    only = f" AND y.pipeline = {d.param}" if pipeline else ""
     return (
-        f"history AS (SELECT r.pipeline, count(*) AS n, sum({w}) AS s, "
-        f"sum({d.exact_square(w)}) AS ss FROM {d.table(RUNS)} r "
-        f"WHERE r.status = 'success' AND r.trigger_type NOT IN {_NOT_FRONTIER} "
-        f"AND r.started_at >= {d.param} AND r.started_at < {d.param}{only} GROUP BY r.pipeline)"
+        "history AS (SELECT y.pipeline, sum(y.samples) AS n, sum(y.sample_rows) AS s, "
+        f"sum(y.sample_squares) AS ss FROM {d.table(DAYS)} y "
+        f"WHERE y.day >= {d.param} AND y.day < {d.param}{only} GROUP BY y.pipeline)"
     )
 
 
@@ -469,6 +510,10 @@ def volume_window(now: datetime) -> tuple[datetime, datetime]:
 _VOLUME_COLUMNS = f"v.run_id, v.started_at, {written('v')}, hi.n, hi.s, hi.ss"
 
 
+def _window_days(now: datetime) -> list[str]:
+    return [_day(moment) for moment in volume_window(now)]
+
+
 def volume_anomalies_sql(d: Dialect, now: datetime, pipeline: str | None) -> tuple[str, list[Any]]:
     runs = d.table(RUNS)
     one = pipeline is not None
@@ -479,7 +524,7 @@ def volume_anomalies_sql(d: Dialect, now: datetime, pipeline: str | None) -> tup
         f"JOIN {runs} v ON v.run_id = h.volume_id "
         "LEFT JOIN history hi ON hi.pipeline = h.pipeline ORDER BY h.pipeline"
     )
-    window = list(volume_window(now))
+    window = _window_days(now)
     return sql, [pipeline, *window, pipeline] if one else window
 
 
@@ -513,11 +558,11 @@ def _level(
     x: int, n: int, mean: float | None, stddev: float | None, z: float | None, needed: int
 ) -> tuple[Level, str]:
     if x == 0:
-        return Level.CRITICAL, "zero rows written"
+        return Level.CRITICAL, "zero rows written though the watermark moved"
     if n < needed or stddev is None or mean is None:
-        return Level.INSUFFICIENT_HISTORY, f"{n} run(s) of history, {needed} needed"
+        return Level.INSUFFICIENT_HISTORY, f"{n} interval(s) of history, {needed} needed"
     if z is None:
-        return Level.CRITICAL, f"every run of history wrote {mean:,.0f} rows; this one {x:,}"
+        return Level.CRITICAL, f"every interval of history wrote {mean:,.0f} rows; this one {x:,}"
     verdict = f"z = {z:+.2f} ({x:,} rows vs mean {mean:,.1f} ± {stddev:,.1f})"
     if abs(z) > 3:
         return Level.CRITICAL, verdict
@@ -543,7 +588,7 @@ def _assess_row(
 def volume_anomalies(
     session: Session, now: datetime, pipeline: str | None = None, min_history: int = 5
 ) -> list[VolumeAnomaly]:
-    """The volume verdict on each pipeline's latest successful non-backfill run."""
+    """The volume verdict on each pipeline's latest interval (its latest volume sample)."""
     sql, params = volume_anomalies_sql(session.dialect, now, pipeline)
     window = volume_window(now)
     found = (_assess_row(row, window, min_history) for row in session.query(sql, params))
@@ -554,8 +599,9 @@ def volume_anomalies(
 
 
 @dataclass(frozen=True)
-class PipelineStatus(_Json):
+class PipelineStatus(Answer):
     pipeline: str
+    last_run_id: str | None
     last_run_at: datetime | None
     last_status: str | None
     runs_7d: int
@@ -563,39 +609,134 @@ class PipelineStatus(_Json):
     success_rate_7d: float | None
     avg_rows_7d: float | None
     last_success_at: datetime | None
-    freshness_s: float | None
+    freshness_s: float | None  # since the last success ended
     freshness_sla_s: int | None
-    stale: bool
+    newest_data_at: datetime | None
+    data_age_s: float | None
+    due_at: datetime | None  # when it was (or will be) late
+    stale: bool  # late: the module docstring's freshness
+    last_duration_ms: int | None
+    max_duration_s: int | None
+    slow: bool  # the latest run took longer than max_duration
     z_score: float | None
     anomaly: Level | None
     health: Health
     reasons: tuple[str, ...]
 
 
+def _recent(d: Dialect) -> str:
+    """CTE ``recent``: per pipeline, of the runs that started since the status window's
+    start, how many finished and succeeded and the rows the successes wrote. Whole days
+    come from the daily rollup, the rest of the first day from the runs (parameters: that
+    day, the start, the end of that day)."""
+    each, p = dict(counts(d, "r")), d.param
+    days = (
+        "SELECT y.pipeline, y.finished, y.succeeded, y.success_rows "
+        f"FROM {d.table(DAYS)} y WHERE y.day > {p}"
+    )
+    first_day = (
+        f"SELECT r.pipeline, {each['finished']}, {each['succeeded']}, {each['success_rows']} "
+        f"FROM {d.table(RUNS)} r WHERE {finished('r')} AND r.started_at >= {p} "
+        f"AND r.started_at < {p}"
+    )
+    return (
+        "recent AS (SELECT x.pipeline, sum(x.finished) AS finished, "
+        "sum(x.succeeded) AS succeeded, sum(x.success_rows) AS success_rows "
+        f"FROM ({days} UNION ALL {first_day}) x GROUP BY x.pipeline)"
+    )
+
+
+def status_window(now: datetime, window: timedelta = STATUS_WINDOW) -> list[Any]:
+    """The parameters of :func:`_recent` for the ``window`` before ``now``."""
+    since = now - window
+    return [_day(since), since, _day_start(since) + timedelta(days=1)]
+
+
+def recent_counts_sql(d: Dialect) -> str:
+    return f"WITH {_recent(d)} SELECT pipeline, finished, succeeded FROM recent"
+
+
+def recent_counts(
+    session: Session, now: datetime, window: timedelta = STATUS_WINDOW
+) -> dict[str, tuple[int, int]]:
+    """Per pipeline, how many runs that started in ``window`` before ``now`` finished, and
+    how many of them succeeded."""
+    rows = session.query(recent_counts_sql(session.dialect), status_window(now, window))
+    return {str(p): (int(n), int(ok)) for p, n, ok in rows}
+
+
 def pipeline_status_sql(d: Dialect, now: datetime) -> tuple[str, list[Any]]:
-    runs, p = d.table(RUNS), d.param
+    runs = d.table(RUNS)
     names = f"{_SEEN} UNION SELECT name FROM {d.table(PIPELINES)}"
-    finished = ", ".join(f"'{s}'" for s in UNFINISHED)
-    recent = (
-        "recent AS (SELECT r.pipeline, "
-        f"sum(CASE WHEN r.status NOT IN ({finished}) THEN 1 ELSE 0 END) AS finished, "
-        "sum(CASE WHEN r.status = 'success' THEN 1 ELSE 0 END) AS succeeded, "
-        f"avg(CASE WHEN r.status = 'success' THEN {written('r')} END) AS avg_rows "
-        f"FROM {runs} r WHERE r.started_at >= {p} AND r.trigger_type <> {_COMPARES} "
-        "GROUP BY r.pipeline)"
+    newest = (
+        f"(SELECT sn.max_cursor FROM {d.table(SNAPSHOTS)} sn WHERE sn.run_id = h.volume_id "
+        "ORDER BY sn.created_at DESC LIMIT 1)"
     )
     sql = (
-        f"WITH RECURSIVE {_seen(d)}, {_heads(d, names)}, {_history(d)}, {recent} "
-        "SELECT h.pipeline, lr.started_at, lr.status, rc.finished, rc.succeeded, rc.avg_rows, "
-        f"ls.ended_at, pl.freshness_sla_s, h.pipeline, {_VOLUME_COLUMNS} FROM heads h "
-        f"LEFT JOIN {runs} lr ON lr.run_id = h.last_run_id "
+        f"WITH RECURSIVE {_seen(d)}, {_heads(d, names)}, {_history(d)}, {_recent(d)} "
+        "SELECT h.pipeline, h.last_run_id, lr.started_at, lr.status, lr.duration_ms, rc.finished, "
+        "rc.succeeded, rc.success_rows, ls.ended_at, pl.freshness_sla_s, pl.max_duration_s, "
+        f"pl.created_at, {newest}, v.watermark_after, h.pipeline, {_VOLUME_COLUMNS} "
+        f"FROM heads h LEFT JOIN {runs} lr ON lr.run_id = h.last_run_id "
         f"LEFT JOIN {runs} ls ON ls.run_id = h.success_id "
         f"LEFT JOIN {runs} v ON v.run_id = h.volume_id "
         f"LEFT JOIN {d.table(PIPELINES)} pl ON pl.name = h.pipeline "
         "LEFT JOIN recent rc ON rc.pipeline = h.pipeline "
         "LEFT JOIN history hi ON hi.pipeline = h.pipeline ORDER BY h.pipeline"
     )
-    return sql, [*volume_window(now), now - STATUS_WINDOW]
+    return sql, [*_window_days(now), *status_window(now)]
+
+
+def data_time(cursor: str | None) -> datetime | None:
+    """The instant a stored cursor value stands for (the module docstring's newest data):
+    a date is the end of its day, a timestamp without a zone is UTC, an integer is no time;
+    a partitioned pipeline's watermarks (a JSON object) stand for their newest."""
+    text = (cursor or "").strip()
+    try:
+        if text.startswith("{"):
+            known = [t for t in map(data_time, map(str, json.loads(text).values())) if t]
+            return max(known, default=None)
+        if not text or text.lstrip("-").isdigit():
+            return None
+        if len(text) == 10:
+            return datetime.combine(date.fromisoformat(text) + timedelta(days=1), time(), UTC)
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Lateness:
+    """A pipeline's freshness against its SLA (the module docstring's freshness)."""
+
+    late: bool
+    due_at: datetime | None
+    reasons: tuple[str, ...]
+
+
+def lateness(
+    now: datetime,
+    sla_s: int | None,
+    last_success_at: datetime | None,
+    newest_data_at: datetime | None,
+    registered_at: datetime | None,
+) -> Lateness:
+    if sla_s is None:
+        return Lateness(False, None, ())
+    sla = timedelta(seconds=sla_s)
+    dues: dict[str, datetime] = {}  # why it would be late -> from when
+    if last_success_at is None:
+        dues["never succeeded"] = (registered_at or now) + sla
+    else:
+        dues[f"last success {span((now - last_success_at).total_seconds())} ago"] = (
+            last_success_at + sla
+        )
+    if newest_data_at is not None:
+        age = span((now - newest_data_at).total_seconds())
+        dues[f"newest data {age} old"] = newest_data_at + sla
+    reasons = tuple(f"{why} (SLA {span(sla_s)})" for why, due in dues.items() if now > due)
+    return Lateness(bool(reasons), min(dues.values()), reasons)
 
 
 def rate_health(successes: int, finished: int) -> Health:
@@ -610,7 +751,11 @@ def rate_health(successes: int, finished: int) -> Health:
 
 
 def _health(
-    successes: int, finished: int, volume: VolumeAnomaly | None, stale: bool
+    successes: int,
+    finished: int,
+    volume: VolumeAnomaly | None,
+    late: Lateness,
+    slow: str | None,
 ) -> tuple[Health, tuple[str, ...]]:
     health = rate_health(successes, finished)
     reasons = [f"{successes} of {finished} finished run(s) succeeded in 7 days"]
@@ -620,27 +765,49 @@ def _health(
     if volume is not None and volume.level is Level.CRITICAL:
         health = Health.CRITICAL
         reasons.append(f"volume CRITICAL: {volume.reason}")
-    if stale:
+    if late.late:
         health = health.at_least(Health.DEGRADED)
-        reasons.append("freshness SLA exceeded")
+        reasons.append(f"{FRESHNESS_REASON}: " + "; ".join(late.reasons))
+    if slow:
+        health = health.at_least(Health.DEGRADED)
+        reasons.append(slow)
     return health, tuple(reasons)
 
 
+def _slow(duration_ms: int | None, max_duration_s: int | None) -> str | None:
+    """Why the latest run counts as slow, or None."""
+    if duration_ms is None or max_duration_s is None or duration_ms <= max_duration_s * 1000:
+        return None
+    return f"the latest run took {span(duration_ms / 1000)} (max_duration {span(max_duration_s)})"
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
 def _status(row: Sequence[Any], now: datetime, min_history: int) -> PipelineStatus:
-    pipeline, last_at, last_status, finished, succeeded, avg_rows, success_end, sla = row[:8]
-    volume = _assess_row(row[8:], volume_window(now), min_history)
+    pipeline, last_run_id, last_at, last_status, duration, finished, succeeded = row[:7]
+    success_rows, success_end, sla, max_duration, registered, cursor, watermark = row[7:14]
+    volume = _assess_row(row[14:], volume_window(now), min_history)
     finished, succeeded = int(finished or 0), int(succeeded or 0)
     last_success_at = stored_datetime(success_end)
-    freshness = (now - last_success_at).total_seconds() if last_success_at else None
-    sla = None if sla is None else int(sla)
-    stale = sla is not None and (freshness is None or freshness > sla)
-    health, reasons = _health(succeeded, finished, volume, stale)
+    newest = data_time(cursor or watermark)
+    sla, duration, max_duration = map(_optional_int, (sla, duration, max_duration))
+    late = lateness(now, sla, last_success_at, newest, stored_datetime(registered))
+    slow = _slow(duration, max_duration)
+    health, reasons = _health(succeeded, finished, volume, late, slow)
     return PipelineStatus(
-        pipeline=pipeline, last_run_at=stored_datetime(last_at), last_status=last_status,
+        pipeline=pipeline, last_run_id=last_run_id, last_run_at=stored_datetime(last_at),
+        last_status=last_status,
         runs_7d=finished, successes_7d=succeeded,
         success_rate_7d=succeeded / finished if finished else None,
-        avg_rows_7d=_as_float(avg_rows), last_success_at=last_success_at,
-        freshness_s=freshness, freshness_sla_s=sla, stale=stale,
+        avg_rows_7d=int(success_rows or 0) / succeeded if succeeded else None,
+        last_success_at=last_success_at,
+        freshness_s=(now - last_success_at).total_seconds() if last_success_at else None,
+        freshness_sla_s=sla, newest_data_at=newest,
+        data_age_s=(now - newest).total_seconds() if newest else None,
+        due_at=late.due_at, stale=late.late, last_duration_ms=duration,
+        max_duration_s=max_duration, slow=slow is not None,
         z_score=volume.z_score if volume else None, anomaly=volume.level if volume else None,
         health=health, reasons=reasons,
     )  # fmt: skip
@@ -648,7 +815,8 @@ def _status(row: Sequence[Any], now: datetime, min_history: int) -> PipelineStat
 
 def pipeline_status(session: Session, now: datetime, min_history: int = 5) -> list[PipelineStatus]:
     """Every pipeline that has runs or is registered: its last run, 7-day success rate and
-    volume, freshness against its SLA, volume verdict and health (one query)."""
+    volume, freshness against its SLA (from its last success and from its data), volume
+    verdict, whether its latest run was slow, and health (one query)."""
     sql, params = pipeline_status_sql(session.dialect, now)
     return [_status(row, now, min_history) for row in session.query(sql, params)]
 
@@ -657,7 +825,7 @@ def pipeline_status(session: Session, now: datetime, min_history: int = 5) -> li
 
 
 @dataclass(frozen=True)
-class TaskTrend(_Json):
+class TaskTrend(Answer):
     pipeline: str
     task: str
     day: str
@@ -703,7 +871,7 @@ def task_trends(
 
 
 @dataclass(frozen=True)
-class Blocked(_Json):
+class Blocked(Answer):
     downstream: str
     upstream: str
     upstream_last_success: datetime | None
@@ -755,7 +923,7 @@ def blocked_pipelines(session: Session, now: datetime) -> list[Blocked]:
 
 
 @dataclass(frozen=True)
-class PruneResult(_Json):
+class PruneResult(Answer):
     cutoff: datetime
     pipeline_runs: int
     task_runs: int
@@ -772,14 +940,14 @@ def prunable_runs_sql(d: Dialect) -> str:
     runs = d.table(RUNS)
     later_success = (
         f"SELECT 1 FROM {runs} s WHERE s.pipeline = r.pipeline AND s.status = 'success' "
-        f"AND s.trigger_type <> {_COMPARES} "
+        f"AND s.trigger_type <> {COMPARES} "
         "AND (s.started_at > r.started_at OR (s.started_at = r.started_at AND s.run_id > r.run_id))"
     )
-    later_frontier = f"{later_success} AND s.trigger_type NOT IN {_NOT_FRONTIER}"
+    later_frontier = f"{later_success} AND s.trigger_type NOT IN {NOT_FRONTIER}"
     return (
         f"SELECT r.run_id FROM {runs} r WHERE r.status <> 'running' AND r.ended_at < {d.param} "
-        f"AND (r.status <> 'success' OR r.trigger_type = {_COMPARES} OR (EXISTS ({later_success}) "
-        f"AND (r.trigger_type IN {_NOT_FRONTIER} OR EXISTS ({later_frontier}))))"
+        f"AND (r.status <> 'success' OR r.trigger_type = {COMPARES} OR (EXISTS ({later_success}) "
+        f"AND (r.trigger_type IN {NOT_FRONTIER} OR EXISTS ({later_frontier}))))"
     )
 
 
@@ -828,7 +996,7 @@ def lateness_report(session: Session, pipeline: str, buffer_s: int) -> LatenessR
 def last_success_sql(d: Dialect) -> str:
     return (
         f"SELECT data_interval_end FROM {d.table(RUNS)} WHERE pipeline = {d.param} "
-        f"AND status = 'success' AND trigger_type NOT IN {_NOT_FRONTIER} "
+        f"AND status = 'success' AND trigger_type NOT IN {NOT_FRONTIER} "
         "ORDER BY started_at DESC, run_id DESC LIMIT 1"
     )
 

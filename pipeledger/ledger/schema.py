@@ -16,12 +16,18 @@ Idempotency (migration 5): a run may carry an ``idempotency_key``; a partial uni
 lets one run of a pipeline hold a key while it is running or after it succeeded (a failed
 run's key may be taken again). A cancel request (``pipeledger cancel``) is a row in
 ``run_cancellations``, which the run's heartbeat reads.
+
+Migration 6 adds the daily rollup of the runs (:mod:`pipeledger.ledger.rollup`), kept by
+triggers on ``pipeline_runs``: a later migration that rebuilds that table on SQLite (as
+migration 4 does) must create them again. Columns a migration adds to a table described
+here are listed in its ``added``, so that the table's first migration does not make them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pipeledger.ledger import rollup
 from pipeledger.schema import TableName
 from pipeledger.warehouse.dialect import Dialect, quote
 from pipeledger.warehouse.migrations import SCHEMA, Component, Migration, create_schema
@@ -40,6 +46,9 @@ AUDIT = table("audit_events")
 SNAPSHOTS = table("dataset_snapshots")
 DEPENDENCIES = table("pipeline_dependencies")
 QUALITY = table("quality_results")
+DAYS = table("pipeline_days")
+ALERTS = table("alerts")
+BREACHES = table("sla_breaches")
 RECONCILIATIONS = table("reconciliations")
 CANCELLATIONS = table("run_cancellations")
 # the states in which a run holds its idempotency key (a key of any other may be reused)
@@ -111,6 +120,7 @@ PIPELINE_TABLE = LedgerTable(
         ("freshness_sla_s", "bigint"), ("created_at", "{ts} NOT NULL"),
         ("updated_at", "{ts} NOT NULL"),
     ),
+    added=((6, "max_duration_s", "{big}"),),
 )  # fmt: skip
 RUN_TABLE = LedgerTable(
     RUNS,
@@ -195,6 +205,39 @@ QUALITY_TABLE = LedgerTable(
     foreign_key=_RUN_ID,
 )  # fmt: skip
 
+DAY_TABLE = LedgerTable(
+    DAYS,
+    columns=(
+        ("pipeline", "text NOT NULL"), ("day", "text NOT NULL"),
+        ("finished", "{big} NOT NULL"), ("succeeded", "{big} NOT NULL"),
+        ("success_rows", "{big} NOT NULL"), ("samples", "{big} NOT NULL"),
+        ("sample_rows", "{big} NOT NULL"), ("sample_squares", "numeric NOT NULL"),
+    ),
+    constraints=("PRIMARY KEY (pipeline, day)",),
+)  # fmt: skip
+ALERT_TABLE = LedgerTable(
+    ALERTS,
+    columns=(
+        ("alert_key", "text NOT NULL"), ("webhook", "text NOT NULL"), ("event", "text NOT NULL"),
+        ("pipeline", "text"), ("run_id", "text"), ("reason", "text NOT NULL"),
+        ("payload", "{json} NOT NULL"), ("status", "text NOT NULL"),
+        ("attempts", "integer NOT NULL"), ("created_at", "{ts} NOT NULL"),
+        ("next_attempt_at", "{ts} NOT NULL"), ("last_attempt_at", "{ts}"),
+        ("delivered_at", "{ts}"), ("last_error", "text"),
+    ),
+    constraints=("PRIMARY KEY (alert_key, webhook)",),
+    indexes=(("alerts_due", "status, next_attempt_at"), ("alerts_created", "created_at")),
+)  # fmt: skip
+BREACH_TABLE = LedgerTable(
+    BREACHES,
+    columns=(
+        ("breach_id", "text PRIMARY KEY"), ("pipeline", "text NOT NULL"),
+        ("kind", "text NOT NULL"), ("run_id", "text"), ("due_at", "{ts} NOT NULL"),
+        ("detected_at", "{ts} NOT NULL"), ("ended_at", "{ts}"), ("sla_s", "{big} NOT NULL"),
+        ("reason", "text NOT NULL"),
+    ),
+    indexes=(("sla_breaches_due", "due_at"),),
+)  # fmt: skip
 RECONCILIATION_TABLE = LedgerTable(
     RECONCILIATIONS,
     columns=(
@@ -256,9 +299,31 @@ def ledger_migrations(d: Dialect) -> list[Migration]:
         (4, "foreign keys: runs to pipelines; tasks, events, snapshots and results to runs",
          foreign_keys(d)),
         (5, "idempotency keys of runs; cancel requests", _operate(d)),
+        (6, "daily rollups of the runs (kept by triggers), alerts, SLA breaches, max_duration",
+         operating(d)),
         (7, "rows deleted per run", RUN_TABLE.add_columns(d, 7)),
         (8, "reconciliations: what each reconcile run found", _reconciliations(d)),
     ]  # fmt: skip
+
+
+def operating(d: Dialect) -> list[str]:
+    """Migration 6: what status, alerts and SLAs need. The rollup starts from the runs
+    already recorded; at most one freshness breach per pipeline is open at a time."""
+    days, runs = d.table(DAYS), d.table(RUNS)
+    return [
+        DAY_TABLE.create(d),
+        rollup.fill(d, days, runs),
+        *rollup.triggers(d, SCHEMA, days, runs),
+        # not among RUN_TABLE's indexes: migration 4 rebuilds those on SQLite, before this
+        f"CREATE INDEX IF NOT EXISTS {quote('pipeline_runs_ended')} ON {runs} (ended_at)",
+        ALERT_TABLE.create(d),
+        *(ALERT_TABLE.index(d, name) for name, _ in ALERT_TABLE.indexes),
+        BREACH_TABLE.create(d),
+        BREACH_TABLE.index(d, "sla_breaches_due"),
+        f"CREATE UNIQUE INDEX IF NOT EXISTS {quote('sla_breaches_open')} "
+        f"ON {d.table(BREACHES)} (pipeline, kind) WHERE ended_at IS NULL",
+        *PIPELINE_TABLE.add_columns(d, 6),
+    ]
 
 
 def _reconciliations(d: Dialect) -> list[str]:

@@ -9,6 +9,7 @@
       the run's final record       (when the ledger lives in the warehouse: same commit)
     COMMIT                         (ROLLBACK: a dry run, or any error)
     the final record in a ledger of its own (or its spool)
+    SLAs and alerts looked after, in the background (pipeledger.alerts)
 
 On failure the job says what it left behind (a note on the error, e.g. "nothing was
 written; the watermark stays at ..."), records how far it got, and the error is re-raised
@@ -39,6 +40,7 @@ from datetime import datetime, timedelta
 from typing import Protocol, TypeVar
 
 from pipeledger.adapters import open_warehouse
+from pipeledger.alerts import after_run
 from pipeledger.clients import client_name
 from pipeledger.config import Config, ModelConfig, SqlSource
 from pipeledger.errors import (
@@ -113,7 +115,16 @@ class RunSpec:
 
 
 def run_job(config: Config, spec: RunSpec, make: Callable[[str, Warehouse], Job[R]]) -> R:
-    """Run ``make(run_id, warehouse)`` in the scaffold (module docstring)."""
+    """Run ``make(run_id, warehouse)`` in the scaffold (module docstring). Once it ended,
+    the process's watcher looks after SLAs and alerts, off the run's path (``alerts``)."""
+    try:
+        return _run_job(config, spec, make)
+    finally:
+        if not spec.dry_run:
+            after_run(config)
+
+
+def _run_job(config: Config, spec: RunSpec, make: Callable[[str, Warehouse], Job[R]]) -> R:
     warehouse = open_warehouse(config.warehouse_url)
     ledger = NullLedger() if spec.dry_run else ledger_for(config, warehouse)
     trigger = spec.trigger
@@ -314,6 +325,7 @@ def registration(ledger: Ledger, config: Config, name: str) -> list[Op]:
             source_system=_describe_source(config, name),
             target_system=f"{redact(config.warehouse_url)} {node.target}",
             freshness_sla=node.freshness_sla, depends_on=config.upstreams(name),
+            max_duration=node.max_duration,
         )
     )  # fmt: skip
 

@@ -81,6 +81,8 @@ class Dialect:
     has_roles: ClassVar[bool]
     #: a trigger can be present but disabled (PostgreSQL's ENABLE/DISABLE TRIGGER)
     toggles_triggers: ClassVar[bool]
+    #: a trigger calls a function (PostgreSQL) rather than running statements of its own
+    triggers_call_functions: ClassVar[bool]
     #: the column type of pipeledger's own instants in tables kept as plain text
     instant_type: ClassVar[str]
     #: a statement sees the tables as they were when it began, not its own changes so far
@@ -205,6 +207,7 @@ class _Postgres(Dialect):
     before_triggers_set_row = True
     has_roles = True
     toggles_triggers = True
+    triggers_call_functions = True
     instant_type = "timestamptz"
     int64_type = "bigint"
     alters_constraints = True
@@ -264,6 +267,7 @@ class _Sqlite(Dialect):
     before_triggers_set_row = False
     has_roles = False
     toggles_triggers = False
+    triggers_call_functions = False
     instant_type = "text"
     int64_type = "integer"  # SQLite's INTEGER is 64-bit
     alters_constraints = False

@@ -14,9 +14,11 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from pipeledger.alerts import events as alert_events
+from pipeledger.alerts import outbox
 from pipeledger.config import ChecksConfig, RangeBound
 from pipeledger.extract import sql as extract_sql
-from pipeledger.ledger import queries
+from pipeledger.ledger import queries, sla
 from pipeledger.ledger import sql as lsql
 from pipeledger.ledger.schema import ledger_migrations
 from pipeledger.load import before, guard_sql, late_sql, replay, state
@@ -689,8 +691,52 @@ def _ledger_queries() -> list[Case]:
              world=_w("ledger"), bind=lambda d: [AT - timedelta(days=90)]),
         Case(m, "last_success_sql", lambda d: text(queries.last_success_sql(d)),
              world=_w("ledger"), bind=lambda d: ["orders"]),
+        Case(m, "recent_counts_sql", lambda d: text(queries.recent_counts_sql(d)),
+             world=_w("ledger"), bind=lambda d: queries.status_window(AT, timedelta(days=30))),
         Case(m, "lateness_sql", lambda d: text(queries.lateness_sql(d)),
              world=_w("ledger"), bind=lambda d: ["orders"]),
+    ]  # fmt: skip
+
+
+def _ledger_sla() -> list[Case]:
+    m = "ledger_sla"
+    breach = ["b1", "orders", "freshness", RUN_ID, LOWER, AT, None, 3600, "late"]
+    return [
+        Case(m, "insert_breach_sql", lambda d: text(sla.insert_breach_sql(d)),
+             world=_w("ledger"), bind=lambda d: breach),
+        Case(m, "open_breaches_sql", lambda d: text(sla.open_breaches_sql(d)), world=_w("ledger")),
+        Case(m, "end_breach_sql", lambda d: text(sla.end_breach_sql(d)), world=_w("ledger"),
+             bind=lambda d: [AT, "b1"]),
+        Case(m, "slow_runs_sql", lambda d: text(sla.slow_runs_sql(d)), world=_w("ledger"),
+             bind=lambda d: [LOWER]),
+        Case(m, "breaches_sql", lambda d: text(sla.breaches_sql(d)), world=_w("ledger"),
+             bind=lambda d: [LOWER, LOWER]),
+        Case(m, "p95_sql", lambda d: text(sla.p95_sql(d)), world=_w("ledger"),
+             bind=lambda d: [LOWER]),
+        Case(m, "transitions_sql", lambda d: text(sla.transitions_sql(d)), world=_w("ledger"),
+             bind=lambda d: [LOWER]),
+    ]  # fmt: skip
+
+
+def _alerts() -> list[Case]:
+    m = "alerts"
+    row = ["failed:orders:r1", "slack", "failed", "orders", RUN_ID, "boom", '{"event": "failed"}',
+           "pending", 0, AT, AT, None, None, None]  # fmt: skip
+    return [
+        Case(m, "ended_runs_sql", lambda d: text(alert_events.ended_runs_sql(d)),
+             world=_w("ledger"), bind=lambda d: [LOWER]),
+        Case(m, "mismatches_sql", lambda d: text(alert_events.mismatches_sql(d)),
+             world=_w("ledger"), bind=lambda d: [LOWER]),
+        Case(m, "insert_sql", lambda d: text(outbox.insert_sql(d)), world=_w("ledger"),
+             bind=lambda d: row),
+        Case(m, "due_sql of two webhooks", lambda d: text(outbox.due_sql(d, 2)),
+             world=_w("ledger"), bind=lambda d: [AT, "slack", "pager", 20]),
+        Case(m, "claim_sql", lambda d: text(outbox.claim_sql(d)), world=_w("ledger"),
+             bind=lambda d: [AT, AT, "failed:orders:r1", "slack", AT]),
+        Case(m, "outcome_sql", lambda d: text(outbox.outcome_sql(d)), world=_w("ledger"),
+             bind=lambda d: ["delivered", AT, AT, None, "failed:orders:r1", "slack"]),
+        Case(m, "list_sql", lambda d: text(outbox.list_sql(d)), world=_w("ledger"),
+             bind=lambda d: [LOWER]),
     ]  # fmt: skip
 
 
@@ -865,6 +911,8 @@ CASES: tuple[Case, ...] = (
     *_ledger_schema(),
     *_extract_sql(),
     *_ledger_queries(),
+    *_ledger_sla(),
+    *_alerts(),
     *_load_late_sql(),
     *_reconcile_sql(),
     *_reconcile_windows(),
@@ -884,6 +932,8 @@ MODULES = {
     "ledger_schema": "pipeledger.ledger.schema (migrations)",
     "extract_sql": "pipeledger.extract.sql",
     "ledger_queries": "pipeledger.ledger.queries",
+    "ledger_sla": "pipeledger.ledger.sla",
+    "alerts": "pipeledger.alerts (events, outbox)",
     "load_late_sql": "pipeledger.load.late_sql",
     "reconcile_sql": "pipeledger.reconcile.sql",
     "reconcile_windows": "pipeledger.reconcile.windows",

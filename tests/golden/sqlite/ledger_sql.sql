@@ -27,7 +27,7 @@ INSERT INTO "pipeledger.quality_results" (result_id, run_id, pipeline, target_ta
 INSERT INTO "pipeledger.pipelines" (name, version, created_at, updated_at) VALUES (?, 'unregistered', ?, ?) ON CONFLICT (name) DO NOTHING;
 
 -- case: upsert_pipeline
-INSERT INTO "pipeledger.pipelines" (name, version, description, owner, source_system, target_system, freshness_sla_s, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET version = excluded.version, description = excluded.description, owner = excluded.owner, source_system = excluded.source_system, target_system = excluded.target_system, freshness_sla_s = excluded.freshness_sla_s, updated_at = excluded.updated_at;
+INSERT INTO "pipeledger.pipelines" (name, version, description, owner, source_system, target_system, freshness_sla_s, created_at, updated_at, max_duration_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET version = excluded.version, description = excluded.description, owner = excluded.owner, source_system = excluded.source_system, target_system = excluded.target_system, freshness_sla_s = excluded.freshness_sla_s, updated_at = excluded.updated_at, max_duration_s = excluded.max_duration_s;
 
 -- case: delete_dependencies
 DELETE FROM "pipeledger.pipeline_dependencies" WHERE downstream = ?;

@@ -1,0 +1,119 @@
+"""Daily rollups of the runs: what ``status`` and ``anomalies`` read instead of every run.
+
+One row per pipeline and UTC day of the runs' start in ``pipeledger.pipeline_days``: how
+many runs finished, how many succeeded and the rows they wrote, and the volume samples
+(how many, and the sum and sum of squares of their rows written). The words (finished,
+rows written, a volume sample, a no-op re-run) are defined in :mod:`pipeledger.ledger.queries`;
+their SQL is here, once, for the triggers, for the migration that rolls up the runs
+already recorded, and for the queries.
+
+Triggers on ``pipeline_runs`` keep the rollup, so it changes in the transaction of the
+run's final record whoever writes that record (a load, the spool's replay, the watchdog,
+a Python pipeline): a run counts once, when it leaves ``running`` or is inserted final,
+and a final state never changes; a reconcile (it loads nothing) is not counted. ``ledger
+prune`` leaves the rollups alone: they hold counts, not runs.
+"""
+
+from __future__ import annotations
+
+from pipeledger.warehouse.dialect import Dialect, quote
+
+UNFINISHED = ("running", "skipped")
+PUBLISHED = "('success', 'partial')"  # the runs whose rows were published
+COMPARES = "'reconcile'"  # runs that load nothing (``pipeledger reconcile`` compares)
+NOT_FRONTIER = f"('backfill', 'replay', {COMPARES})"  # runs that re-load old data, or none
+FUNCTION = "roll_up_run"
+TRIGGERS = ("pipeline_runs_roll_up_insert", "pipeline_runs_roll_up_update")
+
+
+def written(alias: str) -> str:
+    """SQL for the rows a run wrote."""
+    return f"(COALESCE({alias}.rows_inserted, 0) + COALESCE({alias}.rows_updated, 0))"
+
+
+def no_op(d: Dialect, alias: str) -> str:
+    """SQL: the run changed nothing (wrote no rows, left the watermark where it was)."""
+    same = f"NOT ({alias}.watermark_after {d.distinct_operator} {alias}.watermark_before)"
+    return f"({written(alias)} = 0 AND {same})"
+
+
+def sample(d: Dialect, alias: str) -> str:
+    """SQL: the run is a volume sample (published, not a backfill, replay or reconcile, no
+    no-op)."""
+    return (
+        f"({alias}.status IN {PUBLISHED} AND {alias}.trigger_type NOT IN {NOT_FRONTIER} "
+        f"AND NOT {no_op(d, alias)})"
+    )
+
+
+def _finished() -> str:
+    return "(" + ", ".join(f"'{s}'" for s in UNFINISHED) + ")"
+
+
+def finished(alias: str) -> str:
+    """SQL: the run has finished (every state but ``running`` and ``skipped``) and it
+    loads (a reconcile is no run of the pipeline's health: it compares, it loads nothing)."""
+    return f"{alias}.status NOT IN {_finished()} AND {alias}.trigger_type <> {COMPARES}"
+
+
+def counts(d: Dialect, alias: str) -> list[tuple[str, str]]:
+    """The rollup's counters and what one finished run adds to each."""
+    ok, w, s = f"{alias}.status = 'success'", written(alias), sample(d, alias)
+    return [
+        ("finished", "1"),
+        ("succeeded", f"CASE WHEN {ok} THEN 1 ELSE 0 END"),
+        ("success_rows", f"CASE WHEN {ok} THEN {w} ELSE 0 END"),
+        ("samples", f"CASE WHEN {s} THEN 1 ELSE 0 END"),
+        ("sample_rows", f"CASE WHEN {s} THEN {w} ELSE 0 END"),
+        ("sample_squares", f"CASE WHEN {s} THEN {d.exact_square(w)} ELSE 0 END"),
+    ]
+
+
+def fill(d: Dialect, days: str, runs: str) -> str:
+    """Roll up the runs already recorded (the migration that adds the rollup)."""
+    pairs = counts(d, "r")
+    day = d.utc_day("r.started_at")
+    names = ", ".join(name for name, _ in pairs)
+    sums = ", ".join(f"sum({expression})" for _, expression in pairs)
+    return (
+        f"INSERT INTO {days} (pipeline, day, {names}) SELECT r.pipeline, {day}, {sums} "
+        f"FROM {runs} r WHERE {finished('r')} GROUP BY r.pipeline, {day}"
+    )
+
+
+def _add(d: Dialect, days: str, existing: str) -> str:
+    """One run's counts added to its day (``existing``: how the stored row is named)."""
+    pairs = counts(d, "NEW")
+    names = ", ".join(name for name, _ in pairs)
+    values = ", ".join(expression for _, expression in pairs)
+    sets = ", ".join(f"{name} = {existing}{name} + excluded.{name}" for name, _ in pairs)
+    return (
+        f"INSERT INTO {days}{' AS t' if existing else ''} (pipeline, day, {names}) "
+        f"VALUES (NEW.pipeline, {d.utc_day('NEW.started_at')}, {values}) "
+        f"ON CONFLICT (pipeline, day) DO UPDATE SET {sets}"
+    )
+
+
+def triggers(d: Dialect, schema: str, days: str, runs: str) -> list[str]:
+    """The triggers that roll up a run when it is inserted final or leaves ``running``."""
+    insert, update = (quote(name) for name in TRIGGERS)
+    new_final = f"({finished('NEW')})"
+    left_running = f"OLD.status = 'running' AND {new_final}"
+    if d.triggers_call_functions:
+        function = f"{quote(schema)}.{quote(FUNCTION)}()"
+        body = f"BEGIN {_add(d, days, 't.')}; RETURN NULL; END"
+        return [
+            f"CREATE OR REPLACE FUNCTION {function} RETURNS trigger LANGUAGE plpgsql "
+            f"AS $$ {body} $$",
+            f"CREATE TRIGGER {insert} AFTER INSERT ON {runs} FOR EACH ROW "
+            f"WHEN ({new_final}) EXECUTE PROCEDURE {function}",
+            f"CREATE TRIGGER {update} AFTER UPDATE OF status ON {runs} FOR EACH ROW "
+            f"WHEN ({left_running}) EXECUTE PROCEDURE {function}",
+        ]
+    add = _add(d, days, "")  # a trigger's INSERT takes no alias: bare names are the stored row
+    return [
+        f"CREATE TRIGGER IF NOT EXISTS {insert} AFTER INSERT ON {runs} FOR EACH ROW "
+        f"WHEN {new_final} BEGIN {add}; END",
+        f"CREATE TRIGGER IF NOT EXISTS {update} AFTER UPDATE OF status ON {runs} FOR EACH ROW "
+        f"WHEN {left_running} BEGIN {add}; END",
+    ]
