@@ -292,7 +292,7 @@ def instrument(clock: Clock) -> None:
 
     session_cls: Any = pg_adapter.PostgresSession
     adapter: Any = pg_adapter
-    run_cls: Any = loader._Run
+    run_cls: Any = loader.Load
     execute, query, stage = session_cls.execute, session_cls.query, session_cls.stage
     csv_bytes, conformed = adapter._csv_bytes, run_cls._conformed
     binary: Any = pg_binary

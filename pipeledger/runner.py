@@ -8,7 +8,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pipeledger.adapters import open_warehouse
 from pipeledger.config import Config
@@ -21,16 +21,17 @@ from pipeledger.errors import (
     LedgerNotWritten,
     PipeledgerError,
 )
-from pipeledger.load.loader import LoadRequest, ProgressCallback
-from pipeledger.load.replay import ReplayResult
 from pipeledger.load.result import LoadResult
 from pipeledger.load.state import STATE_TABLE, read_all_state
-from pipeledger.quality.quarantine import check_run_filter
 from pipeledger.redact import redact
-from pipeledger.run.loads import LoadJob
-from pipeledger.run.replays import ReplayJob
 from pipeledger.run.scaffold import RunSpec, Trigger, ledger_for, run_job
 from pipeledger.watermark import Window, from_text, is_whole_day
+
+# The loader (and pyarrow, numpy) is imported by the functions that run loads, so that
+# reading state (``pipeledger state``) does not load it.
+if TYPE_CHECKING:
+    from pipeledger.load.loader import LoadRequest, ProgressCallback
+    from pipeledger.load.replay import ReplayResult
 
 __all__ = [
     "Outcome",
@@ -171,6 +172,8 @@ def run_one(
 ) -> LoadResult:
     """One incremental run of ``name``, recorded in the ledger. ``trigger.retry`` makes it
     the next attempt of the pipeline's latest logical run, which must have failed."""
+    from pipeledger.load.loader import LoadRequest
+
     return _load(config, LoadRequest(name), RunSpec(name, trigger or Trigger()), on_progress)
 
 
@@ -186,6 +189,8 @@ def backfill(
     """Reprocess exactly ``start <= cursor <= end`` with the same merge; the live
     watermark does not move. Source rows identical to the target's (by stored fingerprint)
     are not staged unless ``full_compare`` (see ``pipeledger.load.known``)."""
+    from pipeledger.load.loader import LoadRequest
+
     pipeline = config.pipeline(name)
     window = backfill_window(start, end, pipeline.max_backfill, name)
     request = LoadRequest(name, "backfill", window, full_compare)
@@ -196,6 +201,8 @@ def backfill(
 def check(config: Config, name: str) -> LoadResult:
     """A dry run: extract, stage and run the quality gate, then roll everything back; the
     ledger records nothing. Raises GateFailed (with its report) when the gate would halt."""
+    from pipeledger.load.loader import LoadRequest
+
     pipeline = config.pipeline(name)
     if pipeline.checks is None:
         raise ConfigError(f"pipeline {name} declares no [pipelines.{name}.checks]")
@@ -208,6 +215,9 @@ def replay(config: Config, name: str, *, run: str | None = None) -> ReplayResult
     """Push pipeline ``name``'s unresolved quarantined rows (of one run, if ``run``: a run
     id or its first 8+ characters) through today's config, in one transaction, recorded
     in the ledger with ``trigger_type = "replay"`` (see :mod:`pipeledger.load.replay`)."""
+    from pipeledger.quality.quarantine import check_run_filter
+    from pipeledger.run.replays import ReplayJob
+
     config.pipeline(name)
     check_run_filter(run)
     spec = RunSpec(name, Trigger("replay"))
@@ -217,6 +227,9 @@ def replay(config: Config, name: str, *, run: str | None = None) -> ReplayResult
 def _load(
     config: Config, request: LoadRequest, spec: RunSpec, on_progress: ProgressCallback | None
 ) -> LoadResult:
+    from pipeledger.load.loader import LoadRequest
+    from pipeledger.run.loads import LoadJob
+
     if request.mode == "incremental" and request.history is None:
         request = LoadRequest(request.pipeline, history=_history(config, request.pipeline))
     return run_job(

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
+if TYPE_CHECKING:  # imported where Arrow types are made: reading a config needs no pyarrow
+    import pyarrow as pa
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 RESERVED_PREFIX = "_pipeledger_"
@@ -18,18 +21,18 @@ RUN_ID_COLUMN = "_pipeledger_run_id"
 LOADED_AT_COLUMN = "_pipeledger_loaded_at"
 ROW_HASH_COLUMN = "_pipeledger_row_hash"  # see pipeledger.transform.fingerprint
 
-_SIMPLE_TYPES: dict[str, pa.DataType] = {
-    "smallint": pa.int16(),
-    "integer": pa.int32(),
-    "bigint": pa.int64(),
-    "real": pa.float32(),
-    "double precision": pa.float64(),
-    "boolean": pa.bool_(),
-    "text": pa.string(),
-    "date": pa.date32(),
-    "timestamp": pa.timestamp("us"),
-    "timestamptz": pa.timestamp("us", tz="UTC"),
-}
+_SIMPLE_TYPES = (
+    "smallint",
+    "integer",
+    "bigint",
+    "real",
+    "double precision",
+    "boolean",
+    "text",
+    "date",
+    "timestamp",
+    "timestamptz",
+)
 _ALIASES = {
     "int": "integer",
     "int2": "smallint",
@@ -101,16 +104,29 @@ def canonical_type(text: str) -> str:
     return cleaned
 
 
+@cache
+def _simple_arrow_types() -> dict[str, pa.DataType]:
+    import pyarrow as pa
+
+    kinds = [pa.int16(), pa.int32(), pa.int64(), pa.float32(), pa.float64(), pa.bool_()]
+    kinds += [pa.string(), pa.date32(), pa.timestamp("us"), pa.timestamp("us", tz="UTC")]
+    return dict(zip(_SIMPLE_TYPES, kinds, strict=True))  # in the order of the names
+
+
 def arrow_type(sql_type: str) -> pa.DataType:
     """The Arrow type a canonical SQL type is carried as."""
     numeric = _NUMERIC.match(sql_type)
     if numeric:
+        import pyarrow as pa
+
         return pa.decimal128(int(numeric.group(1)), int(numeric.group(2) or 0))
-    return _SIMPLE_TYPES[sql_type]
+    return _simple_arrow_types()[sql_type]
 
 
 def sql_type_for(arrow: pa.DataType) -> str:
     """Infer the canonical SQL type for an Arrow type seen in a source."""
+    import pyarrow as pa
+
     if pa.types.is_decimal(arrow):
         precision = min(int(arrow.precision), 38)
         return f"numeric({precision},{min(int(arrow.scale), precision)})"
@@ -149,4 +165,6 @@ class Column:
 
 def target_schema(columns: tuple[Column, ...]) -> pa.Schema:
     """The Arrow schema rows are conformed to before they are staged."""
+    import pyarrow as pa
+
     return pa.schema([pa.field(c.name, c.arrow) for c in columns])

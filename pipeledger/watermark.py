@@ -22,9 +22,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
-import pyarrow.compute as pc
+if TYPE_CHECKING:  # imported by the functions on Arrow data: reading state needs no pyarrow
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
 CursorValue = int | date | datetime
 UNPARTITIONED = ""
@@ -93,6 +95,8 @@ def from_text(text: str) -> CursorValue:
 
 def coerce(value: CursorValue, arrow_type: pa.DataType) -> pa.Scalar:
     """``value`` as an Arrow scalar of the cursor column's type, for comparisons."""
+    import pyarrow as pa
+
     if pa.types.is_timestamp(arrow_type):
         if not isinstance(value, datetime):
             if isinstance(value, int):
@@ -118,6 +122,8 @@ def arrow_filter(
     """The window as an Arrow expression (also used for Parquet row-group pruning)."""
     if window.is_full:
         return None
+    import pyarrow.compute as pc
+
     column = pc.field(cursor)
     conditions: list[pc.Expression] = []
     if window.lower is not None:
@@ -139,6 +145,9 @@ def arrow_filter(
 def _partition_filter(
     window: Window, column: pc.Expression, cursor_type: pa.DataType, partition_by: str
 ) -> pc.Expression:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     partition = pc.field(partition_by).cast(pa.string())
     known = list(window.partition_lower)
     expression = ~partition.isin(known)
@@ -159,6 +168,9 @@ class WatermarkTracker:
     def observe(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
             return
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         bounds = pc.min_max(batch.column(self._cursor))
         low, high = bounds["min"].as_py(), bounds["max"].as_py()
         if low is not None and (self.least is None or low < self.least):

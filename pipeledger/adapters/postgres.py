@@ -8,15 +8,11 @@ import itertools
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import psycopg
-import pyarrow as pa
-import pyarrow.csv as pacsv
 from psycopg import errors as pgerrors
 
-from pipeledger.adapters import pg_binary
 from pipeledger.errors import (
     ConcurrentRunError,
     InsufficientPrivilege,
@@ -25,9 +21,15 @@ from pipeledger.errors import (
     WarehouseError,
 )
 from pipeledger.redact import redact
-from pipeledger.schema import TableName
+from pipeledger.schema import TableName, arrow_type
 from pipeledger.warehouse.dialect import POSTGRES
 from pipeledger.warehouse.stage import copy_stage
+
+# numpy, pyarrow and the COPY encoder are imported by the methods that handle Arrow data,
+# so that reading state or the ledger (the CLI's quick commands) does not load them
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
 
 # what a retry of the same run may get past: the connection, a lock, a timeout, a conflict
 _TRANSIENT = (
@@ -40,7 +42,6 @@ _TRANSIENT = (
     pgerrors.CannotConnectNow,
     pgerrors.TooManyConnections,
 )
-_CSV = pacsv.WriteOptions(include_header=False, batch_size=65_536)
 TEMP_BUFFERS = "256MB"
 
 
@@ -86,6 +87,8 @@ class PostgresSession:
 
     def fetch_int64(self, statement: str, params: Sequence[Any] = ()) -> np.ndarray[Any, Any]:
         # one bytea of big-endian int8s: a row per COPY message would cost ~0.6 us each
+        import numpy as np
+
         packed = f"SELECT string_agg(int8send(v), ''::bytea) FROM ({statement}) AS fetched(v)"
         data = self._scalar_bytes(packed, params)
         if data is None:
@@ -100,6 +103,8 @@ class PostgresSession:
         return None if row is None or row[0] is None else bytes(row[0])
 
     def stage(self, batches: Iterable[pa.RecordBatch]) -> None:
+        from pipeledger.adapters import pg_binary
+
         stream = iter(batches)
         first = next(stream, None)
         if first is None:
@@ -153,6 +158,9 @@ class PostgresSession:
 def _csv_bytes(batch: pa.RecordBatch) -> memoryview:
     """CSV for COPY. Aware timestamps go out as UTC wall time (the session is in UTC):
     pyarrow formats zoned timestamps an order of magnitude slower than naive ones."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
     columns = [
         column.cast(pa.timestamp(column.type.unit))
         if pa.types.is_timestamp(column.type) and column.type.tz is not None
@@ -160,7 +168,8 @@ def _csv_bytes(batch: pa.RecordBatch) -> memoryview:
         for column in batch.columns
     ]
     buffer = io.BytesIO()
-    pacsv.write_csv(pa.RecordBatch.from_arrays(columns, names=batch.schema.names), buffer, _CSV)
+    options = pacsv.WriteOptions(include_header=False, batch_size=65_536)
+    pacsv.write_csv(pa.RecordBatch.from_arrays(columns, names=batch.schema.names), buffer, options)
     return buffer.getbuffer()
 
 
@@ -190,23 +199,26 @@ class PostgresWarehouse:
             conn.close()
 
 
-_OIDS: dict[int, pa.DataType] = {
-    16: pa.bool_(),
-    20: pa.int64(),
-    21: pa.int16(),
-    23: pa.int32(),
-    700: pa.float32(),
-    701: pa.float64(),
-    1082: pa.date32(),
-    1114: pa.timestamp("us"),
-    1184: pa.timestamp("us", tz="UTC"),
+# PostgreSQL type oids and the canonical SQL type (pipeledger.schema) their values load as
+_OIDS = {
+    16: "boolean",
+    20: "bigint",
+    21: "smallint",
+    23: "integer",
+    700: "real",
+    701: "double precision",
+    1082: "date",
+    1114: "timestamp",
+    1184: "timestamptz",
 }
 
 
 def _arrow_type(column: psycopg.Column) -> pa.DataType:
     if column.type_code == 1700 and column.precision is not None:
+        import pyarrow as pa
+
         return pa.decimal128(column.precision, column.scale or 0)
-    return _OIDS.get(column.type_code, pa.string())
+    return arrow_type(_OIDS.get(column.type_code, "text"))
 
 
 class PostgresReader:
@@ -231,6 +243,8 @@ class PostgresReader:
 
 
 def _batches(cursor: psycopg.ServerCursor[Any], batch_rows: int) -> Iterator[pa.RecordBatch]:
+    import pyarrow as pa
+
     description = cursor.description or []
     schema = pa.schema([pa.field(c.name, _arrow_type(c)) for c in description])
     while rows := cursor.fetchmany(batch_rows):
@@ -243,6 +257,8 @@ def _batches(cursor: psycopg.ServerCursor[Any], batch_rows: int) -> Iterator[pa.
 
 
 def _plain(values: Sequence[Any], arrow: pa.DataType) -> Sequence[Any]:
+    import pyarrow as pa
+
     if pa.types.is_string(arrow):
         return [None if v is None else str(v) for v in values]
     return values

@@ -4,23 +4,26 @@ Exit codes (README, "Exit codes"): 0 success, 1 failed (permanent), 2 usage or
 configuration error, 3 a quality gate halted, 4 skipped (another run held the lock),
 5 committed but not recorded in the ledger, 6 outcome unknown (connection lost at
 COMMIT), 75 failed (transient: a retry may succeed), 130/143 cancelled.
+
+Each command imports what it needs when it runs: ``--help`` and the commands that only
+read state or the ledger start without the loader, pyarrow or numpy
+(``tests/test_cli_startup.py``).
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from pipeledger import runner
 from pipeledger.cli.common import (
     OPTIONS,
     JsonOption,
@@ -34,8 +37,10 @@ from pipeledger.cli.common import (
 )
 from pipeledger.cli.render import result_lines, state_lines
 from pipeledger.errors import GateFailed
-from pipeledger.ledger.api import RunCancelled
 from pipeledger.redact import redact
+
+if TYPE_CHECKING:
+    from pipeledger import runner
 
 
 @contextmanager
@@ -43,6 +48,8 @@ def _progress(enabled: bool) -> Iterator[Callable[[str, int], None] | None]:
     if not enabled or not err.is_terminal:
         yield None
         return
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True) as progress:
         tasks: dict[str, Any] = {}
@@ -65,6 +72,8 @@ def print_failure(failure: runner.RunFailure) -> None:
 
 
 def _report(outcomes: Sequence[runner.Outcome], as_json: bool) -> None:
+    from pipeledger import runner
+
     if as_json:
         print_json([o.to_json() for o in outcomes])
         return
@@ -103,6 +112,8 @@ def run(
     """Incremental run: read rows with cursor >= watermark - lateness, merge, advance.
 
     Pipelines run one after the other; a failed one does not stop the others."""
+    from pipeledger import runner
+
     with guard(as_json), _cancellable():
         config = load()
         why = runner.Trigger(trigger.value, retry, correlation_id)
@@ -118,6 +129,7 @@ def run(
 def _cancellable() -> Iterator[None]:
     """SIGTERM and Ctrl-C cancel the run: its transaction rolls back, the ledger says
     ``cancelled``, and the exit code is 130 (SIGINT) or 143 (SIGTERM)."""
+    from pipeledger.ledger.api import RunCancelled
 
     def on_sigterm(signum: int, frame: object) -> None:
         raise RunCancelled("terminated by SIGTERM")
@@ -149,6 +161,8 @@ def backfill(
     as_json: JsonOption = False,
 ) -> None:
     """Reprocess exactly start <= cursor <= end; the live watermark does not move."""
+    from pipeledger import runner
+
     with guard(as_json), _cancellable():
         config = load()
         outcome: runner.Outcome
@@ -171,6 +185,8 @@ def state(
     as_json: JsonOption = False,
 ) -> None:
     """Watermarks per pipeline and partition."""
+    from pipeledger import runner
+
     with guard(as_json):
         rows = runner.state(load(), name)
         if as_json:
@@ -189,6 +205,8 @@ def check(
 ) -> None:
     """Dry run of the quality gate: extract, stage and check, then roll back. Exit 3 when
     the gate would not publish everything."""
+    from pipeledger import runner
+
     with guard(as_json):
         try:
             report = runner.check(load(), name).quality
@@ -208,6 +226,8 @@ def check(
 def watchdog(as_json: JsonOption = False) -> None:
     """Replay the ledger's spool, then settle runs whose lease expired or whose process is
     gone: success if the warehouse shows they committed, else abandoned. Runs do this too."""
+    from pipeledger import runner
+
     with guard(as_json):
         settled = runner.watchdog(load())
         if as_json:
@@ -234,7 +254,9 @@ def demo(
 
 
 def main() -> None:
-    runner.prefer_system_allocator()
+    # Arrow's allocator for the whole process, set before pyarrow is imported (a command
+    # that loads imports it later); see pipeledger.runner.prefer_system_allocator
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     app()
 
 

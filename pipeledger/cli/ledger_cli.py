@@ -10,21 +10,21 @@ import textwrap
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
 from pipeledger.adapters import open_warehouse
 from pipeledger.cli.common import JsonOption, guard, load, out, print_json
-from pipeledger.config import parse_duration
 from pipeledger.errors import ConfigError, PipeledgerError
-from pipeledger.ledger import queries as q
 from pipeledger.ledger.model import RunStatus
 from pipeledger.ledger.schema import LEDGER
-from pipeledger.load.state import STATE
 from pipeledger.warehouse.migrations import is_migrated, migrate
-from pipeledger.warehouse.session import Session
+
+if TYPE_CHECKING:  # the commands import the queries when they run: --help needs none
+    from pipeledger.ledger import queries as q
+    from pipeledger.warehouse.session import Session
 
 NO_RUNS = "no runs recorded yet"
 COLOURS = {
@@ -49,6 +49,8 @@ def _now() -> datetime:
 
 def parse_since(text: str, now: datetime) -> datetime:
     """``7d`` (back from ``now``) or an ISO-8601 time (UTC when it has no offset)."""
+    from pipeledger.config import parse_duration
+
     try:
         return now - parse_duration(text)
     except ValueError:
@@ -163,9 +165,11 @@ def detail_lines(d: q.RunDetail) -> list[str]:
 
 
 def status_lines(s: q.PipelineStatus) -> list[str]:
+    from pipeledger.ledger.queries import span
+
     rate = "-" if s.success_rate_7d is None else f"{s.success_rate_7d:.0%}"
-    fresh = "never" if s.freshness_s is None else f"{q.span(s.freshness_s)} ago"
-    sla = f" (SLA {q.span(s.freshness_sla_s)})" if s.freshness_sla_s is not None else ""
+    fresh = "never" if s.freshness_s is None else f"{span(s.freshness_s)} ago"
+    sla = f" (SLA {span(s.freshness_sla_s)})" if s.freshness_sla_s is not None else ""
     stale = " [red]stale[/]" if s.stale else ""
     volume = f"volume {_c(s.anomaly)}" if s.anomaly else "volume -"
     z = f" z {s.z_score:+.2f}" if s.z_score is not None else ""
@@ -224,6 +228,8 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOption = False,
     ) -> None:
         """Recent runs, newest first."""
+        from pipeledger.ledger import queries as q
+
         with guard(), _ledger() as session:
             start = parse_since(since, _now()) if since else None
             wanted = status.value if status else None
@@ -236,6 +242,8 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOption = False,
     ) -> None:
         """One run with its tasks, audit events and snapshots."""
+        from pipeledger.ledger import queries as q
+
         with guard(), _ledger() as session:
             detail = q.show_run(session, run_id) if session else None
             if detail is None:
@@ -249,6 +257,8 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def status(as_json: JsonOption = False) -> None:
         """Health per pipeline: 7-day success rate, freshness, volume anomaly."""
+        from pipeledger.ledger import queries as q
+
         with guard(), _ledger() as session:
             rows = q.pipeline_status(session, _now()) if session else []
             _report(rows, as_json, status_lines, NO_RUNS)
@@ -256,6 +266,8 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def anomalies(name: NameArgument = None, as_json: JsonOption = False) -> None:
         """Rows written by each pipeline's latest run against its last 30 days."""
+        from pipeledger.ledger import queries as q
+
         with guard(), _ledger() as session:
             rows = q.volume_anomalies(session, _now(), name) if session else []
             _report(rows, as_json, anomaly_lines, "no successful runs" if session else NO_RUNS)
@@ -263,6 +275,8 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def tasks(name: NameArgument = None, as_json: JsonOption = False) -> None:
         """Per task and day (14 days): runs, mean and longest duration, mean rows out."""
+        from pipeledger.ledger import queries as q
+
         with guard(), _ledger() as session:
             rows = q.task_trends(session, _now(), name) if session else []
             _report(rows, as_json, trend_lines, "no tasks in 14 days" if session else NO_RUNS)
@@ -274,6 +288,8 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOption = False,
     ) -> None:
         """Audit events about one target table, newest first."""
+        from pipeledger.ledger import queries as q
+
         with guard(), _ledger() as session:
             start = parse_since(since, _now()) if since else None
             rows = q.audit_trail(session, table, start) if session else []
@@ -282,6 +298,8 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def blocked(as_json: JsonOption = False) -> None:
         """Pipelines waiting on an upstream that is not fresh (exit 0 either way)."""
+        from pipeledger.ledger import queries as q
+
         with guard(), _ledger() as session:
             rows = q.blocked_pipelines(session, _now()) if session else []
             _report(rows, as_json, blocked_lines, "no pipeline is blocked")
@@ -290,7 +308,9 @@ def register(app: typer.Typer) -> None:
 
 
 def _ledger_app() -> typer.Typer:
-    ledger = typer.Typer(help="Look after the ledger database.", no_args_is_help=True)
+    ledger = typer.Typer(
+        help="Look after the ledger database.", no_args_is_help=True, rich_markup_mode=None
+    )
 
     @ledger.command()
     def prune(
@@ -302,6 +322,9 @@ def _ledger_app() -> typer.Typer:
     ) -> None:
         """Delete old runs with their tasks, events and snapshots (keeps running runs and
         each pipeline's last success)."""
+        from pipeledger.config import parse_duration
+        from pipeledger.ledger import queries as q
+
         with guard():
             age = parse_duration(older_than)
             with _ledger(write=True) as session:
@@ -317,6 +340,8 @@ def _ledger_app() -> typer.Typer:
     def migrate_command(as_json: JsonOption = False) -> None:
         """Create or upgrade the ledger tables (ledger database) and the watermark table
         (warehouse)."""
+        from pipeledger.load.state import STATE
+
         with guard():
             config = load()
             targets = ((LEDGER, config.ledger_url), (STATE, config.warehouse_url))

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
-from pipeledger.load.result import LoadResult
-from pipeledger.runner import WatermarkRow
+if TYPE_CHECKING:
+    from pipeledger.load.result import LoadResult
+    from pipeledger.runner import WatermarkRow
 
 
 def _mark(value: str | dict[str, str] | None) -> str:
