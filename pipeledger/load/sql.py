@@ -147,24 +147,33 @@ def drop_promotable_stage(run_id: str, table: bool = True) -> list[str]:
     return [*drop, f"DROP SCHEMA {schema}", "SET LOCAL search_path TO DEFAULT"]
 
 
-def stored_hashes(d: Dialect, target: TableName, where: str) -> str:
-    """Fingerprints of the target rows matching ``where`` (a cursor window) written since
-    the target's trigger guards them (a parameter before the limit), at most as many as
-    the last parameter says."""
+def stored_scope(d: Dialect, where: str, below: bool = False) -> str:
+    """The target rows whose fingerprints a backfill trusts: those matching ``where`` (a
+    cursor window) that hold a fingerprint written since the target's guard (a parameter
+    after ``where``'s) and, with ``below``, lower than a bound (the next parameter)."""
     h, at = quote(ROW_HASH_COLUMN), quote(LOADED_AT_COLUMN)
-    return (
-        f"SELECT {h} FROM {d.table(target)} WHERE {h} IS NOT NULL AND {where} "
-        f"AND {at} >= {d.param} LIMIT {d.param}"
-    )
+    scope = f"{where} AND {h} IS NOT NULL AND {at} >= {d.param}"
+    return f"{scope} AND {h} < {d.param}" if below else scope
 
 
-def staged_key_hashes(d: Dialect, spec: MergeSpec) -> str:
-    """The fingerprints the target holds for the keys that were staged."""
+def stored_hashes(d: Dialect, target: TableName, scope: str) -> str:
+    """The fingerprints of the target rows in ``scope`` (:func:`stored_scope`), at most as
+    many as the last parameter says."""
+    h = quote(ROW_HASH_COLUMN)
+    return f"SELECT {h} FROM {d.table(target)} WHERE {scope} LIMIT {d.param}"
+
+
+def count_stored(d: Dialect, target: TableName, scope: str) -> str:
+    return f"SELECT count(*) FROM {d.table(target)} WHERE {scope}"
+
+
+def staged_key_hashes(d: Dialect, spec: MergeSpec, scope: str) -> str:
+    """The fingerprints the target holds in ``scope`` for the keys that were staged."""
     join = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in spec.key)
     h = quote(ROW_HASH_COLUMN)
     return (
-        f"SELECT t.{h} FROM {d.table(spec.target)} AS t JOIN {d.stage()} AS s ON {join} "
-        f"WHERE t.{h} IS NOT NULL"
+        f"SELECT t.{h} FROM (SELECT * FROM {d.table(spec.target)} WHERE {scope}) AS t "
+        f"JOIN {d.stage()} AS s ON {join}"
     )
 
 
