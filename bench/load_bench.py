@@ -273,7 +273,7 @@ SQL_OTHER = "sql: other (lock, state, DDL, settings, migrate)"
 def _classify(statement: str) -> str:
     text = statement.lstrip()
     if text.startswith("WITH merged"):
-        return "sql: filtered upsert (INSERT .. ON CONFLICT)"
+        return "sql: upsert (INSERT .. ON CONFLICT, counted)"
     if text.startswith("INSERT INTO") and "_pipeledger_stage" in text:
         return "sql: plain INSERT into the new target"
     if text.startswith("ALTER TABLE") and "ADD PRIMARY KEY" in text:

@@ -106,19 +106,21 @@ class PostgresSession:
         from pipeledger.adapters import pg_binary
 
         stream = iter(batches)
-        first = next(stream, None)
-        if first is None:
+        head = list(itertools.islice(stream, 1))  # popped when written: not held to the end
+        if not head:
             return
-        binary = pg_binary.supports(first.schema)  # every batch has the target's columns
+        schema = head[0].schema  # every batch has the target's columns
+        binary = pg_binary.supports(schema)
+        encode = pg_binary.encode if binary else _csv_bytes
         try:
             with (
                 self._conn.cursor() as cursor,
-                cursor.copy(copy_stage(first.schema.names, binary)) as copy,
+                cursor.copy(copy_stage(schema.names, binary)) as copy,
             ):
                 if binary:
                     copy.write(pg_binary.HEADER)
-                for batch in itertools.chain([first], stream):
-                    copy.write(pg_binary.encode(batch) if binary else _csv_bytes(batch))
+                for batch in itertools.chain(_handed_on(head), stream):
+                    copy.write(encode(batch))
                 if binary:
                     copy.write(pg_binary.TRAILER)
         except psycopg.Error as exc:
@@ -153,6 +155,12 @@ class PostgresSession:
 
     def mark_rollback(self) -> None:
         self.rollback_only = True
+
+
+def _handed_on(items: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The items of a list, each dropped from it as it is handed on."""
+    while items:
+        yield items.pop(0)
 
 
 def _csv_bytes(batch: pa.RecordBatch) -> memoryview:

@@ -14,7 +14,10 @@ import pyarrow as pa
 from pipeledger.errors import SourceError
 from pipeledger.watermark import Window
 
-BATCH_ROWS = 65_536
+# rows per batch through conform, fingerprint and staging: a load holds a few copies of
+# one batch at a time (32k rows of the benchmark's orders: ~12 MB less peak memory than
+# 64k, for ~2% more client CPU)
+BATCH_ROWS = 32_768
 
 
 @dataclass(frozen=True)

@@ -197,13 +197,13 @@ class Load:
         with self.clock.measure("load"):
             self.known = self._known_rows(session, window)
         batches = self._conformed(session, source, window, tracker)
-        first = next(batches, None)
-        if first is None or self.shape is None:
+        head = list(itertools.islice(batches, 1))  # read to know the shape: held till staged
+        if not head or self.shape is None:
             return
         with self.clock.measure("load"):
             self.promotable = self.new_target and session.dialect.promotes_stage
             self._start_stage(session, self.shape)
-            session.stage(itertools.chain([first], batches))
+            session.stage(itertools.chain(_handed_on(head), batches))
 
     def _conformed(
         self, session: Session, source: Source, window: Window, tracker: WatermarkTracker
@@ -333,7 +333,9 @@ class Load:
             return first_load(
                 session, spec, kept, self.run_id, self.started_at, True, self.promotable
             )
-        return merge_staged(session, spec, kept, self.run_id, self.started_at)
+        # an incremental batch is mostly new or changed rows: no join to filter them first
+        filtered = self.mode != "incremental"
+        return merge_staged(session, spec, kept, self.run_id, self.started_at, filtered)
 
     def _after_merge(self, session: Session, shape: Shape, tracker: WatermarkTracker) -> None:
         if self.new_target:
@@ -480,6 +482,13 @@ class Load:
         if self.report is not None and self.report.new_entries:
             return "partial"
         return "success"
+
+
+def _handed_on(items: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The items of a list, each dropped from it as it is handed on (a batch read ahead is
+    not held until the end of the stage)."""
+    while items:
+        yield items.pop(0)
 
 
 def _instants(

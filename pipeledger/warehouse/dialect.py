@@ -53,6 +53,8 @@ class Dialect:
     proves_keys_by_index: ClassVar[bool]
     #: the merge statement returns (inserted, updated) itself
     merge_returns_counts: ClassVar[bool]
+    #: an upsert that would update one row twice (a key staged twice) fails instead
+    upsert_refuses_repeats: ClassVar[bool]
     #: an array can be bound as one parameter (``= ANY(%s)``)
     array_params: ClassVar[bool]
     #: another transaction can renew a lease while a load holds its write lock
@@ -166,6 +168,7 @@ class _Postgres(Dialect):
     promotes_stage = True
     proves_keys_by_index = True
     merge_returns_counts = True
+    upsert_refuses_repeats = True
     array_params = True
     heartbeat_while_loading = True
     concurrent_transactions = True
@@ -218,6 +221,7 @@ class _Sqlite(Dialect):
     promotes_stage = False
     proves_keys_by_index = False
     merge_returns_counts = False
+    upsert_refuses_repeats = False
     array_params = False
     heartbeat_while_loading = False
     concurrent_transactions = False
