@@ -15,11 +15,11 @@ MARK = "-- modules --"
 # runs each argument list as a `pipeledger` command in one process, then lists its modules
 PROBE = f"""
 import json, sys
-from pipeledger.cli.app import main
+from pipeledger.cli.app import app
 for argv in json.loads(sys.argv[1]):
     sys.argv = ["pipeledger", *argv]
     try:
-        main()
+        app()
     except SystemExit as exc:
         print("exit", exc.code)
 print({MARK!r})
@@ -57,3 +57,13 @@ def test_state_runs_and_status_read_without_the_loader(project: Project) -> None
     assert "HEALTHY" in printed or "INSUFFICIENT_HISTORY" in printed  # status
     assert "exit 0" in printed and "exit 1" not in printed
     assert heavy(modules) == []
+
+
+def test_the_command_ends_with_its_output_flushed_and_its_exit_code(tmp_path: Path) -> None:
+    """The process ends without tearing its modules down (``cli.app._exit``): what it
+    printed still arrives whole through a pipe, with the command's exit code."""
+    Project(tmp_path, None).configure(orders=orders_pipeline())
+    argv = [sys.executable, "-m", "pipeledger", "run", "--json", "nosuch"]
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 2
+    assert json.loads(done.stdout)["exit_code"] == 2 and "nosuch" in done.stderr

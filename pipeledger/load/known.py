@@ -46,7 +46,7 @@ from pipeledger.watermark import Window
 
 log = logging.getLogger("pipeledger.load")
 
-LIMIT = 1 << 20  # fingerprints held at most: 9 MB with their flags
+LIMIT = 1 << 20  # fingerprints held at most: 9 MB with their flags (+ 8 MB the driver read them in)
 _SHARE = 0.95  # of LIMIT, expected in the slice of a bigger range (it may hold a few more)
 _SPACE = 1 << 64
 _CHUNK = 500
