@@ -146,6 +146,17 @@ def test_an_incremental_merge_goes_straight_from_the_stage() -> None:
     )
 
 
+def test_targets_of_policies_that_update_leave_room_on_each_page() -> None:
+    """PostgreSQL then updates a row within its page (no new index entry)."""
+    assert sql.create_target(POSTGRES, SPEC).endswith("\n) WITH (fillfactor = 90)")
+    ignore = sql.MergeSpec(SPEC.target, SPEC.columns, SPEC.key, SPEC.cursor, "ignore")
+    assert sql.create_target(POSTGRES, ignore).endswith("\n)")
+    assert sql.create_target(SQLITE, SPEC).endswith("\n)")
+    run_id = "00000000-0000-4000-8000-000000000000"
+    stage = sql.create_promotable_stage(run_id, SPEC.columns, "updated_at", updates=True)
+    assert stage[-1].endswith(") WITH (fillfactor = 90)")
+
+
 def test_update_policy_compares_every_value_column() -> None:
     spec = sql.MergeSpec(SPEC.target, SPEC.columns, SPEC.key, SPEC.cursor, "update")
     assert sql.update_condition(POSTGRES, spec) == (

@@ -377,7 +377,8 @@ class Load:
             return
         self.target = _qualified(session, self.target)
         ensure_schema(self.warehouse, self.target)
-        for statement in sql.create_promotable_stage(self.run_id, columns, shape.cursor):
+        updates = self._merge_spec(shape).updates
+        for statement in sql.create_promotable_stage(self.run_id, columns, shape.cursor, updates):
             session.execute(statement)
 
     def steps(self, failed: bool = False) -> list[StepResult]:

@@ -48,6 +48,11 @@ class MergeSpec:
         return [*self.names, ROW_HASH_COLUMN] if self.fingerprints else self.names
 
     @property
+    def updates(self) -> bool:
+        """The policy may rewrite a stored row (see :func:`update_condition`)."""
+        return self.policy in ("update", "newer_wins")
+
+    @property
     def values(self) -> list[str]:
         """Non-key columns: the content compared to decide 'unchanged'."""
         return [c.name for c in self.columns if c.name not in self.key]
@@ -55,7 +60,8 @@ class MergeSpec:
 
 def create_target(d: Dialect, spec: MergeSpec, primary_key: bool = True) -> str:
     """The target table. ``primary_key=False`` defers the key to :func:`add_primary_key`:
-    on PostgreSQL building it once after a bulk insert is cheaper than maintaining it."""
+    on PostgreSQL building it once after a bulk insert is cheaper than maintaining it. A
+    policy that updates rows gets pages with room for their new versions."""
     required = {*spec.key, spec.cursor}
     lines = [
         f"{quote(c.name)} {d.column_type(c.sql_type)}" + (" NOT NULL" if c.name in required else "")
@@ -67,7 +73,8 @@ def create_target(d: Dialect, spec: MergeSpec, primary_key: bool = True) -> str:
     if primary_key:
         lines.append("PRIMARY KEY (" + ", ".join(quote(k) for k in spec.key) + ")")
     body = ",\n  ".join(lines)
-    return f"CREATE TABLE {d.table(spec.target)} (\n  {body}\n)"
+    options = d.room_for_updates if spec.updates else ""
+    return f"CREATE TABLE {d.table(spec.target)} (\n  {body}\n){options}"
 
 
 def add_primary_key(d: Dialect, spec: MergeSpec) -> str:
@@ -99,11 +106,14 @@ def stage_schema(run_id: str) -> str:
     return quote(f"_pipeledger_{uuid.UUID(run_id).hex[:20]}")
 
 
-def create_promotable_stage(run_id: str, columns: Sequence[Column], cursor: str) -> list[str]:
+def create_promotable_stage(
+    run_id: str, columns: Sequence[Column], cursor: str, updates: bool = False
+) -> list[str]:
     """PostgreSQL, new target: stage into a regular table that becomes the target at
     publish (a rename instead of copying every row). It lives in a schema of the run's own
     (made and dropped in the run's transaction), which ``search_path`` puts first, so that
-    the stage's usual name resolves to this table."""
+    the stage's usual name resolves to this table. ``updates``: its policy rewrites rows
+    (:func:`create_target`)."""
     schema = stage_schema(run_id)
     body = ", ".join(
         f"{quote(c.name)} {c.sql_type}" + (" NOT NULL" if c.name == cursor else "") for c in columns
@@ -111,7 +121,8 @@ def create_promotable_stage(run_id: str, columns: Sequence[Column], cursor: str)
     return [
         f"CREATE SCHEMA {schema}",
         f"SET LOCAL search_path = {schema}, public",
-        f"CREATE TABLE {schema}.{quote(STAGE)} ({body})",
+        f"CREATE TABLE {schema}.{quote(STAGE)} ({body})"
+        + (POSTGRES.room_for_updates if updates else ""),
     ]
 
 

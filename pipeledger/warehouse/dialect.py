@@ -55,6 +55,9 @@ class Dialect:
     merge_returns_counts: ClassVar[bool]
     #: an upsert that would update one row twice (a key staged twice) fails instead
     upsert_refuses_repeats: ClassVar[bool]
+    #: storage options of a table whose rows get updated: room on each page for a row's new
+    #: version (PostgreSQL then updates in place of the page, without a new index entry)
+    room_for_updates: ClassVar[str]
     #: an array can be bound as one parameter (``= ANY(%s)``)
     array_params: ClassVar[bool]
     #: another transaction can renew a lease while a load holds its write lock
@@ -169,6 +172,7 @@ class _Postgres(Dialect):
     proves_keys_by_index = True
     merge_returns_counts = True
     upsert_refuses_repeats = True
+    room_for_updates = " WITH (fillfactor = 90)"
     array_params = True
     heartbeat_while_loading = True
     concurrent_transactions = True
@@ -222,6 +226,7 @@ class _Sqlite(Dialect):
     proves_keys_by_index = False
     merge_returns_counts = False
     upsert_refuses_repeats = False
+    room_for_updates = ""
     array_params = False
     heartbeat_while_loading = False
     concurrent_transactions = False
