@@ -980,9 +980,9 @@ def report(
     )
     starts = [m for m in ms.values() if m.family == "startup"]
     if starts:
-        lines += ["", "Start-up of the quick commands (whole processes, wall seconds):", ""]
+        lines += ["", "Start-up of the quick commands (whole processes, seconds):", ""]
         lines += _fmt_table(
-            ["command", "median", "min", "max", "runs", "peak RSS MB"],
+            ["command", "wall median", "min", "max", "runs", "CPU median", "peak RSS MB"],
             [
                 [
                     f"`{m.name}`",
@@ -990,6 +990,7 @@ def report(
                     f"{min(m.extra['calls_s']):.3f}",
                     f"{max(m.extra['calls_s']):.3f}",
                     str(len(m.extra["calls_s"])),
+                    f"{statistics.median(m.extra['cpu_s']):.3f}",
                     f"{m.peak_rss_mb:.1f}",
                 ]
                 for m in starts
@@ -1062,6 +1063,7 @@ def median_of(rounds: list[dict[str, Measurement]]) -> dict[str, Measurement]:
         if chosen.family == "startup":  # every call of every round
             calls = [c for r in rounds for c in r[name].extra["calls_s"]]
             chosen.seconds, chosen.extra["calls_s"] = statistics.median(calls), calls
+            chosen.extra["cpu_s"] = [c for r in rounds for c in r[name].extra["cpu_s"]]
         out[name] = chosen
     return out
 
@@ -1139,10 +1141,20 @@ def _cli_config(work: Path, url: str, source: str) -> Path:
 TIME_BIN = Path("/usr/bin/time")
 
 
-def run_command(args: list[str]) -> tuple[float, float, str]:
-    """(wall seconds, peak RSS MB, stdout) of ``python -m pipeledger ARGS`` as a whole
-    process: interpreter start, imports and exit included. The peak RSS is the command's
-    own (GNU time's, which forks from a small process), or ``ru_maxrss`` from wait4."""
+@dataclass(frozen=True)
+class Process:
+    """A whole ``pipeledger`` process: wall and CPU seconds, peak RSS, what it printed."""
+
+    wall: float
+    cpu: float  # user + system: less moved by a busy machine than the wall time
+    rss_mb: float
+    output: str
+
+
+def run_command(args: list[str]) -> Process:
+    """``python -m pipeledger ARGS`` as a whole process: interpreter start, imports and
+    exit included. The peak RSS is the command's own (GNU time's, which forks from a small
+    process), or ``ru_maxrss`` from wait4."""
     command = [sys.executable, "-m", "pipeledger", *args]
     rss_file = DEFAULT_WORK / "cli-rss.txt"
     if TIME_BIN.exists():
@@ -1157,7 +1169,7 @@ def run_command(args: list[str]) -> tuple[float, float, str]:
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"pipeledger {' '.join(args)} failed: {status}")
     kb = int(rss_file.read_text().split()[-1]) if TIME_BIN.exists() else usage.ru_maxrss
-    return wall, kb / 1024.0, output
+    return Process(wall, usage.ru_utime + usage.ru_stime, kb / 1024.0, output)
 
 
 def cli_series(url: str, work: Path, data: Dataset, calls: int) -> dict[str, Measurement]:
@@ -1168,21 +1180,21 @@ def cli_series(url: str, work: Path, data: Dataset, calls: int) -> dict[str, Mea
         config = _cli_config(work, db, source.name)
         settle(db)
         print(f"  {'first-load-cli':<16} ...", end="", flush=True, file=sys.stderr)
-        wall, rss, output = run_command(["-c", str(config), "run", "--json", PIPELINE])
-        result = json.loads(output)[0]
-        print(f" {wall:8.2f} s (whole process)  rss {rss:6.1f} MB", file=sys.stderr)
+        load = run_command(["-c", str(config), "run", "--json", PIPELINE])
+        result = json.loads(load.output)[0]
+        print(f" {load.wall:8.2f} s (whole process)  rss {load.rss_mb:6.1f} MB", file=sys.stderr)
         ms = {
             "first-load-cli": Measurement(
                 name="first-load-cli",
                 family="cli",
                 rows_in_file=data.rows,
                 table_rows=0,
-                seconds=wall,
+                seconds=load.wall,
                 rows_read=int(result["rows_read"]),
                 rows_inserted=int(result["rows_inserted"]),
                 rows_updated=int(result["rows_updated"]),
-                peak_rss_mb=rss,
-                process_seconds=wall,
+                peak_rss_mb=load.rss_mb,
+                process_seconds=load.wall,
             )
         }
         for command in (["--help"], ["state"], ["runs"], ["status"]):
@@ -1194,7 +1206,7 @@ def startup(config: Path, command: list[str], calls: int, rows: int) -> dict[str
     """The median wall time of ``calls`` runs of a quick command, as a whole process."""
     name = "pipeledger " + command[0]
     runs = [run_command(["-c", str(config), *command]) for _ in range(calls)]
-    walls = [wall for wall, _, _ in runs]
+    walls = [run.wall for run in runs]
     m = Measurement(
         name=name,
         family="startup",
@@ -1204,10 +1216,11 @@ def startup(config: Path, command: list[str], calls: int, rows: int) -> dict[str
         rows_read=0,
         rows_inserted=0,
         rows_updated=0,
-        peak_rss_mb=max(rss for _, rss, _ in runs),
+        peak_rss_mb=max(run.rss_mb for run in runs),
         process_seconds=max(walls),
     )
     m.extra["calls_s"] = [round(w, 3) for w in walls]
+    m.extra["cpu_s"] = [round(run.cpu, 3) for run in runs]
     print(f"  {name:<16} {m.seconds:8.3f} s (median of {calls})", file=sys.stderr)
     return {name: m}
 

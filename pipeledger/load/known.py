@@ -17,15 +17,16 @@ in the target by hand has none, so it is staged and compared in full, and the ba
 repairs the edit.
 
 Memory is bounded: at most :data:`LIMIT` fingerprints are held (8 bytes each, and a flag).
-A range with more target rows than that holds those in the lowest slice of the fingerprint
-space that fits (fingerprints are uniform, so a slice of the space is a share of the rows);
-source rows outside the slice are staged and compared in full. A bigger range costs more
-time per row, never more memory.
+A range with more target rows than that, up to twice as many, holds those in the lowest
+slice of the fingerprint space that fits (fingerprints are uniform, so a slice of the space
+is a share of the rows); source rows outside the slice are staged and compared in full. A
+bigger range is compared in full: a slice of under half its rows saves less than finding
+and checking it costs (10M rows: 185 s with a 10% slice, 131 s compared in full).
 
 The shortcut is not taken, and every row is staged and compared, when quality checks are
 configured (the gate judges every row a run reads), for ``backfill --full-compare`` (for
-what the trigger cannot see, such as a fingerprint set by hand), and for a target without
-a guard.
+what the trigger cannot see, such as a fingerprint set by hand), for a target without a
+guard, and for a range of over ``2 * LIMIT`` target rows.
 """
 
 from __future__ import annotations
@@ -70,9 +71,10 @@ class KnownRows:
     @classmethod
     def fetch(
         cls, session: Session, target: TableName, cursor: str, window: Window, since: datetime
-    ) -> KnownRows:
+    ) -> KnownRows | None:
         """The fingerprints of the target's rows in ``window`` written since ``since``
-        (``load.guard``), or of the lowest slice of them that fits in :data:`LIMIT`."""
+        (``load.guard``), or of the lowest slice of them that fits in :data:`LIMIT`; None
+        for a range too big for a slice to pay (module docstring)."""
         d = session.dialect
         where, params = window_predicate(d, Window(window.lower, window.upper), cursor, None)
         scope, params = sql.stored_scope(d, where), [*params, since]
@@ -85,13 +87,16 @@ class KnownRows:
     @classmethod
     def _slice(
         cls, session: Session, target: TableName, where: str, params: list[Any]
-    ) -> KnownRows:
+    ) -> KnownRows | None:
         """The fingerprints in the lowest slice of the fingerprint space that holds at most
         :data:`LIMIT` of the range's rows: a share of the space a little under LIMIT's share
-        of the rows (halved while it holds more)."""
+        of the rows (halved while it holds more). None when that is under half of them."""
         d = session.dialect
         scope = sql.stored_scope(d, where)
         total = int(session.query(sql.count_stored(d, target, scope), params)[0][0])
+        if total > 2 * LIMIT:
+            log.info("target %s: %d rows in range; every row is staged", target, total)
+            return None
         scope, share = sql.stored_scope(d, where, below=True), _SHARE * LIMIT / total
         while True:
             sliced = [*params, -(1 << 63) + int(_SPACE * share)]  # the bound comes last

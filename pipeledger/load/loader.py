@@ -244,7 +244,13 @@ class Load:
         before = self.guard
         if before is None or before.since is None:
             return None
-        known = KnownRows.fetch(session, self.target, p.cursor, window, before.since)
+        if session.dialect.concurrent_transactions:
+            # read beside the load (which has not written the target yet, so it sees the
+            # same rows): the driver's buffer for them goes with that connection
+            with self.warehouse.session(write=False) as beside:
+                known = KnownRows.fetch(beside, self.target, p.cursor, window, before.since)
+        else:
+            known = KnownRows.fetch(session, self.target, p.cursor, window, before.since)
         if read_guard(session, self.target) != before:  # its trigger changed meanwhile
             return None
         return known
