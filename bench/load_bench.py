@@ -387,7 +387,7 @@ def _breakdown(clock: Clock, total: float) -> dict[str, float]:
 
 
 def step_raw_copy(url: str, csv_path: Path) -> dict[str, Any]:
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     with psycopg.connect(url) as conn:
         conn.execute(
             psql.SQL("CREATE TABLE {} ({})").format(psql.Identifier(RAW_TABLE), psql.SQL(RAW_DDL))
@@ -401,14 +401,20 @@ def step_raw_copy(url: str, csv_path: Path) -> dict[str, Any]:
                     copy.write(chunk)
             rows = cursor.rowcount
         conn.commit()
-    seconds = time.perf_counter() - started
-    return {"seconds": seconds, "rows_read": rows, "rows_inserted": rows, "rows_updated": 0}
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return {
+        "seconds": seconds,
+        "cpu_s": cpu,
+        "rows_read": rows,
+        "rows_inserted": rows,
+        "rows_updated": 0,
+    }
 
 
 def step_hand_merge(url: str, csv_path: Path, rows_before: int) -> dict[str, Any]:
     """The hand-written incremental: COPY the batch into a temporary table, then one guarded
     upsert, in one transaction; the session set up as pipeledger's are."""
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     with psycopg.connect(url) as conn:
         conn.execute("SET TIME ZONE 'UTC'")
         conn.execute("SET temp_buffers = '256MB'")
@@ -421,12 +427,13 @@ def step_hand_merge(url: str, csv_path: Path, rows_before: int) -> dict[str, Any
             rows = cursor.rowcount
         written = conn.execute(HAND_MERGE).rowcount
         conn.commit()
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     with psycopg.connect(url) as conn:  # not timed: how many of the written rows were new
         row = conn.execute(f"SELECT count(*) FROM {HAND_TABLE}").fetchone()  # noqa: S608
     inserted = int(row[0]) - rows_before if row else 0
     return {
         "seconds": seconds,
+        "cpu_s": cpu,
         "rows_read": rows,
         "rows_inserted": inserted,
         "rows_updated": written - inserted,
@@ -441,17 +448,18 @@ def step_pipeledger(
     clock = Clock()
     instrument(clock)
     config = _config(url, work, source)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     if step in ("backfill", "backfill-full"):
         assert start is not None and end is not None
         full = step == "backfill-full"
         result = runner.backfill(config, PIPELINE, start, end, full_compare=full)
     else:
         result = runner.run_one(config, PIPELINE)
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     out = result.to_json()
     return {
         "seconds": seconds,
+        "cpu_s": cpu,
         "rows_read": out["rows_read"],
         "rows_inserted": out["rows_inserted"],
         "rows_updated": out["rows_updated"],
@@ -557,6 +565,34 @@ class ServerLog:
         return {k: round(v, 3) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])}
 
 
+class ServerCpu:
+    """CPU seconds used so far by a local PostgreSQL: the postmaster, its live processes,
+    and the processes it has reaped (a step's backends end before it is read again)."""
+
+    def __init__(self, postmaster: int) -> None:
+        self.postmaster = postmaster
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    @staticmethod
+    def _stat(pid: int) -> list[str]:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+    def seconds(self) -> float:
+        fields = self._stat(self.postmaster)  # utime, stime, cutime, cstime: 11..14
+        total = sum(int(f) for f in fields[11:15])
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            with contextlib.suppress(OSError, IndexError):
+                child = self._stat(int(entry.name))
+                if int(child[1]) == self.postmaster:
+                    total += int(child[11]) + int(child[12])
+        return total / self.tick
+
+
+SERVER_CPU: ServerCpu | None = None  # set for the throwaway server
+
+
 def with_database(url: str, name: str) -> str:
     parts = urlsplit(url)
     return urlunsplit(parts._replace(path="/" + name))
@@ -625,8 +661,10 @@ def run_step(
     command = [sys.executable, str(Path(__file__).resolve()), "--step", kind, "--url", url]
     command += child_args
     print(f"  {name:<16} ...", end="", flush=True, file=sys.stderr)
+    server_cpu = SERVER_CPU.seconds() if SERVER_CPU else None
     started = time.perf_counter()
-    env = {**os.environ, "PGAPPNAME": APP_NAME}
+    # as the pipeledger command does before it imports pyarrow (cli/app.py)
+    env = {**os.environ, "PGAPPNAME": APP_NAME, "ARROW_DEFAULT_MEMORY_POOL": "system"}
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None
     output = proc.stdout.read()
@@ -637,6 +675,8 @@ def run_step(
         raise SystemExit(f"step {name} failed with exit code {proc.returncode}")
     data = json.loads(output.strip().splitlines()[-1])
     data["wait4_maxrss_mb"] = round(usage.ru_maxrss / 1024.0, 1)
+    if SERVER_CPU and server_cpu is not None:
+        data["server_cpu_s"] = SERVER_CPU.seconds() - server_cpu
     if log:
         data["server_log"] = log.since(mark)
     m = Measurement(
@@ -713,12 +753,20 @@ def evaluate(
     hand = ms.get("hand-merge")
     if hand is not None:
         per_round = paired(rounds, "incremental", "hand-merge")
+        by_cpu = [
+            a / b
+            for r in rounds
+            if "hand-merge" in r
+            and (a := cpu_seconds(r["incremental"])) is not None
+            and (b := cpu_seconds(r["hand-merge"]))
+        ]
         targets.append(
             Target(
                 f"incremental <= {MAX_BASELINE_RATIO}x the hand-written COPY + guarded upsert",
                 incr.seconds / hand.seconds <= MAX_BASELINE_RATIO,
                 f"{incr.seconds:.2f} s vs {hand.seconds:.2f} s = "
-                f"{incr.seconds / hand.seconds:.2f}x; per round {spread(per_round)}",
+                f"{incr.seconds / hand.seconds:.2f}x; per round {spread(per_round)}; by CPU "
+                f"(client + server: less moved by a busy machine) per round {spread(by_cpu)}",
             )
         )
     targets += [
@@ -884,6 +932,19 @@ def machine(url: str, snapshot: str | None) -> dict[str, str]:
     }
 
 
+def _cpu(m: Measurement) -> str:
+    client, server = m.extra.get("cpu_s"), m.extra.get("server_cpu_s")
+    if client is None or server is None:
+        return "-"
+    return f"{client:.2f} + {server:.2f}"
+
+
+def cpu_seconds(m: Measurement) -> float | None:
+    """The step's CPU seconds, client (every thread) and server, when both are known."""
+    client, server = m.extra.get("cpu_s"), m.extra.get("server_cpu_s")
+    return None if client is None or server is None else float(client) + float(server)
+
+
 def _fmt_table(headers: list[str], rows: list[list[str]]) -> list[str]:
     out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     out += ["| " + " | ".join(row) + " |" for row in rows]
@@ -956,6 +1017,7 @@ def report(
                 f"{m.rows_per_s:,.0f}" if m.rows_read > 10 else "-",
                 f"{m.rows_per_s / raw.rows_per_s:.2f}" if m.rows_read > 10 else "-",
                 f"{m.us_per_row:.2f}" if m.rows_read > 10 else "-",
+                _cpu(m),
                 f"{m.peak_rss_mb:.1f}",
                 f"{m.extra.get('wait4_maxrss_mb', float('nan')):.1f}",
             ]
@@ -973,6 +1035,7 @@ def report(
             "rows/s",
             "x raw COPY",
             "us/row",
+            "CPU s client + server",
             "peak RSS MB",
             "wait4 maxrss MB",
         ],
@@ -990,7 +1053,7 @@ def report(
                     f"{min(m.extra['calls_s']):.3f}",
                     f"{max(m.extra['calls_s']):.3f}",
                     str(len(m.extra["calls_s"])),
-                    f"{statistics.median(m.extra['cpu_s']):.3f}",
+                    f"{statistics.median(m.extra['calls_cpu_s']):.3f}",
                     f"{m.peak_rss_mb:.1f}",
                 ]
                 for m in starts
@@ -1063,7 +1126,7 @@ def median_of(rounds: list[dict[str, Measurement]]) -> dict[str, Measurement]:
         if chosen.family == "startup":  # every call of every round
             calls = [c for r in rounds for c in r[name].extra["calls_s"]]
             chosen.seconds, chosen.extra["calls_s"] = statistics.median(calls), calls
-            chosen.extra["cpu_s"] = [c for r in rounds for c in r[name].extra["cpu_s"]]
+            chosen.extra["calls_cpu_s"] = [c for r in rounds for c in r[name].extra["calls_cpu_s"]]
         out[name] = chosen
     return out
 
@@ -1220,7 +1283,7 @@ def startup(config: Path, command: list[str], calls: int, rows: int) -> dict[str
         process_seconds=max(walls),
     )
     m.extra["calls_s"] = [round(w, 3) for w in walls]
-    m.extra["cpu_s"] = [round(run.cpu, 3) for run in runs]
+    m.extra["calls_cpu_s"] = [round(run.cpu, 3) for run in runs]
     print(f"  {name:<16} {m.seconds:8.3f} s (median of {calls})", file=sys.stderr)
     return {name: m}
 
@@ -1324,6 +1387,9 @@ def main_parent(args: argparse.Namespace) -> None:
         server = ThrowawayPostgres(settings=settings)
         url = server.start()
         log = ServerLog(server.log_path) if args.server_log else None
+        global SERVER_CPU
+        pid = (server.data_dir / "postmaster.pid").read_text().split()[0]
+        SERVER_CPU = ServerCpu(int(pid))
         print(f"throwaway PostgreSQL at {url}", file=sys.stderr)
     compile_bytecode()
     try:
