@@ -20,7 +20,8 @@ the table, and peak RSS must not grow with the input. Every step runs ``--repeat
 times in fresh databases and the median round is reported (single runs on a small
 shared VM vary by +-30%). Results go to ``bench/RESULTS.md``;
 a block between ``<!-- BEGIN NOTES -->`` and ``<!-- END NOTES -->`` in that file is kept,
-and so is the "Run ledger" block of ``bench/ledger_bench.py``.
+and so are the blocks of ``bench/ledger_bench.py``, ``bench/gate_bench.py`` and the drill
+(``python -m bench.drills``).
 
 Usage::
 
@@ -82,6 +83,8 @@ LEDGER_BEGIN = "<!-- BEGIN LEDGER -->"  # kept as is: written by bench/ledger_be
 LEDGER_END = "<!-- END LEDGER -->"
 GATE_BEGIN = "<!-- BEGIN GATE -->"  # kept as is: written by bench/gate_bench.py
 GATE_END = "<!-- END GATE -->"
+DRILL_BEGIN = "<!-- BEGIN DRILL -->"  # kept as is: written by python -m bench.drills
+DRILL_END = "<!-- END DRILL -->"
 SCHEMA = pa.schema(
     [
         pa.field("order_id", pa.int64()),
@@ -1093,7 +1096,8 @@ def report(
     else:
         notes = f"{NOTES_BEGIN}\n## Notes\n\n(none yet)\n{NOTES_END}"
     lines += ["", notes, ""]
-    for begin, end_marker in ((LEDGER_BEGIN, LEDGER_END), (GATE_BEGIN, GATE_END)):
+    others = ((LEDGER_BEGIN, LEDGER_END), (GATE_BEGIN, GATE_END), (DRILL_BEGIN, DRILL_END))
+    for begin, end_marker in others:
         if begin in previous and end_marker in previous:  # the other scripts' sections
             start, end = previous.index(begin), previous.index(end_marker) + len(end_marker)
             lines += [previous[start:end], ""]

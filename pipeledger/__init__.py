@@ -30,7 +30,15 @@ if typing.TYPE_CHECKING:
     from pipeledger.ledger.api import Ledger, PipelineInfo, Run, RunCancelled
     from pipeledger.ledger.model import RunStatus, TriggerType
     from pipeledger.load.result import LoadResult, MergeCounts
-    from pipeledger.runner import WatermarkRow, backfill, run, run_one, state
+    from pipeledger.runner import (
+        WatermarkRow,
+        backfill,
+        lateness,
+        reconcile,
+        run,
+        run_one,
+        state,
+    )
 
 _HOMES = {
     "pipeledger.config": ("Config", "PipelineConfig", "load_config", "parse_config"),
@@ -51,7 +59,15 @@ _HOMES = {
     "pipeledger.ledger.api": ("Ledger", "PipelineInfo", "Run", "RunCancelled"),
     "pipeledger.ledger.model": ("RunStatus", "TriggerType"),
     "pipeledger.load.result": ("LoadResult", "MergeCounts"),
-    "pipeledger.runner": ("WatermarkRow", "backfill", "run", "run_one", "state"),
+    "pipeledger.runner": (
+        "WatermarkRow",
+        "backfill",
+        "lateness",
+        "reconcile",
+        "run",
+        "run_one",
+        "state",
+    ),
 }
 _HOME = {name: module for module, names in _HOMES.items() for name in names}
 
@@ -81,19 +97,24 @@ __all__ = [
     "WatermarkRow",
     "__version__",
     "backfill",
+    "lateness",
     "load_config",
     "parse_config",
+    "reconcile",
     "run",
     "run_one",
     "state",
 ]
 
 
-# ``pipeledger.run`` names both the public function and the subpackage of the run scaffold.
-# Importing a subpackage for the first time sets it as an attribute of its parent, so it
-# is imported here, first, and that attribute removed: the name then stays the function's.
-importlib.import_module("pipeledger.run")
-del globals()["run"]
+# ``pipeledger.run``, ``.lateness`` and ``.reconcile`` name both public functions and
+# modules. Importing a module for the first time sets it as an attribute of its parent, so
+# they are imported here, first (none loads pyarrow), and those attributes removed: the
+# names then stay the functions'.
+for _module in ("run", "lateness", "reconcile"):
+    importlib.import_module(f"pipeledger.{_module}")
+    del globals()[_module]
+del _module
 
 
 def __getattr__(name: str) -> typing.Any:

@@ -11,12 +11,15 @@ import os
 import re
 import tomllib
 from datetime import timedelta
+from functools import cached_property
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -27,6 +30,9 @@ from pydantic import (
 from pipeledger.errors import ConfigError
 from pipeledger.redact import redact, register_secret, register_url
 from pipeledger.schema import TableName, canonical_type, check_identifier
+
+if TYPE_CHECKING:  # sqlglot is imported when a model's query is read: not for a config alone
+    from pipeledger.sqltext import ModelSql
 
 DEFAULT_CONFIG = "pipeledger.toml"
 EMBEDDED_DIR = ".pipeledger"
@@ -169,62 +175,91 @@ class ChecksConfig(_Strict):
         return value
 
 
+def _target(value: str) -> str:
+    TableName.parse(value)
+    return value
+
+
+def _key_columns(value: list[str]) -> list[str]:
+    for name in value:
+        check_identifier(name, "key column")
+    if len(set(value)) != len(value):
+        raise ValueError("key columns must be distinct")
+    return value
+
+
+def _duration(value: Any) -> Any:
+    return parse_duration(value) if isinstance(value, str) else value
+
+
+def _tags(value: list[str]) -> list[str]:
+    for tag in value:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", tag):
+            raise ValueError(f"tag {tag!r}: use letters, digits, '_', '-' and '.'")
+    return value
+
+
+Target = Annotated[str, AfterValidator(_target)]
+KeyColumns = Annotated[list[str], AfterValidator(_key_columns)]
+ColumnName = Annotated[str, AfterValidator(lambda name: check_identifier(name, "column"))]
+ColumnTypes = Annotated[
+    dict[str, str],
+    AfterValidator(
+        lambda value: {check_identifier(k, "column"): canonical_type(v) for k, v in value.items()}
+    ),
+]
+Upstreams = Annotated[
+    list[str],
+    AfterValidator(lambda value: [check_identifier(n, "upstream pipeline") for n in value]),
+]
+Duration = Annotated[timedelta, BeforeValidator(_duration)]
+Tags = Annotated[list[str], AfterValidator(_tags)]
+HISTORY_COLUMNS = ("valid_from", "valid_to", "is_current")  # what history = "scd2" adds
+
+
+class DeleteMarker(_Strict):
+    """A source column that says a row was deleted: one of ``values`` (a CDC feed's
+    operation column, ``values = ["D"]``), or, without ``values``, a true boolean
+    (``is_deleted``). It is read from the source, never stored in the target."""
+
+    column: ColumnName
+    values: list[str | int | bool] | None = Field(default=None, min_length=1)
+
+
 class PipelineConfig(_Strict):
     """One pipeline: where rows come from, where they land, and how re-seen keys merge."""
 
     source: SourceConfig
-    target: str
-    key: list[str] = Field(min_length=1)
-    cursor: str
+    target: Target
+    key: KeyColumns = Field(min_length=1)
+    cursor: ColumnName
     on_conflict: ConflictPolicy
     lateness: timedelta | int = 0
-    partition_by: str | None = None
-    columns: dict[str, str] = Field(default_factory=dict)
-    max_backfill: timedelta | None = None
+    partition_by: ColumnName | None = None
+    columns: ColumnTypes = Field(default_factory=dict)
+    max_backfill: Duration | None = None
     description: str | None = None
     owner: str | None = None
-    depends_on: list[str] = Field(default_factory=list)
-    freshness_sla: timedelta | None = None
+    depends_on: Upstreams = Field(default_factory=list)
+    tags: Tags = Field(default_factory=list)
+    freshness_sla: Duration | None = None
     checks: ChecksConfig | None = None
+    mode: Literal["merge", "append"] = "merge"
+    history: Literal["scd2"] | None = None
+    deleted: DeleteMarker | None = None
+    soft_delete: bool = False
+    sync: Literal["incremental", "full"] = "incremental"
+    max_delete_fraction: float = Field(default=0.5, gt=0, le=1)
+    on_mass_delete: Literal["halt", "warn"] = "halt"
 
-    @field_validator("target")
+    @field_validator("lateness", mode="before")
     @classmethod
-    def _target(cls, value: str) -> str:
-        TableName.parse(value)
-        return value
-
-    @field_validator("key")
-    @classmethod
-    def _key(cls, value: list[str]) -> list[str]:
-        for name in value:
-            check_identifier(name, "key column")
-        if len(set(value)) != len(value):
-            raise ValueError("key columns must be distinct")
-        return value
-
-    @field_validator("cursor", "partition_by")
-    @classmethod
-    def _column(cls, value: str | None) -> str | None:
-        return None if value is None else check_identifier(value, "column")
-
-    @field_validator("depends_on")
-    @classmethod
-    def _upstreams(cls, value: list[str]) -> list[str]:
-        return [check_identifier(name, "upstream pipeline") for name in value]
-
-    @field_validator("lateness", "max_backfill", "freshness_sla", mode="before")
-    @classmethod
-    def _duration(cls, value: Any) -> Any:
+    def _lateness(cls, value: Any) -> Any:
         if isinstance(value, str):
             return parse_duration(value)
         if isinstance(value, bool) or (isinstance(value, int) and value < 0):
             raise ValueError("must be a duration like '2h' or a non-negative integer")
         return value
-
-    @field_validator("columns")
-    @classmethod
-    def _columns(cls, value: dict[str, str]) -> dict[str, str]:
-        return {check_identifier(k, "column"): canonical_type(v) for k, v in value.items()}
 
     @model_validator(mode="after")
     def _cursor_not_key(self) -> PipelineConfig:
@@ -234,12 +269,104 @@ class PipelineConfig(_Strict):
             raise ValueError("partition_by cannot be the cursor column")
         return self
 
+    @model_validator(mode="after")
+    def _deletes_and_history(self) -> PipelineConfig:
+        """Which of append, SCD2, delete markers, full snapshots and soft deletes go
+        together (load.deletes, load.history)."""
+        if self.mode == "append" and (self.history or self.deleted or self.sync == "full"):
+            raise ValueError(
+                "mode = 'append' keeps every version as it arrives: it takes no history, "
+                "deleted or sync = 'full' (use history = 'scd2')"
+            )
+        if self.soft_delete and not self.deletes:
+            raise ValueError("soft_delete needs deletes: a 'deleted' marker or sync = 'full'")
+        if self.soft_delete and self.history:
+            raise ValueError("history = 'scd2' keeps deleted versions already: drop soft_delete")
+        marker = self.deleted.column if self.deleted else None
+        if marker is not None and marker in {*self.key, self.cursor, self.partition_by}:
+            raise ValueError(
+                f"deleted.column {marker!r} cannot be a key, cursor or partition column"
+            )
+        if marker is not None and marker in self.columns:
+            raise ValueError(
+                f"deleted.column {marker!r} is not stored in the target: do not declare it "
+                "under columns"
+            )
+        clash = sorted(set(HISTORY_COLUMNS) & {*self.key, self.cursor, *self.columns})
+        if self.history and clash:
+            raise ValueError(
+                f"history = 'scd2' adds the columns {list(HISTORY_COLUMNS)}: the pipeline "
+                f"cannot use {clash} itself"
+            )
+        return self
+
+    @property
+    def deletes(self) -> bool:
+        """Whether runs delete keys from the target (a marker, or full snapshots)."""
+        return self.deleted is not None or self.sync == "full"
+
+    @property
+    def identity(self) -> list[str]:
+        """What identifies one row of the target: the key, and with ``mode = "append"`` or
+        ``history = "scd2"`` (every version kept) the key and the cursor."""
+        versions = self.mode == "append" or self.history is not None
+        return [*self.key, self.cursor] if versions else list(self.key)
+
     @property
     def target_name(self) -> TableName:
         return TableName.parse(self.target)
 
 
 PipelineName = Annotated[str, AfterValidator(lambda name: check_identifier(name, "pipeline name"))]
+ModelName = Annotated[str, AfterValidator(lambda name: check_identifier(name, "model name"))]
+Materialization = Literal["merge", "partition_overwrite", "replace", "scd2"]
+
+
+class ModelConfig(_Strict):
+    """A SQL transform in the warehouse: a SELECT over other targets, published into its own
+    target like a load (staged, gated, merged or overwritten, in one transaction)."""
+
+    sql: str | None = None  # a file holding the query (relative to the config's folder)
+    query: str | None = None  # or the query itself
+    target: Target
+    materialized: Materialization = "merge"
+    key: KeyColumns = Field(default_factory=list)
+    cursor: ColumnName | None = None
+    on_conflict: ConflictPolicy | None = None
+    partition_by: ColumnName | None = None
+    columns: ColumnTypes = Field(default_factory=dict)
+    description: str | None = None
+    owner: str | None = None
+    depends_on: Upstreams = Field(default_factory=list)
+    tags: Tags = Field(default_factory=list)
+    freshness_sla: Duration | None = None
+    checks: ChecksConfig | None = None
+
+    @model_validator(mode="after")
+    def _materialization(self) -> ModelConfig:
+        if (self.sql is None) == (self.query is None):
+            raise ValueError("give exactly one of 'sql' (a file) or 'query'")
+        if self.materialized in ("merge", "scd2"):
+            needs = ["key", "cursor", *(["on_conflict"] if self.materialized == "merge" else [])]
+            missing = [k for k in needs if not getattr(self, k)]
+            if missing:
+                needed = ", ".join(missing)
+                raise ValueError(f"materialized = {self.materialized!r} needs {needed}")
+            if self.cursor in self.key:
+                raise ValueError(f"cursor {self.cursor!r} cannot also be a key column")
+        clash = sorted(set(HISTORY_COLUMNS) & {*self.key, self.cursor or "", *self.columns})
+        if self.materialized == "scd2" and clash:
+            raise ValueError(
+                f"materialized = 'scd2' adds the columns {list(HISTORY_COLUMNS)}: the model "
+                f"cannot use {clash} itself"
+            )
+        if self.materialized == "partition_overwrite" and self.partition_by is None:
+            raise ValueError("materialized = 'partition_overwrite' needs partition_by")
+        return self
+
+    @property
+    def target_name(self) -> TableName:
+        return TableName.parse(self.target)
 
 
 class WarehouseConfig(_Strict):
@@ -275,18 +402,113 @@ class Config(_Strict):
     warehouse: WarehouseConfig = WarehouseConfig()
     ledger: LedgerConfig = LedgerConfig()
     pipelines: dict[PipelineName, PipelineConfig] = Field(default_factory=dict)
+    models: dict[ModelName, ModelConfig] = Field(default_factory=dict)
     base_dir: Path = Path(".")
     source_file: Path = Path(DEFAULT_CONFIG)
 
     @model_validator(mode="after")
     def _known_upstreams(self) -> Config:
-        for name, pipeline in self.pipelines.items():
-            unknown = [u for u in pipeline.depends_on if u not in self.pipelines]
-            if unknown:
-                raise ValueError(f"pipelines.{name}.depends_on: no pipeline named {unknown}")
-            if name in pipeline.depends_on:
-                raise ValueError(f"pipelines.{name}.depends_on: a pipeline cannot depend on itself")
+        both = set(self.pipelines) & set(self.models)
+        if both:
+            raise ValueError(f"{sorted(both)}: a pipeline and a model cannot share a name")
+        for section, nodes in (("pipelines", self.pipelines), ("models", self.models)):
+            for name, node in nodes.items():
+                unknown = [u for u in node.depends_on if u not in self.nodes]
+                if unknown:
+                    raise ValueError(f"{section}.{name}.depends_on: no pipeline or model named "
+                                     f"{unknown}")  # fmt: skip
+                if name in node.depends_on:
+                    raise ValueError(f"{section}.{name}.depends_on: it cannot depend on itself")
         return self
+
+    @model_validator(mode="after")
+    def _acyclic(self) -> Config:
+        """Loads and models form one graph without cycles (the cycle is named)."""
+        order = TopologicalSorter({name: self.upstreams(name) for name in self.nodes})
+        try:
+            order.prepare()
+        except CycleError as exc:
+            cycle = " -> ".join(exc.args[1])
+            raise ValueError(f"the pipelines and models form a cycle: {cycle}") from None
+        return self
+
+    @cached_property
+    def _producers(self) -> dict[str, str]:
+        """Target table (as written, and with its schema) -> the node that writes it."""
+        return {str(node.target_name): name for name, node in self.nodes.items()}
+
+    def model_sql(self, name: str) -> ModelSql:
+        """A model's query, read from its file or its config."""
+        from pipeledger.sqltext import ModelSql
+
+        model = self.model(name)
+        if model.query is not None:
+            return ModelSql(model.query, f"models.{name}.query")
+        path = self.resolve(model.sql or "")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"models.{name}.sql: cannot read {path}: {exc.strerror}") from None
+        return ModelSql(text, f"models.{name} ({path})")
+
+    def warehouse_table(self, source: SourceConfig) -> TableName | None:
+        """The table a ``table`` source reads, when it is in the warehouse itself (a load
+        reading another node's target)."""
+        if isinstance(source, SqlSource) and source.table and self._is_warehouse(source.url):
+            return TableName.parse(source.table)
+        return None
+
+    def _is_warehouse(self, url: str) -> bool:
+        """Whether ``url`` names the warehouse (SQLite: the same file, however written)."""
+        if url == self.warehouse_url:
+            return True
+        prefix = "sqlite:///"
+        if not (url.startswith(prefix) and self.warehouse_url.startswith(prefix)):
+            return False
+        path = Path(url.removeprefix(prefix))
+        mine = Path(self.warehouse_url.removeprefix(prefix))
+        return self.resolve(str(path)).resolve() == self.resolve(str(mine)).resolve()
+
+    def needs_before_images(self, target: TableName) -> bool:
+        """Whether a model reads ``target`` in a way that must know the versions its writers
+        replace: it aggregates, or overwrites partitions (``load.before``)."""
+        for name, model in self.models.items():
+            query = self.model_sql(name)
+            if str(target) in {str(t) for t in query.tables} and (
+                query.aggregates or model.materialized == "partition_overwrite"
+            ):
+                return True
+        return False
+
+    def upstreams(self, name: str) -> tuple[str, ...]:
+        """The nodes ``name`` reads from: ``depends_on``, the tables its SQL names (models)
+        or its ``table`` source in the warehouse (loads), where another node writes them."""
+        node = self.node(name)
+        tables: tuple[TableName, ...] = ()
+        if isinstance(node, ModelConfig):
+            tables = self.model_sql(name).tables
+        elif (table := self.warehouse_table(node.source)) is not None:
+            tables = (table,)
+        found = {self._producers[str(t)] for t in tables if str(t) in self._producers}
+        return tuple(sorted((found | set(node.depends_on)) - {name}))
+
+    @property
+    def nodes(self) -> dict[str, PipelineConfig | ModelConfig]:
+        """Loads and models: the nodes of one graph."""
+        return {**self.pipelines, **self.models}
+
+    def node(self, name: str) -> PipelineConfig | ModelConfig:
+        if name not in self.nodes:
+            known = ", ".join(sorted(self.nodes)) or "none"
+            raise ConfigError(f"{self.source_file}: no pipeline or model named {name!r} "
+                              f"(defined: {known})")  # fmt: skip
+        return self.nodes[name]
+
+    def model(self, name: str) -> ModelConfig:
+        if name not in self.models:
+            known = ", ".join(sorted(self.models)) or "none"
+            raise ConfigError(f"{self.source_file}: no model named {name!r} (defined: {known})")
+        return self.models[name]
 
     @property
     def ledger_url(self) -> str:
@@ -334,13 +556,13 @@ def _env_value(name: str, where: str) -> str:
 
 def _describe(error: dict[str, Any]) -> str:
     loc = [str(p) for p in error["loc"] if p not in ("csv", "parquet", "sql", "timedelta", "int")]
-    where = ".".join(loc) or "(top level)"
+    where = ".".join(loc)
     if error["type"] == "extra_forbidden":
         return f"{where}: unknown key (check its spelling)"
     if error["type"] == "missing":
         return f"{where}: required key is missing"
     message = str(error["msg"]).removeprefix("Value error, ")
-    return f"{where}: {message}"
+    return f"{where}: {message}" if where else message
 
 
 def _register_urls(value: Any) -> None:

@@ -19,7 +19,7 @@ from pipeledger.errors import ConfigError, PipeledgerError
 from pipeledger.ledger.queries import list_runs
 from pipeledger.load.result import LoadResult
 
-HEADER = ["order_id", "customer_id", "status", "total_amount", "updated_at"]
+HEADER = ["order_id", "customer_id", "status", "total_amount", "order_date", "updated_at"]
 STATUSES = ["processing", "shipped", "completed", "cancelled"]
 DAY1 = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)
 CONFIG = """\
@@ -34,19 +34,53 @@ lateness = "2h"              # re-read the last 2h, for late rows
 max_backfill = "30d"
 columns = { total_amount = "numeric(12,2)" }
 """
+MODELS = """
+[models.silver_orders]       # cleaned: no cancelled orders
+sql = "models/silver_orders.sql"
+target = "silver.orders"
+materialized = "merge"
+key = ["order_id"]
+cursor = "updated_at"
+on_conflict = "newer_wins"
+
+[models.gold_daily]          # revenue per order day
+sql = "models/gold_daily.sql"
+target = "gold.daily_revenue"
+materialized = "partition_overwrite"
+partition_by = "order_date"
+"""
+SILVER_SQL = """\
+select order_id, customer_id, status, total_amount, order_date, updated_at
+from shop.orders
+where status <> 'cancelled'
+"""
+GOLD_SQL = """\
+select order_date, sum(total_amount) as revenue, count(*) as orders
+from silver.orders
+group by order_date
+"""
+TRUTH_SQL = (
+    'SELECT order_date, sum(CAST(total_amount AS REAL)), count(*) FROM "shop.orders" '
+    "WHERE status <> 'cancelled' GROUP BY order_date"
+)
+GOLD_ROWS = 'SELECT order_date, revenue, orders, _pipeledger_run_id FROM "gold.daily_revenue"'
 
 
 def _stamp(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _row(order_id: int, moment: datetime, status: str | None = None) -> list[str]:
+def _row(
+    order_id: int, moment: datetime, status: str | None = None, day: datetime | None = None
+) -> list[str]:
+    """An order; ``day``: when it was placed (default: when it was last changed)."""
     amount = f"{(order_id * 37) % 500 + 9.99:.2f}"
     return [
         str(order_id),
         str(1000 + order_id % 97),
         status or STATUSES[order_id % 3],
         amount,
+        (day or moment).strftime("%Y-%m-%d"),
         _stamp(moment),
     ]
 
@@ -76,7 +110,9 @@ class Tour:
     ) -> LoadResult:
         config = load_config(self.config_path)
         if start and end:
-            result = runner.backfill(config, "orders", start, end)
+            done = runner.backfill(config, "orders", start, end)
+            assert isinstance(done, LoadResult)  # "orders" is a load
+            result = done
         else:
             result = runner.run_one(config, "orders")
         c = result.counts
@@ -106,6 +142,8 @@ class Tour:
         self.identical_rerun()
         self.increment()
         self.backfill()
+        self.models()
+        self.correction()
         self.ledger()
         self.wrap_up()
 
@@ -142,7 +180,9 @@ class Tour:
 
     def increment(self) -> None:
         day2 = DAY1 + timedelta(days=1)
-        rows = [_row(i, day2 + timedelta(minutes=i), "completed") for i in range(1, 51)]
+        placed = [DAY1 + timedelta(minutes=i) for i in range(1, 51)]
+        rows = [_row(i, day2 + timedelta(minutes=i), "completed", day=placed[i - 1])
+                for i in range(1, 51)]  # fmt: skip
         rows += [_row(i, day2 + timedelta(minutes=i)) for i in range(1001, 1101)]
         late = DAY1 + timedelta(minutes=1000) - timedelta(minutes=30)
         rows.append(_row(1200, late))  # arrives now, but happened before the watermark
@@ -181,11 +221,71 @@ class Tour:
         )
         self.load((0, 0), start, end)
 
+    def models(self) -> None:
+        (self.root / "models").mkdir()
+        (self.root / "models" / "silver_orders.sql").write_text(SILVER_SQL)
+        (self.root / "models" / "gold_daily.sql").write_text(GOLD_SQL)
+        with self.config_path.open("a") as handle:
+            handle.write(MODELS)
+        self.say(
+            "models: bronze -> silver -> gold",
+            "shop.orders is the bronze layer. Two SQL models build on it in the warehouse: "
+            "silver drops cancelled orders, gold sums revenue per order day. Their upstreams "
+            "are read from the SQL itself, so one `pipeledger run` runs all three in order:\n\n"
+            + MODELS.strip()
+            + "\n\nmodels/silver_orders.sql:\n"
+            + SILVER_SQL
+            + "\nmodels/gold_daily.sql:\n"
+            + GOLD_SQL,
+        )
+        self.dag_run()
+
+    def correction(self) -> None:
+        fix = DAY1 + timedelta(days=5)
+        day2 = DAY1 + timedelta(days=1)
+        rows = [_row(i, fix + timedelta(minutes=i), day=day2) for i in range(60, 100, 2)]
+        _write(self.root / "data" / "orders_fix.csv", rows)
+        self.say(
+            "a late correction moves orders between days",
+            "orders_fix.csv corrects 20 orders of 2024-03-01: they were placed on 2024-03-02. "
+            "One run carries the correction through silver into gold, which recomputes just "
+            "the two days it touches (the day the orders left, known from the versions the "
+            "merge replaced, and the day they joined): gold is right again.",
+        )
+        self.dag_run()
+
+    def dag_run(self) -> None:
+        config = load_config(self.config_path)
+        for outcome in runner.run(config):
+            data = outcome.to_json()
+            self.console.print(
+                f"  {data['pipeline']:<14} {data['status']:<8} inserted "
+                f"{data.get('rows_inserted') or 0:>5,}  updated {data.get('rows_updated') or 0:>4,}"
+                f"  deleted {data.get('rows_deleted') or 0:>3,}",
+                highlight=False,
+            )
+        database = open_warehouse(config.warehouse_url)
+        with database.session(write=False) as session:
+            truth = {str(d): (f"{t:.2f}", int(n)) for d, t, n in session.query(TRUTH_SQL)}
+            gold = session.query(GOLD_ROWS)
+        mine = {str(d): (f"{float(r):.2f}", int(n)) for d, r, n, _ in gold}
+        for day, revenue, orders, _ in sorted(gold):
+            self.console.print(
+                f"  gold {day}: revenue {revenue:>10}  orders {orders}", highlight=False
+            )
+        if mine == truth:
+            self.console.print("  [green]as expected[/]: gold equals a GROUP BY over bronze\n")
+        else:
+            self.console.print(
+                "  [bold red]unexpected[/]: gold differs from a GROUP BY over bronze\n"
+            )
+            self.surprises += 1
+
     def ledger(self) -> None:
         config = load_config(self.config_path)
         database = open_warehouse(config.ledger_url)
         with database.session(write=False) as session:
-            runs = list(reversed(list_runs(session, "orders")))
+            runs = list(reversed(list_runs(session, limit=100)))
         self.say(
             "the run ledger",
             "Every run above was recorded in SQL, in the same "
@@ -193,9 +293,9 @@ class Tour:
         )
         for run in runs:
             self.console.print(
-                f"  {run.trigger_type:<8} {run.status:<8} "
-                f"read {run.rows_read or 0:>5,}  inserted {run.rows_inserted or 0:>5,}  "
-                f"updated {run.rows_updated or 0:>4,}  {run.run_id[:8]}",
+                f"  {run.run_id[:8]} {run.pipeline:<13} {run.trigger_type:<8} {run.status:<7} "
+                f"read {run.rows_read or 0:>5,} ins {run.rows_inserted or 0:>5,} "
+                f"upd {run.rows_updated or 0:>3,}",
                 highlight=False,
             )
         self.console.print("")

@@ -18,6 +18,7 @@
     │   ├── SourceError            a source file/row/column is unusable; nothing was written
     │   ├── SchemaError            the source does not fit the target's fixed schema
     │   ├── ConflictError          on_conflict = "error" met a re-seen key with other content
+    │   ├── HistoryError           an SCD2 target's history would break its invariants
     │   ├── GateFailed             the quality gate halted the run (exit 3); carries the report
     │   ├── UsageError             the Python API was used against its rules
     │   └── TerminalWarehouseError the database refused the statement
@@ -72,6 +73,11 @@ class SchemaError(Terminal):
 
 class ConflictError(Terminal):
     """A re-seen key arrived with different content under ``on_conflict = "error"``."""
+
+
+class HistoryError(Terminal):
+    """An SCD2 target's history would break its invariants (overlapping versions, two
+    current ones): the run writes nothing."""
 
 
 class BackfillRangeError(ConfigError):

@@ -5,13 +5,16 @@ thin layer on it; every run goes through the one scaffold (:mod:`pipeledger.run.
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from pipeledger.adapters import open_warehouse
 from pipeledger.config import Config
+from pipeledger.dag.executor import execute
+from pipeledger.dag.graph import Graph
 from pipeledger.errors import (
     BackfillRangeError,
     CommitUnknown,
@@ -21,17 +24,33 @@ from pipeledger.errors import (
     LedgerNotWritten,
     PipeledgerError,
 )
+from pipeledger.lateness import LatenessReport, report, seconds
+from pipeledger.ledger.queries import lateness_report
+from pipeledger.ledger.schema import LEDGER
 from pipeledger.load.result import LoadResult
 from pipeledger.load.state import STATE_TABLE, read_all_state
 from pipeledger.redact import redact
-from pipeledger.run.scaffold import RunSpec, Trigger, ledger_for, run_job
+from pipeledger.run.scaffold import (
+    RunSpec,
+    Trigger,
+    interrupt_all,
+    interrupt_reset,
+    ledger_for,
+    record_skip,
+    run_job,
+)
+from pipeledger.warehouse.migrations import is_migrated
 from pipeledger.watermark import Window, from_text, is_whole_day
 
-# The loader (and pyarrow, numpy) is imported by the functions that run loads, so that
-# reading state (``pipeledger state``) does not load it.
+# The loader, the models and reconciliation (and with them pyarrow, numpy and sqlglot) are
+# imported by the functions that run them, so that reading state (``pipeledger state``)
+# does not load them.
 if TYPE_CHECKING:
     from pipeledger.load.loader import LoadRequest, ProgressCallback
     from pipeledger.load.replay import ReplayResult
+    from pipeledger.models.model import ModelMode, ModelResult
+    from pipeledger.reconcile.compare import ReconcileRequest
+    from pipeledger.reconcile.result import Reconciliation
 
 __all__ = [
     "Outcome",
@@ -41,8 +60,12 @@ __all__ = [
     "backfill",
     "check",
     "exit_code",
+    "lateness",
+    "outcome_of",
+    "reconcile",
     "replay",
     "run",
+    "run_model",
     "run_one",
     "state",
     "watchdog",
@@ -90,7 +113,7 @@ class RunFailure:
         }
 
 
-Outcome = LoadResult | RunFailure
+Outcome: TypeAlias = "LoadResult | ModelResult | RunFailure"
 
 
 def failure(pipeline: str, exc: BaseException) -> RunFailure:
@@ -137,30 +160,93 @@ def exit_code(outcomes: Sequence[Outcome], strict: bool = False) -> int:
 
 def run(
     config: Config,
-    names: Sequence[str] = (),
+    selectors: Sequence[str] = (),
     *,
     on_progress: ProgressCallback | None = None,
     trigger: Trigger | None = None,
+    threads: int | None = None,
+    full_refresh: bool = False,
 ) -> list[Outcome]:
-    """An incremental run of each named pipeline (all when none is named), in order. A
-    failure does not stop the others: every pipeline's outcome is returned."""
-    selected = list(names) or list(config.pipelines)
-    for name in selected:
-        config.pipeline(name)  # an unknown name is refused before anything runs
-    return [_outcome(config, name, on_progress, trigger) for name in selected]
+    """Run the selected loads and models (every one when none is selected; selectors as in
+    :mod:`pipeledger.dag.graph`) in dependency order, independent branches side by side on
+    ``threads`` workers (default 4 on PostgreSQL, 1 on SQLite). A node whose upstream
+    failed is recorded skipped (``upstream_failed``) and the other branches go on; every
+    node's outcome is returned. All node runs share one ``correlation_id`` (the DAG run).
+    ``full_refresh`` rebuilds the selected models from scratch."""
+    graph = Graph.of(config)
+    selected = graph.select(selectors)  # an unknown name is refused before anything runs
+    why = trigger or Trigger()
+    why = replace(why, correlation_id=why.correlation_id or str(uuid.uuid4()))
+    mode: ModelMode = "full_refresh" if full_refresh else "incremental"
+    interrupt_reset()
+    return execute(
+        graph, selected,
+        run_node=lambda name: _outcome(config, name, on_progress, why, mode),
+        skip_node=lambda name: _skipped(config, name, why),
+        failed=lambda outcome: isinstance(outcome, RunFailure)
+        and outcome.status in ("failed", "unknown"),
+        threads=threads or _default_threads(config), interrupt=interrupt_all,
+    )  # fmt: skip
+
+
+def _default_threads(config: Config) -> int:
+    return 4 if open_warehouse(config.warehouse_url).dialect.concurrent_transactions else 1
 
 
 def _outcome(
-    config: Config, name: str, on_progress: ProgressCallback | None, trigger: Trigger | None
+    config: Config,
+    name: str,
+    on_progress: ProgressCallback | None,
+    trigger: Trigger,
+    mode: ModelMode = "incremental",
 ) -> Outcome:
     try:
+        if name in config.models:
+            return run_model(config, name, mode=mode, trigger=trigger)
         return run_one(config, name, on_progress=on_progress, trigger=trigger)
-    except LedgerNotWritten as exc:
-        if isinstance(exc.result, LoadResult):
-            return exc.result.with_ledger_error(str(exc))
-        return failure(name, exc)
-    except Exception as exc:  # every pipeline's outcome is reported, whatever happened
-        return failure(name, exc)
+    except Exception as exc:  # every node's outcome is reported, whatever happened
+        return outcome_of(name, exc)
+
+
+def outcome_of(pipeline: str, exc: BaseException) -> Outcome:
+    """The outcome of a run that raised ``exc``: a load that committed but that the ledger
+    could not record is still a success (exit 5, with its ``ledger_error``)."""
+    from pipeledger.models.model import ModelResult
+
+    if isinstance(exc, LedgerNotWritten) and isinstance(exc.result, LoadResult | ModelResult):
+        notes = getattr(exc, "__notes__", [])
+        return exc.result.with_ledger_error(redact("\n".join([str(exc), *notes])))
+    return failure(pipeline, exc)
+
+
+def _skipped(config: Config, name: str, trigger: Trigger) -> RunFailure:
+    message = f"{name} did not run: an upstream pipeline or model failed in this run"
+    try:
+        run_id: str | None = record_skip(config, name, trigger, "upstream_failed", message)
+    except Exception as exc:  # the ledger's trouble must not hide what happened
+        message += f" (the ledger could not record it: {exc})"
+        run_id = None
+    return RunFailure(name, "skipped", "upstream_failed", message, 0, run_id)
+
+
+def run_model(
+    config: Config,
+    name: str,
+    *,
+    mode: ModelMode = "incremental",
+    window: Window | None = None,
+    trigger: Trigger | None = None,
+) -> ModelResult:
+    """One run of model ``name``: incremental (what its upstreams changed since it last
+    ran), ``full_refresh`` (rebuilt from scratch) or ``backfill`` (``window``)."""
+    from pipeledger.models.model import ModelRequest
+    from pipeledger.run.models import ModelJob
+
+    config.model(name)
+    request = ModelRequest(name, mode, window)
+    kind = "backfill" if mode == "backfill" else None
+    spec = RunSpec(name, trigger or Trigger(), trigger_type=kind)
+    return run_job(config, spec, lambda run_id, _: ModelJob(request, config, run_id))
 
 
 def run_one(
@@ -185,12 +271,15 @@ def backfill(
     *,
     on_progress: ProgressCallback | None = None,
     full_compare: bool = False,
-) -> LoadResult:
+) -> LoadResult | ModelResult:
     """Reprocess exactly ``start <= cursor <= end`` with the same merge; the live
     watermark does not move. Source rows identical to the target's (by stored fingerprint)
     are not staged unless ``full_compare`` (see ``pipeledger.load.known``)."""
     from pipeledger.load.loader import LoadRequest
 
+    if name in config.models:
+        window = backfill_window(start, end, None, name)
+        return run_model(config, name, mode="backfill", window=window, trigger=Trigger("backfill"))
     pipeline = config.pipeline(name)
     window = backfill_window(start, end, pipeline.max_backfill, name)
     request = LoadRequest(name, "backfill", window, full_compare)
@@ -224,6 +313,65 @@ def replay(config: Config, name: str, *, run: str | None = None) -> ReplayResult
     return run_job(config, spec, lambda run_id, _: ReplayJob(config, name, run_id, run))
 
 
+def reconcile(
+    config: Config,
+    name: str,
+    *,
+    start: str | None = None,
+    end: str | None = None,
+    by: str | None = None,
+    repair: bool = False,
+) -> Reconciliation:
+    """Compare pipeline ``name``'s source with its target window by window (``by``: hour,
+    day or month; a width for an integer cursor), over ``start <= cursor <= end`` when
+    given, up to the watermark (see :mod:`pipeledger.reconcile.compare`); recorded in the
+    ledger with ``trigger_type = "reconcile"``. ``repair`` backfills exactly the windows
+    that differ (in ranges no wider than ``max_backfill``), then compares again: the
+    result is that second comparison, with what was found first in ``found``."""
+    from pipeledger.reconcile.compare import ReconcileRequest
+    from pipeledger.reconcile.result import Repair
+
+    if name in config.models:
+        raise ConfigError(f"{name} is a model: reconcile compares a load's source and target")
+    at_most = config.pipeline(name).max_backfill
+    request = ReconcileRequest(name, start, end, by)
+    found = _reconcile(config, request)
+    if not repair or found.status == "match":
+        return found
+    repairs: list[Repair] = []
+    for first, last in found.grain.backfill_ranges([w.label for w in found.windows], at_most):
+        try:
+            done = backfill(config, name, first, last)
+        except PipeledgerError as exc:
+            exc.add_note(f"reconcile --repair: {len(repairs)} range(s) were backfilled first")
+            raise
+        c = done.counts
+        repairs.append(Repair(first, last, done.run_id, c.inserted, c.updated))
+    return replace(_reconcile(config, request), found=found.windows, repairs=tuple(repairs))
+
+
+def _reconcile(config: Config, request: ReconcileRequest) -> Reconciliation:
+    from pipeledger.run.reconciles import ReconcileJob
+
+    spec = RunSpec(request.pipeline, Trigger("reconcile"))
+    return run_job(
+        config, spec, lambda run_id, warehouse: ReconcileJob(request, config, run_id, warehouse)
+    )
+
+
+def lateness(config: Config, name: str) -> LatenessReport:
+    """Late rows over pipeline ``name``'s history (see :mod:`pipeledger.lateness`): caught
+    by the buffer and how late, missed, what the buffer costs, and a buffer that would
+    have caught 99.9 % of them."""
+    pipeline = config.pipeline(name)
+    buffer_s = seconds(pipeline.lateness)
+    warehouse = open_warehouse(config.ledger_url)
+    with warehouse.session(write=False) as session:
+        if not is_migrated(session, LEDGER):
+            return report(name, buffer_s, [])
+        return lateness_report(session, name, buffer_s)
+
+
 def _load(
     config: Config, request: LoadRequest, spec: RunSpec, on_progress: ProgressCallback | None
 ) -> LoadResult:
@@ -245,6 +393,17 @@ def _history(config: Config, name: str) -> list[int] | None:
         return None
     ledger = ledger_for(config)
     return ledger.volume_history(name) if ledger.records else None
+
+
+def graph(config: Config) -> Graph:
+    """Loads and models as one graph (``pipeledger dag``)."""
+    return Graph.of(config)
+
+
+def last_runs(config: Config) -> dict[str, dict[str, Any]]:
+    """Each node's latest run in the ledger: status, run id, start (empty without one)."""
+    ledger = ledger_for(config)
+    return ledger.latest_runs(list(config.nodes)) if ledger.records else {}
 
 
 def watchdog(config: Config) -> dict[str, str]:

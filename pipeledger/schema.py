@@ -2,7 +2,9 @@
 
 Every identifier that reaches SQL text passes :func:`check_identifier` first and is then
 quoted by the warehouse dialect, so a table or column name can never carry SQL. Column
-types are a closed set of canonical SQL names; each maps to exactly one Arrow type.
+types are a closed set of canonical SQL names; each is carried by exactly one Arrow type
+(:func:`arrow_type`), and every Arrow type a source may carry maps to one of them
+(:func:`sql_type_for`) or is refused with a message saying how to declare it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ RESERVED_PREFIX = "_pipeledger_"
 RUN_ID_COLUMN = "_pipeledger_run_id"
 LOADED_AT_COLUMN = "_pipeledger_loaded_at"
 ROW_HASH_COLUMN = "_pipeledger_row_hash"  # see pipeledger.transform.fingerprint
+DELETED_AT_COLUMN = "_pipeledger_deleted_at"  # soft_delete: when a run deleted the row
 
 _SIMPLE_TYPES = (
     "smallint",
@@ -32,6 +35,11 @@ _SIMPLE_TYPES = (
     "date",
     "timestamp",
     "timestamptz",
+    "bytea",
+    "uuid",
+    "jsonb",  # JSON text (pipeledger/values.py renders nested values as JSON)
+    "time",
+    "interval",  # a fixed length: no months (they have no fixed length)
 )
 _ALIASES = {
     "int": "integer",
@@ -48,11 +56,19 @@ _ALIASES = {
     "timestamp without time zone": "timestamp",
     "timestamp with time zone": "timestamptz",
     "decimal": "numeric",
+    "blob": "bytea",
+    "time without time zone": "time",
 }
 _NUMERIC = re.compile(r"^(?:numeric|decimal)\s*\(\s*(\d{1,2})\s*(?:,\s*(\d{1,2})\s*)?\)$")
+MAX_PRECISION = 76  # Arrow's widest decimal (decimal256); up to 38 digits ride in a decimal128
+_DECIMAL128_PRECISION = 38
 _PRECISION = re.compile(r"\s*\(\s*\d+\s*\)$")  # varchar(40), timestamp(6): precision we drop
 
 CURSOR_TYPES = frozenset({"smallint", "integer", "bigint", "date", "timestamp", "timestamptz"})
+# types whose text differs between PostgreSQL and Arrow, or that hold no single value
+# (nested JSON): not a partition (its watermarks are keyed by the value's text)
+NOT_PARTITION_TYPES = frozenset({"bytea", "uuid", "jsonb", "time", "interval"})
+NOT_KEY_TYPES = frozenset({"jsonb"})
 
 
 def check_identifier(name: str, what: str = "identifier") -> str:
@@ -93,8 +109,10 @@ def canonical_type(text: str) -> str:
     numeric = _NUMERIC.match(cleaned)
     if numeric:
         precision, scale = int(numeric.group(1)), int(numeric.group(2) or 0)
-        if not 1 <= precision <= 38 or scale > precision:
-            raise ValueError(f"type {text!r}: precision must be 1..38 and scale <= precision")
+        if not 1 <= precision <= MAX_PRECISION or scale > precision:
+            raise ValueError(
+                f"type {text!r}: precision must be 1..{MAX_PRECISION} and scale <= precision"
+            )
         return f"numeric({precision},{scale})"
     cleaned = _PRECISION.sub("", cleaned)
     cleaned = _ALIASES.get(cleaned, cleaned)
@@ -110,6 +128,7 @@ def _simple_arrow_types() -> dict[str, pa.DataType]:
 
     kinds = [pa.int16(), pa.int32(), pa.int64(), pa.float32(), pa.float64(), pa.bool_()]
     kinds += [pa.string(), pa.date32(), pa.timestamp("us"), pa.timestamp("us", tz="UTC")]
+    kinds += [pa.binary(), pa.uuid(), pa.json_(), pa.time64("us"), pa.duration("us")]
     return dict(zip(_SIMPLE_TYPES, kinds, strict=True))  # in the order of the names
 
 
@@ -119,17 +138,77 @@ def arrow_type(sql_type: str) -> pa.DataType:
     if numeric:
         import pyarrow as pa
 
-        return pa.decimal128(int(numeric.group(1)), int(numeric.group(2) or 0))
+        precision, scale = int(numeric.group(1)), int(numeric.group(2) or 0)
+        if precision > _DECIMAL128_PRECISION:
+            return pa.decimal256(precision, scale)
+        return pa.decimal128(precision, scale)
     return _simple_arrow_types()[sql_type]
 
 
-def sql_type_for(arrow: pa.DataType) -> str:
-    """Infer the canonical SQL type for an Arrow type seen in a source."""
+class UnmappedType(ValueError):
+    """An Arrow type that no SQL type holds as it is (a union, say): declare the column."""
+
+
+UUID_EXTENSION = "arrow.uuid"
+JSON_EXTENSION = "arrow.json"
+# canonical extensions that mean no more here than their storage (bool8: a boolean)
+_STORAGE_EXTENSIONS = frozenset(
+    {"arrow.bool8", "arrow.fixed_shape_tensor", "arrow.variable_shape_tensor"}
+)
+
+
+def is_nested(arrow: pa.DataType) -> bool:
+    """Lists, structs and maps of any kind: they land as JSON."""
     import pyarrow as pa
 
+    return bool(
+        pa.types.is_list(arrow)
+        or pa.types.is_large_list(arrow)
+        or pa.types.is_fixed_size_list(arrow)
+        or pa.types.is_list_view(arrow)
+        or pa.types.is_large_list_view(arrow)
+        or pa.types.is_struct(arrow)
+        or pa.types.is_map(arrow)
+    )
+
+
+def value_type(arrow: pa.DataType) -> pa.DataType:
+    """The type of a column's values once decoded: a dictionary's or a run-end encoded
+    column's value type, a canonical extension's storage where it means nothing more."""
+    import pyarrow as pa
+
+    while True:
+        if pa.types.is_dictionary(arrow) or pa.types.is_run_end_encoded(arrow):
+            arrow = arrow.value_type
+        elif (
+            isinstance(arrow, pa.BaseExtensionType) and arrow.extension_name in _STORAGE_EXTENSIONS
+        ):
+            if arrow.extension_name == "arrow.bool8":
+                return pa.bool_()
+            arrow = arrow.storage_type
+        else:
+            return arrow
+
+
+def sql_type_for(arrow: pa.DataType) -> str:
+    """Infer the canonical SQL type for an Arrow type seen in a source, or raise
+    :class:`UnmappedType`."""
+    import pyarrow as pa
+
+    arrow = value_type(arrow)
+    if isinstance(arrow, pa.BaseExtensionType):
+        if arrow.extension_name == UUID_EXTENSION:
+            return "uuid"
+        if arrow.extension_name == JSON_EXTENSION:
+            return "jsonb"
+        raise UnmappedType(f"Arrow type {arrow} has no SQL type")
     if pa.types.is_decimal(arrow):
-        precision = min(int(arrow.precision), 38)
-        return f"numeric({precision},{min(int(arrow.scale), precision)})"
+        precision, scale = int(arrow.precision), int(arrow.scale)
+        if scale < 0:  # decimal(5, -2) holds multiples of 100: whole numbers of p - s digits
+            precision, scale = precision - scale, 0
+        if precision > MAX_PRECISION:
+            raise UnmappedType(f"Arrow type {arrow} has no SQL type")
+        return f"numeric({precision},{min(scale, precision)})"
     if pa.types.is_timestamp(arrow):
         return "timestamptz" if arrow.tz else "timestamp"
     if pa.types.is_date(arrow):
@@ -146,9 +225,35 @@ def sql_type_for(arrow: pa.DataType) -> str:
         return "real"
     if pa.types.is_floating(arrow):
         return "double precision"
-    if pa.types.is_string(arrow) or pa.types.is_large_string(arrow) or pa.types.is_null(arrow):
+    if (
+        pa.types.is_string(arrow)
+        or pa.types.is_large_string(arrow)
+        or pa.types.is_string_view(arrow)
+        or pa.types.is_null(arrow)
+    ):
         return "text"
-    raise ValueError(f"Arrow type {arrow} has no supported SQL type")
+    if pa.types.is_fixed_size_binary(arrow) and arrow.byte_width == 16:
+        return "uuid"  # what Parquet's UUID logical type is read as without the extension
+    if (
+        pa.types.is_binary(arrow)
+        or pa.types.is_large_binary(arrow)
+        or pa.types.is_binary_view(arrow)
+        or pa.types.is_fixed_size_binary(arrow)
+    ):
+        return "bytea"
+    if pa.types.is_time(arrow):
+        return "time"
+    if pa.types.is_duration(arrow):
+        return "interval"
+    if is_nested(arrow):
+        return "jsonb"
+    raise UnmappedType(f"Arrow type {arrow} has no SQL type")
+
+
+def declare_hint(name: str, pipeline: str | None = None) -> str:
+    """How to fix a column whose type has no mapping: declare it."""
+    where = f"[pipelines.{pipeline}.columns]" if pipeline else "the pipeline's columns"
+    return f'declare it under {where}, e.g. {name} = "text"'
 
 
 @dataclass(frozen=True)
@@ -168,3 +273,33 @@ def target_schema(columns: tuple[Column, ...]) -> pa.Schema:
     import pyarrow as pa
 
     return pa.schema([pa.field(c.name, c.arrow) for c in columns])
+
+
+# The embedded SQLite warehouse declares each type by a name of its own (SQLite takes any
+# name; the name sets the column's affinity and maps back to the canonical type). Exact
+# decimals, uuids, times and JSON are text (TEXT affinity: stored as written), intervals
+# integer microseconds (INTEGER affinity: "INT" is in the name), bytea a BLOB.
+_SQLITE_DECLARED = {
+    "bytea": "BLOB",
+    "uuid": "UUID_TEXT",
+    "jsonb": "JSON_TEXT",
+    "time": "TIME_TEXT",
+    "interval": "INTERVAL_MICROS",
+}
+_SQLITE_CANONICAL = {declared.lower(): kind for kind, declared in _SQLITE_DECLARED.items()}
+
+
+def sqlite_declared_type(sql_type: str) -> str:
+    """The type SQLite DDL declares for a canonical type."""
+    if sql_type.startswith("numeric("):
+        return "DECIMAL_TEXT" + sql_type.removeprefix("numeric")
+    return _SQLITE_DECLARED.get(sql_type, sql_type)
+
+
+def from_sqlite_declared(text: str) -> str:
+    """The canonical type of a column SQLite declares as ``text`` (the inverse of
+    :func:`sqlite_declared_type`)."""
+    lowered = text.lower()
+    if lowered.startswith("decimal_text"):
+        return "numeric" + lowered.removeprefix("decimal_text")
+    return _SQLITE_CANONICAL.get(lowered, lowered)

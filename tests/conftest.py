@@ -60,3 +60,11 @@ def warehouse_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) 
 def project(tmp_path: Path, warehouse_url: str, backend: str) -> Project:
     """A working directory with a config pointing at the test's warehouse."""
     return Project(tmp_path, warehouse_url if backend == "postgres" else None)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        help="rewrite tests/golden/<dialect>/*.sql from the builders (then review the diff)",
+    )

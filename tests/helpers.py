@@ -8,7 +8,9 @@ import os
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,18 @@ import psycopg
 from typer.testing import CliRunner
 
 from pipeledger.cli.app import app
+
+# run the CLI once the gate file exists: argv = gate, number, pipeledger arguments
+_AFTER_GATE = """
+import os, sys, time
+from pipeledger.cli.app import main
+gate, number, *args = sys.argv[1:]
+open(f"{gate}.{number}", "w").close()
+while not os.path.exists(gate):
+    time.sleep(0.002)
+sys.argv = ["pipeledger", *args]
+main()
+"""
 
 ORDERS_HEADER = ["order_id", "qty", "order_date", "amount", "status", "customer_id", "updated_at"]
 
@@ -73,14 +87,19 @@ class Project:
         (root / "data").mkdir(exist_ok=True)
 
     # -- set-up -----------------------------------------------------------------------
-    def configure(self, raw: str = "", **pipelines: dict[str, Any]) -> Path:
+    def configure(
+        self, raw: str = "", models: dict[str, dict[str, Any]] | None = None,
+        **pipelines: dict[str, Any],
+    ) -> Path:  # fmt: skip
         lines = []
         if self.warehouse_url:
             lines += ["[warehouse]", f"url = {toml_value(self.warehouse_url)}", ""]
-        for name, body in pipelines.items():
-            lines.append(f"[pipelines.{name}]")
-            lines += [f"{k} = {toml_value(v)}" for k, v in body.items()]
-            lines.append("")
+        sections = [("pipelines", pipelines), ("models", models or {})]
+        for section, nodes in sections:
+            for name, body in nodes.items():
+                lines.append(f"[{section}.{name}]")
+                lines += [f"{k} = {toml_value(v)}" for k, v in body.items()]
+                lines.append("")
         path = self.root / "pipeledger.toml"
         path.write_text("\n".join(lines) + raw)
         return path
@@ -114,14 +133,50 @@ class Project:
     def run(self, *names: str) -> dict[str, Any]:
         return self.run_json("run", *names)[0]
 
-    def spawn(self, *args: str) -> subprocess.Popen[str]:
+    def spawn(self, *args: str, **options: Any) -> subprocess.Popen[str]:
+        """``pipeledger *args`` in a process of its own (``options`` go to Popen)."""
         return subprocess.Popen(
             [sys.executable, "-m", "pipeledger", *args],
             cwd=self.root,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            **options,
         )
+
+    def spawn_together(self, *commands: Sequence[str]) -> list[subprocess.Popen[str]]:
+        """One process per command, released at the same instant once every one has
+        imported pipeledger (imports would otherwise spread their starts over seconds)."""
+        processes, release = self.spawn_gated(*commands)
+        release()
+        return processes
+
+    def spawn_gated(
+        self, *commands: Sequence[str]
+    ) -> tuple[list[subprocess.Popen[str]], Callable[[], None]]:
+        """One process per command, each waiting after its imports until ``release()``
+        (which returns once every one of them is ready, then lets them all go)."""
+        gate = self.root / f".gate-{uuid.uuid4().hex[:8]}"
+        processes = [
+            subprocess.Popen(
+                [sys.executable, "-c", _AFTER_GATE, str(gate), str(n), *command],
+                cwd=self.root,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for n, command in enumerate(commands)
+        ]
+
+        def release() -> None:
+            deadline = time.monotonic() + 120
+            while not all(Path(f"{gate}.{n}").exists() for n in range(len(commands))):
+                assert time.monotonic() < deadline, "the processes did not start"
+                assert all(p.poll() is None for p in processes), "a process ended early"
+                time.sleep(0.02)
+            gate.touch()
+
+        return processes, release
 
     # -- looking ----------------------------------------------------------------------
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -183,23 +238,24 @@ def write_big_orders_csv(path: Path, rows: int, first_id: int, start: str) -> No
     import datetime as dt
 
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.csv as pacsv
 
     base = dt.datetime.fromisoformat(start)
     ids = pa.array(range(first_id, first_id + rows), pa.int64())
     seconds = pa.array(range(rows), pa.int64())
-    cursor = pa.compute.add(
+    cursor = pc.add(
         pa.scalar(base, pa.timestamp("us", tz="UTC")),
-        pa.compute.cast(pa.compute.multiply(seconds, 1_000_000), pa.duration("us")),
+        pc.cast(pc.multiply(seconds, 1_000_000), pa.duration("us")),
     )
     table = pa.table(
         {
             "order_id": ids,
-            "qty": pa.compute.add(pa.compute.bit_wise_and(seconds, 7), 1),
+            "qty": pc.add(pc.bit_wise_and(seconds, 7), 1),
             "order_date": pa.array([base.date()] * rows, pa.date32()),
             "amount": pa.array(["19.99"] * rows),
             "status": pa.array(["completed"] * rows),
-            "customer_id": pa.compute.bit_wise_and(ids, 1023),
+            "customer_id": pc.bit_wise_and(ids, 1023),
             "updated_at": cursor,
         }
     )

@@ -146,7 +146,7 @@ def test_missing_config_file(tmp_path: Path) -> None:
 def test_unknown_pipeline_name(project: Project) -> None:
     project.configure(orders=orders_pipeline())
     code, _, err = project.cli("run", "ordres")
-    assert code == 2 and "no pipeline named 'ordres'" in err
+    assert code == 2 and "no pipeline or model named 'ordres'" in err
 
 
 def test_passwords_never_appear(tmp_path: Path) -> None:

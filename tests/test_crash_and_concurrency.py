@@ -8,6 +8,11 @@ import select
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
 
 from tests.helpers import Project, order, orders_pipeline, write_big_orders_csv
 
@@ -30,6 +35,17 @@ def _wait_until_staging(process: subprocess.Popen[str], timeout: float = 120.0) 
     raise AssertionError(f"no staging progress within {timeout}s:\n{seen}")
 
 
+@contextmanager
+def _paused(process: subprocess.Popen[str]) -> Iterator[None]:
+    """Freeze ``process`` (SIGSTOP) for the block, so what the block does happens while
+    the process is mid-way, however fast the machine; then let it go on (SIGCONT)."""
+    process.send_signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        process.send_signal(signal.SIGCONT)
+
+
 def _base(project: Project) -> dict[str, str]:
     project.configure(orders=orders_pipeline())
     project.write_csv("orders_0.csv", [order(i, "2023-12-31T10:00:00Z") for i in range(1, 11)])
@@ -44,6 +60,7 @@ def test_sigkill_mid_load_leaves_target_and_watermark_untouched(project: Project
     before = _base(project)
     process = project.spawn("--verbose", "run")
     _wait_until_staging(process)
+    process.send_signal(signal.SIGSTOP)  # mid-way on any machine; SIGKILL ends it stopped
     assert process.poll() is None, "the load finished before it was killed"
     os.kill(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
@@ -59,12 +76,135 @@ def test_state_can_be_read_from_another_process_while_a_load_runs(project: Proje
     before = _base(project)
     load = project.spawn("--verbose", "run")
     _wait_until_staging(load)
-    reader = project.spawn("state", "--json")
-    out, err = reader.communicate(timeout=60)
-    assert reader.returncode == 0, err
-    assert load.poll() is None, "the load should still be running while state was read"
+    with _paused(load):
+        reader = project.spawn("state", "--json")
+        out, err = reader.communicate(timeout=60)
+        assert reader.returncode == 0, err
+        assert load.poll() is None, "the load should still be running while state was read"
     assert {r["partition"] or "": r["watermark"] for r in json.loads(out)} == before
     load.communicate(timeout=600)
     assert load.returncode == 0
     assert project.watermarks() != before
     assert project.count() == BIG + 10
+
+
+def _wait_for_statement(
+    project: Project, process: subprocess.Popen[str], pattern: str, timeout: float = 120.0
+) -> None:
+    """Wait until the run of ``process`` executes a statement like ``pattern`` (its
+    sessions are named after its process: ``pipeledger.clients``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rows = project.query(
+            "SELECT 1 FROM pg_stat_activity WHERE application_name LIKE %s "
+            "AND state = 'active' AND query LIKE %s",
+            [f"pipeledger {process.pid}@%", pattern],
+        )
+        if rows:
+            return
+        assert process.poll() is None, f"the run ended first:\n{process.communicate()[1]}"
+        time.sleep(0.01)
+    raise AssertionError(f"no statement like {pattern} within {timeout}s")
+
+
+def test_a_run_right_after_one_killed_in_its_merge_loads_every_row_once(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """The killed run's session goes on with its merge (here: waiting for a row that a
+    person holds locked), holding the pipeline's lock: the next run must not be skipped."""
+    project = Project(tmp_path, postgres_url)
+    project.configure(orders=orders_pipeline())
+    project.write_csv("orders_0.csv", [order(i, "2023-12-31T10:00:00Z") for i in range(1, 11)])
+    project.run()
+    changed = [order(1, "2024-01-01T00:00:00Z", status="refunded")]
+    project.write_csv(
+        "orders_1.csv", changed + [order(i, "2024-01-01T01:00:00Z") for i in range(11, 1011)]
+    )
+    [retry], release = project.spawn_gated(["run", "--json"])
+    with psycopg.connect(postgres_url) as person:
+        person.execute("SELECT 1 FROM analytics.orders WHERE order_id = 1 FOR UPDATE")
+        killed = project.spawn("run")
+        _wait_for_statement(project, killed, '%INSERT INTO "analytics"."orders" AS t%')
+        os.kill(killed.pid, signal.SIGKILL)
+        killed.wait(timeout=30)
+        release()  # at once, while the dead run's session still waits in its merge
+        _wait_for_statement(project, retry, '%INSERT INTO "analytics"."orders" AS t%')
+        person.rollback()
+        out, err = retry.communicate(timeout=120)
+
+    assert retry.returncode == 0, err
+    [result] = json.loads(out)
+    assert (result["rows_inserted"], result["rows_updated"]) == (1000, 1)
+    assert project.query("SELECT count(*), count(DISTINCT order_id) FROM analytics.orders") == [
+        (1010, 1010)
+    ]
+    runs = project.query(
+        "SELECT status, error_message FROM pipeledger.pipeline_runs ORDER BY started_at"
+    )
+    assert [status for status, _ in runs] == ["success", "abandoned", "success"]
+    assert f"its process {killed.pid} on" in runs[1][1] and "ended without finishing" in runs[1][1]
+
+
+def test_of_twenty_runs_started_together_one_loads_and_the_others_are_skipped(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """The source is a table the test holds locked: the run that gets the pipeline's lock
+    waits in its source query until every other run has been turned away."""
+    project = Project(tmp_path, postgres_url)
+    columns = (
+        "order_id bigint, qty integer, order_date date, amount numeric(12,2), status text, "
+        "customer_id bigint, updated_at timestamptz"
+    )
+    project.execute(f"CREATE SCHEMA src; CREATE TABLE src.orders ({columns})")
+    source = {"kind": "sql", "url": postgres_url, "table": "src.orders"}
+    project.configure(orders=orders_pipeline(source=source))
+    fill = (
+        "INSERT INTO src.orders SELECT i, 1, '2024-01-01', 9.99, 'completed', i, "
+        "%s::timestamptz FROM generate_series(%s::int, %s::int) i"
+    )
+    project.execute(fill, ["2024-01-01T00:00:00Z", 1, 10])
+    project.run()
+    project.execute(fill, ["2024-01-02T00:00:00Z", 11, 1010])
+    with psycopg.connect(postgres_url) as source_lock:
+        source_lock.execute("LOCK TABLE src.orders IN ACCESS EXCLUSIVE MODE")
+        processes = project.spawn_together(*[["run", "--json"]] * 20)
+        deadline = time.monotonic() + 120
+        while sum(p.poll() is not None for p in processes) < 19:
+            assert time.monotonic() < deadline, "the other runs were not turned away"
+            time.sleep(0.05)
+    outcomes = []
+    for process in processes:
+        out, err = process.communicate(timeout=120)
+        outcomes.append((process.returncode, json.loads(out)[0], err))
+
+    loaded = [result for code, result, _ in outcomes if code == 0]
+    assert [(r["status"], r["rows_inserted"]) for r in loaded] == [("success", 1000)]
+    skipped = [(code, result["status"]) for code, result, _ in outcomes if code != 0]
+    odd = [err for code, _, err in outcomes if code not in (0, 4)]
+    assert skipped == [(4, "skipped")] * 19, odd
+    assert project.count() == 1010
+    statuses = project.query(
+        "SELECT status, count(*) FROM pipeledger.pipeline_runs GROUP BY status ORDER BY status"
+    )
+    assert statuses == [("skipped", 19), ("success", 2)]
+
+
+def test_first_loads_of_two_pipelines_into_one_new_schema_both_succeed(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """Each first load stages in a schema of its own; the target schema is made in a short
+    transaction of its own, so neither waits for the other's load to end."""
+    project = Project(tmp_path, postgres_url)
+    rows = 150_000
+    pipelines = {}
+    for name in ("a", "b"):
+        csv = f"data/{name}.csv"
+        write_big_orders_csv(project.root / csv, rows, 1, "2024-01-01T00:00:00+00:00")
+        source = {"kind": "csv", "path": csv}
+        pipelines[name] = orders_pipeline(source=source, target=f"fresh.{name}")
+    project.configure(**pipelines)
+    processes = project.spawn_together(["run", "a"], ["run", "b"])
+    for process in processes:
+        _, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err
+    assert project.count("fresh.a") == project.count("fresh.b") == rows

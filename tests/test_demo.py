@@ -15,15 +15,17 @@ def test_demo_runs_every_step_as_expected_in_an_empty_folder(tmp_path: Path) -> 
     result = CliRunner().invoke(app, ["demo", "--dir", str(folder)], catch_exceptions=False)
     assert result.exit_code == 0, result.stdout + result.stderr
     assert "unexpected" not in result.stdout
-    assert result.stdout.count("as expected") == 6
+    assert result.stdout.count("as expected") == 8
     # the second backfill of the same range recognised every row and staged none
     assert "backfill: read 5 · staged 0 · inserted 0 · updated 0 · unchanged 5" in result.stdout
     database = folder / ".pipeledger" / "warehouse.db"
     with sqlite3.connect(database) as conn:
         runs = conn.execute('SELECT status FROM "pipeledger.pipeline_runs"').fetchall()
         (rows,) = conn.execute('SELECT count(*) FROM "shop.orders"').fetchone()
-    assert [status for (status,) in runs] == ["success"] * 6
+        days = conn.execute('SELECT count(*) FROM "gold.daily_revenue"').fetchone()[0]
+    assert [status for (status,) in runs] == ["success"] * (6 + 2 * 3)
     assert rows == 1000 + 101 + 5
+    assert days == 4  # the backfill's day and the three days of the orders
 
 
 def test_demo_refuses_a_folder_that_is_not_empty(tmp_path: Path) -> None:

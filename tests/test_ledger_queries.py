@@ -292,6 +292,8 @@ def test_prune_keeps_the_last_success_and_running_runs(warehouse_url: str) -> No
         "task_runs": 2,
         "audit_events": 1,
         "dataset_snapshots": 1,
+        "quality_results": 0,
+        "reconciliations": 0,
     }
     with reading(warehouse_url) as session:
         left = {r.run_id for r in q.list_runs(session, limit=100)}

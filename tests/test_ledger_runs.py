@@ -17,7 +17,7 @@ import pytest
 from pipeledger.schema import TableName
 from pipeledger.testing.postgres import ThrowawayPostgres
 from tests.helpers import Project, order, orders_pipeline, write_big_orders_csv
-from tests.test_crash_and_concurrency import BIG, _wait_until_staging
+from tests.test_crash_and_concurrency import BIG, _paused, _wait_until_staging
 
 RUNS = "pipeledger.pipeline_runs"
 TASKS = "pipeledger.task_runs"
@@ -125,6 +125,7 @@ def test_sigkill_leaves_a_running_row_that_the_watchdog_abandons(project: Projec
     )
     process = project.spawn("--verbose", "run")
     _wait_until_staging(process)
+    process.send_signal(signal.SIGSTOP)  # mid-way on any machine; SIGKILL ends it stopped
     os.kill(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
     killed = runs(project)[-1]
@@ -180,7 +181,8 @@ def test_separate_ledger_down_during_a_run_is_spooled_then_replayed(
     )
     process = project.spawn("--verbose", "run", "--json")
     _wait_until_staging(process)
-    ledger_server.pause()  # the ledger goes down in the middle of the run
+    with _paused(process):
+        ledger_server.pause()  # the ledger goes down in the middle of the run
     try:
         out, err = process.communicate(timeout=300)
         assert process.returncode == 0, err  # the run completes (on_unavailable = "spool")

@@ -117,6 +117,34 @@ def test_backfill_window_rules() -> None:
         backfill_window("yesterday", "today", None, "orders")
 
 
+@pytest.mark.parametrize(
+    "start",
+    [
+        "2024-01-01T09:00:00Z",
+        "2024-01-01T23:59:59.999999+00:00",
+        "2024-01-01 12:00:00",
+        "2024-01-01",
+    ],
+)
+def test_a_date_only_backfill_end_covers_its_whole_day(start: str) -> None:
+    window = backfill_window(start, "2024-01-01", None, "orders")
+    assert (window.lower, window.upper) == (from_text(start), date(2024, 1, 1))
+
+
+@pytest.mark.parametrize(
+    ("start", "end"),
+    [
+        ("2024-01-02T00:00:00Z", "2024-01-01"),  # the first instant after the end's day
+        ("2024-01-02", "2024-01-01"),
+        ("2024-01-01T10:00:00Z", "2024-01-01T09:59:59Z"),  # a timestamp end is exact
+        ("2024-01-01T01:00:00+02:00", "2023-12-31T23:59:00+01:00"),  # 23:00Z after 22:59Z
+    ],
+)
+def test_an_end_before_the_start_is_refused(start: str, end: str) -> None:
+    with pytest.raises(BackfillRangeError, match="after --end"):
+        backfill_window(start, end, None, "orders")
+
+
 SPEC = sql.MergeSpec(
     TableName("analytics", "orders"),
     (Column("id", "bigint"), Column("status", "text"), Column("updated_at", "timestamptz")),
@@ -185,6 +213,13 @@ def test_sqlite_has_no_schemas_so_the_name_is_one_identifier() -> None:
         ("character varying(40)", "text"),
         ("double", "double precision"),
         ("int8", "bigint"),
+        ("UUID", "uuid"),
+        ("blob", "bytea"),
+        ("JSONB", "jsonb"),
+        ("time without time zone", "time"),
+        ("time(6)", "time"),
+        ("interval", "interval"),
+        ("numeric(50, 10)", "numeric(50,10)"),  # carried as decimal256
     ],
 )
 def test_canonical_types(declared: str, canonical: str) -> None:
@@ -192,7 +227,7 @@ def test_canonical_types(declared: str, canonical: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", ["numeric(12,2)); drop table x", "json", "text; --", "numeric(40,2)"]
+    "bad", ["numeric(12,2)); drop table x", "json", "text; --", "numeric(77,2)", "timetz"]
 )
 def test_unsupported_types_are_refused(bad: str) -> None:
     with pytest.raises(ValueError):

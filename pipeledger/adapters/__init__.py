@@ -13,13 +13,15 @@ def _scheme(url: str) -> str:
     return url.split(":", 1)[0].lower()
 
 
-def open_warehouse(url: str) -> Warehouse:
-    """A warehouse for ``postgresql://...`` or ``sqlite:///path`` (the embedded default)."""
+def open_warehouse(url: str, client: str | None = None) -> Warehouse:
+    """A warehouse for ``postgresql://...`` or ``sqlite:///path`` (the embedded default).
+    ``client``: the name its sessions carry where the database shows it (a run's, from
+    :func:`pipeledger.clients.client_name`)."""
     scheme = _scheme(url)
     if scheme in ("postgresql", "postgres"):
         from pipeledger.adapters.postgres import PostgresWarehouse
 
-        return PostgresWarehouse(url)
+        return PostgresWarehouse(url, client)
     if scheme == "sqlite":
         from pipeledger.adapters.sqlite import SqliteWarehouse
 

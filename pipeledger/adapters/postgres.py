@@ -5,15 +5,23 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
+import logging
+import time
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import errors as pgerrors
+from psycopg.abc import Buffer
+from psycopg.types.datetime import IntervalLoader
+from psycopg.types.string import TextLoader
 
+from pipeledger.clients import client_gone, client_name, client_process
 from pipeledger.errors import (
+    CommitUnknown,
     ConcurrentRunError,
     InsufficientPrivilege,
     TerminalWarehouseError,
@@ -43,6 +51,16 @@ _TRANSIENT = (
     pgerrors.TooManyConnections,
 )
 TEMP_BUFFERS = "256MB"
+# how often the server checks that the client of a running statement is still there: a
+# statement whose client died (SIGKILL, OOM) is aborted within this, releasing its locks
+CLIENT_CHECK_INTERVAL = "1s"
+# how long a run waits for the session of a run whose process is gone to end
+DEAD_HOLDER_WAIT_S = 30.0
+_POLL_S = 0.1
+
+# psycopg logs a warning when it abandons a COPY on a lost connection; the error raised
+# next says the same, so the warning shows only where logging is configured (--verbose)
+logging.getLogger("psycopg").addHandler(logging.NullHandler())
 
 
 def _translate(exc: psycopg.Error, doing: str) -> WarehouseError:
@@ -53,15 +71,59 @@ def _translate(exc: psycopg.Error, doing: str) -> WarehouseError:
     return kind(message, sqlstate=exc.sqlstate)
 
 
-def _connect(url: str) -> psycopg.Connection[Any]:
+def _warehouse_settings(name: str) -> dict[str, str]:
+    """A warehouse session: in UTC, named ``name`` (``pipeledger.clients``), its statements
+    aborted by the server once it notices the client is gone (PostgreSQL 14+), its
+    temporary staging tables kept in memory instead of spilling early."""
+    return {
+        "TimeZone": "UTC",
+        "application_name": name,
+        "client_connection_check_interval": CLIENT_CHECK_INTERVAL,
+        "temp_buffers": TEMP_BUFFERS,
+    }
+
+
+# settings an older server does not know (a separate ledger may run an older release)
+_SINCE = {"client_connection_check_interval": 140000}
+
+
+def _connect(url: str, settings: dict[str, str]) -> psycopg.Connection[Any]:
+    """A connection with ``settings`` for the session, set in one round trip."""
     try:
         conn = psycopg.connect(url, autocommit=False)
     except psycopg.Error as exc:
         raise _translate(exc, f"connect to {redact(url)}") from exc
-    conn.execute("SET TIME ZONE 'UTC'")
-    # staging lives in temporary tables: let them stay in memory instead of spilling early
-    conn.execute(f"SET temp_buffers = '{TEMP_BUFFERS}'")
+    version = conn.info.server_version
+    known = {k: v for k, v in settings.items() if version >= _SINCE.get(k, 0)}
+    calls = ", ".join("set_config(%s, %s, false)" for _ in known)
+    try:
+        conn.execute(f"SELECT {calls}", [v for pair in known.items() for v in pair])
+        conn.commit()  # the settings last the session; the run's transaction starts afresh
+    except psycopg.Error as exc:
+        conn.close()
+        raise _translate(exc, f"connect to {redact(url)}") from exc
     return conn
+
+
+def _commit(conn: psycopg.Connection[Any]) -> None:
+    """COMMIT; a connection lost on the way leaves the outcome unknown (CommitUnknown)."""
+    try:
+        conn.commit()
+    except psycopg.Error as exc:
+        if conn.broken or conn.closed:
+            raise CommitUnknown(
+                f"PostgreSQL: the connection was lost during COMMIT "
+                f"({redact(str(exc).strip())}); the transaction may or may not have committed",
+                sqlstate=exc.sqlstate,
+            ) from exc
+        raise _translate(exc, "COMMIT failed") from exc
+
+
+def _rollback(conn: psycopg.Connection[Any]) -> None:
+    try:
+        conn.rollback()
+    except psycopg.Error as exc:
+        raise _translate(exc, "ROLLBACK failed") from exc
 
 
 class PostgresSession:
@@ -70,8 +132,10 @@ class PostgresSession:
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self._conn = conn
         self.rollback_only = False
+        self.interrupted = False
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> int:
+        self._check()
         try:
             cursor = self._conn.execute(statement, params or None)
         except psycopg.Error as exc:
@@ -79,6 +143,7 @@ class PostgresSession:
         return int(cursor.rowcount)
 
     def query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        self._check()
         try:
             cursor = self._conn.execute(statement, params or None)
             return list(cursor.fetchall())
@@ -120,6 +185,7 @@ class PostgresSession:
                 if binary:
                     copy.write(pg_binary.HEADER)
                 for batch in itertools.chain(_handed_on(head), stream):
+                    self._check()
                     copy.write(encode(batch))
                 if binary:
                     copy.write(pg_binary.TRAILER)
@@ -135,12 +201,54 @@ class PostgresSession:
             raise _translate(exc, "statement failed") from exc
 
     def lock_pipeline(self, pipeline: str) -> None:
+        """Take the pipeline's advisory lock, or raise ConcurrentRunError at once while a
+        live run holds it. A holder whose process is gone from this host (killed while
+        its statement runs on) is ended, and its lock awaited up to DEAD_HOLDER_WAIT_S."""
         key = zlib.crc32(f"pipeledger:{pipeline}".encode())
-        (acquired,) = self.query("SELECT pg_try_advisory_xact_lock(%s)", [key])[0]
-        if not acquired:
-            raise ConcurrentRunError(
-                f"pipeline {pipeline}: another run holds its lock; this run did nothing"
-            )
+        deadline = time.monotonic() + DEAD_HOLDER_WAIT_S
+        ended: set[int] = set()
+        while not self._try_lock(key):
+            backend, name = self._lock_holder(key)
+            if backend is not None and not client_gone(name):
+                raise ConcurrentRunError(
+                    f"pipeline {pipeline}: another run holds its lock{_held_by(name)}; "
+                    "this run did nothing"
+                )
+            if time.monotonic() > deadline:
+                raise ConcurrentRunError(
+                    f"pipeline {pipeline}: the session of a run whose process is gone still "
+                    f"holds its lock after {DEAD_HOLDER_WAIT_S:.0f} s{_held_by(name)}; this "
+                    "run did nothing"
+                )
+            if backend is not None and backend not in ended:
+                ended.add(backend)
+                self._end_backend(backend)
+            time.sleep(_POLL_S)
+
+    def _try_lock(self, key: int) -> bool:
+        return bool(self.query("SELECT pg_try_advisory_xact_lock(%s)", [key])[0][0])
+
+    def _lock_holder(self, key: int) -> tuple[int | None, str | None]:
+        """The backend holding the advisory lock ``key`` (one bigint: classid 0, objid
+        the key) and its session's name; (None, None) when it was just released."""
+        rows = self.query(
+            "SELECT a.pid, a.application_name FROM pg_locks l "
+            "JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 0 "
+            "AND l.objid::bigint = %s AND l.objsubid = 1 "
+            "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            [key],
+        )
+        return (int(rows[0][0]), rows[0][1]) if rows else (None, None)
+
+    def _end_backend(self, backend: int) -> None:
+        """Ask the server to end a dead client's session (the server's own check ends it
+        too, within CLIENT_CHECK_INTERVAL, if this role may not)."""
+        try:
+            with self.savepoint():
+                self.query("SELECT pg_terminate_backend(%s)", [backend])
+        except WarehouseError:
+            return
 
     def table_columns(self, table: TableName) -> list[tuple[str, str]] | None:
         # to_regclass resolves an unqualified name through search_path exactly as the
@@ -156,6 +264,22 @@ class PostgresSession:
     def mark_rollback(self) -> None:
         self.rollback_only = True
 
+    def interrupt(self) -> None:
+        self.interrupted = True  # no statement after this one
+        with contextlib.suppress(psycopg.Error):
+            self._conn.cancel_safe(timeout=10)
+
+    def _check(self) -> None:
+        if self.interrupted:
+            raise TransientWarehouseError("PostgreSQL: the run was interrupted")
+
+
+def _held_by(name: str | None) -> str:
+    process = client_process(name)
+    if process is None:
+        return ""
+    return f" (process {process[0]} on {process[1]}: {redact(name or '')})"
+
 
 def _handed_on(items: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The items of a list, each dropped from it as it is handed on."""
@@ -165,38 +289,57 @@ def _handed_on(items: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 def _csv_bytes(batch: pa.RecordBatch) -> memoryview:
     """CSV for COPY. Aware timestamps go out as UTC wall time (the session is in UTC):
-    pyarrow formats zoned timestamps an order of magnitude slower than naive ones."""
+    pyarrow formats zoned timestamps an order of magnitude slower than naive ones. Types
+    CSV has no form for go out as the text PostgreSQL reads (``pipeledger/values.py``)."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    columns = [
-        column.cast(pa.timestamp(column.type.unit))
-        if pa.types.is_timestamp(column.type) and column.type.tz is not None
-        else column
-        for column in batch.columns
-    ]
+    columns = [_csv_column(column) for column in batch.columns]
     buffer = io.BytesIO()
     options = pacsv.WriteOptions(include_header=False, batch_size=65_536)
     pacsv.write_csv(pa.RecordBatch.from_arrays(columns, names=batch.schema.names), buffer, options)
     return buffer.getbuffer()
 
 
+def _csv_column(column: pa.Array) -> pa.Array:
+    import pyarrow as pa
+
+    from pipeledger import values
+
+    kind = column.type
+    if pa.types.is_timestamp(kind) and kind.tz is not None:
+        return column.cast(pa.timestamp(kind.unit))
+    if kind == pa.uuid():
+        return values.uuid_text(column)
+    if kind == pa.json_():
+        return column.storage
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        return values.bytes_text(column)
+    if pa.types.is_duration(kind):
+        micros = column.cast(pa.int64()).to_pylist()
+        return pa.array([None if m is None else values.interval_text(m) for m in micros])
+    return column
+
+
 class PostgresWarehouse:
     dialect = POSTGRES
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, client: str | None = None) -> None:
+        """``client``: the name its sessions carry (default: this process's)."""
         self.url = url
+        self.client = client or client_name()
 
     @contextmanager
     def session(self, write: bool = True) -> Iterator[PostgresSession]:
-        conn = _connect(self.url)
+        conn = _connect(self.url, _warehouse_settings(self.client))
         try:
             session = PostgresSession(conn)
             yield session
+            session._check()  # an interrupted run never commits
             if session.rollback_only:
-                conn.rollback()
+                _rollback(conn)
             else:
-                conn.commit()
+                _commit(conn)
         except BaseException:
             # an interrupt can land mid-COPY, when the connection cannot take a ROLLBACK;
             # closing it makes the server roll back, and the first error is the one to keep
@@ -210,6 +353,12 @@ class PostgresWarehouse:
 # PostgreSQL type oids and the canonical SQL type (pipeledger.schema) their values load as
 _OIDS = {
     16: "boolean",
+    17: "bytea",
+    114: "jsonb",  # json
+    3802: "jsonb",
+    2950: "uuid",
+    1083: "time",
+    1186: "interval",
     20: "bigint",
     21: "smallint",
     23: "integer",
@@ -223,10 +372,34 @@ _OIDS = {
 
 def _arrow_type(column: psycopg.Column) -> pa.DataType:
     if column.type_code == 1700 and column.precision is not None:
-        import pyarrow as pa
-
-        return pa.decimal128(column.precision, column.scale or 0)
+        return arrow_type(f"numeric({column.precision},{column.scale or 0})")
     return arrow_type(_OIDS.get(column.type_code, "text"))
+
+
+class _JsonText(TextLoader):
+    """json and jsonb as their text (psycopg would parse them into Python objects)."""
+
+
+class _FixedInterval(IntervalLoader):
+    """An interval of months or years has no fixed length: refuse it rather than let it
+    become 30 days a month."""
+
+    def load(self, data: Buffer) -> timedelta:
+        text = bytes(data)
+        if b"mon" in text or b"year" in text:
+            raise psycopg.DataError(
+                f"interval {text.decode()!r} counts months or years, which have no fixed "
+                "length; select it as text, or convert it in the query (e.g. with "
+                "justify_days, or extract(epoch from ...))"
+            )
+        interval: timedelta = super().load(data)
+        return interval
+
+
+def _reader_adapters(conn: psycopg.Connection[Any]) -> None:
+    for name in ("json", "jsonb"):
+        conn.adapters.register_loader(name, _JsonText)
+    conn.adapters.register_loader("interval", _FixedInterval)
 
 
 class PostgresReader:
@@ -238,7 +411,8 @@ class PostgresReader:
     def read(
         self, statement: str, params: Sequence[Any], batch_rows: int
     ) -> Iterator[pa.RecordBatch]:
-        conn = _connect(self.url)
+        conn = _connect(self.url, {"TimeZone": "UTC", "application_name": client_name()})
+        _reader_adapters(conn)
         try:
             with conn.cursor(name="pipeledger_extract") as cursor:
                 cursor.itersize = batch_rows
@@ -258,15 +432,15 @@ def _batches(cursor: psycopg.ServerCursor[Any], batch_rows: int) -> Iterator[pa.
     while rows := cursor.fetchmany(batch_rows):
         columns = list(zip(*rows, strict=True))
         arrays = [
-            pa.array(_plain(values, field.type), type=field.type)
-            for values, field in zip(columns, schema, strict=True)
+            pa.array(_plain(items, field.type), type=field.type)
+            for items, field in zip(columns, schema, strict=True)
         ]
         yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _plain(values: Sequence[Any], arrow: pa.DataType) -> Sequence[Any]:
+def _plain(items: Sequence[Any], arrow: pa.DataType) -> Sequence[Any]:
     import pyarrow as pa
 
     if pa.types.is_string(arrow):
-        return [None if v is None else str(v) for v in values]
-    return values
+        return [None if v is None else str(v) for v in items]
+    return items

@@ -2,18 +2,30 @@
 
 WAL lets another process read state and history while a load is writing. A load holds
 SQLite's single write lock for its whole transaction (``BEGIN IMMEDIATE``), so two loads
-into one file run one after the other. SQLite has no schemas, so ``schema.table`` is the
-single table name ``"schema.table"``. Timestamps are stored as fixed-width ISO 8601 text
-(UTC for time-zone aware columns) and exact decimals as text, so that comparisons and
-ordering in SQL agree with the values' own order.
+into one file run one after the other. Before SQLite opens the file, its writability
+(the file, its ``-wal`` and ``-shm``, its folder) is checked: SQLite would open a file it
+may not write read-only and make ``-wal``/``-shm`` files with the file's mode, which then
+keep failing runs after the file's own mode is fixed. A writer is refused, naming the
+file; a reader of a read-only database opens it without making any file.
+
+SQLite has no schemas, so ``schema.table`` is the single table name ``"schema.table"``.
+Timestamps are stored as fixed-width ISO 8601 text (UTC for time-zone aware columns) and
+exact decimals as text, so that comparisons and ordering in SQL agree with the values'
+own order. So are times
+(``HH:MM:SS.ffffff``) and uuids (lower case); intervals are integer microseconds, bytea a
+BLOB and jsonb its JSON text. Each is declared by a type name that maps back
+(``schema.sqlite_declared_type``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
+import os
 import re
 import sqlite3
+import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime
@@ -30,7 +42,7 @@ from pipeledger.errors import (
     TransientWarehouseError,
     WarehouseError,
 )
-from pipeledger.schema import TableName
+from pipeledger.schema import TableName, from_sqlite_declared
 from pipeledger.warehouse.dialect import SQLITE, quote
 from pipeledger.warehouse.stage import insert_stage
 
@@ -67,14 +79,22 @@ def _column(array: pa.Array) -> list[Any]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    from pipeledger import values
+
     kind = array.type
     if pa.types.is_timestamp(kind):
         text = pc.strftime(array.cast(pa.timestamp("us", tz=kind.tz)), format="%Y-%m-%dT%H:%M:%S")
         if kind.tz is not None:
             text = pc.binary_join_element_wise(text, pa.scalar("+00:00"), "")
         return list(text.to_pylist())
-    if pa.types.is_date(kind) or pa.types.is_decimal(kind):
+    if pa.types.is_date(kind) or pa.types.is_decimal(kind) or pa.types.is_time(kind):
         return list(array.cast(pa.string()).to_pylist())
+    if kind == pa.uuid():
+        return list(values.uuid_text(array).to_pylist())
+    if kind == pa.json_():
+        return list(array.storage.to_pylist())
+    if pa.types.is_duration(kind):
+        return list(array.cast(pa.int64()).to_pylist())
     return list(array.to_pylist())
 
 
@@ -86,13 +106,46 @@ def _regexp(pattern: str, value: str | None) -> bool | None:
     return None if value is None else re.search(pattern, value) is not None
 
 
+_HINTS = {
+    "readonly": "the database file or its folder is read-only for this user",
+    "disk is full": "the disk is full, or a file size limit was reached",
+    "disk I/O error": "a write failed: the disk may be full, a file size limit reached",
+}
+
+
 def _translate(exc: sqlite3.Error, doing: str) -> WarehouseError:
     text = str(exc)
     transient = isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
     unique = isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in text
     sqlstate = WarehouseError.UNIQUE_VIOLATION if unique else None
     kind = TransientWarehouseError if transient else TerminalWarehouseError
-    return kind(f"SQLite {doing}: {exc}", sqlstate=sqlstate)
+    hints = [hint for words, hint in _HINTS.items() if words in text]
+    return kind(f"SQLite {doing}: {exc}" + "".join(f" ({h})" for h in hints), sqlstate=sqlstate)
+
+
+def _sidecars(path: Path) -> list[Path]:
+    """The files SQLite keeps beside a database in WAL mode."""
+    return [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
+
+
+def read_only_reason(path: Path) -> tuple[str, str] | None:
+    """Why this process could not write the database at ``path``, and the fix; None when
+    it can. The folder must be writable too: SQLite makes and removes ``-wal``/``-shm``."""
+    if path.exists() and not os.access(path, os.W_OK):
+        return "the file is read-only", f"make it writable (chmod u+w {path})"
+    for side in _sidecars(path):
+        if side.exists() and not os.access(side, os.W_OK):
+            return (
+                f"{side.name} beside it is read-only (left by a reader of the read-only file)",
+                f"delete {side} while no process has the database open, or make it writable",
+            )
+    folder = path.parent
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return (
+            f"its folder is read-only (SQLite writes {path.name}-wal and -shm there)",
+            f"make the folder writable (chmod u+w {folder})",
+        )
+    return None
 
 
 class SqliteSession:
@@ -101,15 +154,18 @@ class SqliteSession:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
         self.rollback_only = False
+        self.interrupted = False
         self._savepoints = itertools.count()
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> int:
+        self._check()
         try:
             return self._conn.execute(statement, [_value(p) for p in params]).rowcount
         except sqlite3.Error as exc:
             raise _translate(exc, "statement failed") from exc
 
     def query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        self._check()
         try:
             return list(self._conn.execute(statement, [_value(p) for p in params]).fetchall())
         except sqlite3.Error as exc:
@@ -126,6 +182,7 @@ class SqliteSession:
 
     def stage(self, batches: Iterable[pa.RecordBatch]) -> None:
         for batch in batches:
+            self._check()
             columns = [_column(batch.column(i)) for i in range(batch.num_columns)]
             try:
                 self._conn.executemany(
@@ -152,17 +209,18 @@ class SqliteSession:
     def table_columns(self, table: TableName) -> list[tuple[str, str]] | None:
         name = SQLITE.table(table)
         rows = self.query(f"SELECT name, type FROM pragma_table_info({quote(name[1:-1])})")
-        return [(str(n), _declared(str(t))) for n, t in rows] or None
+        return [(str(n), from_sqlite_declared(str(t))) for n, t in rows] or None
 
     def mark_rollback(self) -> None:
         self.rollback_only = True
 
+    def interrupt(self) -> None:
+        self.interrupted = True  # no statement after this one
+        self._conn.interrupt()
 
-def _declared(text: str) -> str:
-    lowered = text.lower()
-    if lowered.startswith("decimal_text"):
-        return "numeric" + lowered.removeprefix("decimal_text")
-    return lowered
+    def _check(self) -> None:
+        if self.interrupted:
+            raise TransientWarehouseError("SQLite: the run was interrupted")
 
 
 class SqliteWarehouse:
@@ -172,27 +230,65 @@ class SqliteWarehouse:
         self.url = url
         self.path = database_path(url)
 
-    def _connect(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
+    def _connect(self, write: bool) -> sqlite3.Connection:
+        self._make_folder()
+        reason = None if str(self.path) == ":memory:" else read_only_reason(self.path)
+        if reason is not None and write:
+            what, fix = reason
+            raise TerminalWarehouseError(
+                f"SQLite warehouse {self.path} cannot be written by this user: {what}; "
+                f"{fix}, then run again"
+            )
+        try:
+            conn = self._open(read_only=reason is not None)
+        except sqlite3.Error as exc:
+            raise _translate(exc, f"could not open {self.path}") from exc
         # the SQL functions the quality gate uses, which PostgreSQL has built in
         conn.create_function("md5", 1, _md5, deterministic=True)
         conn.create_function("regexp", 2, _regexp, deterministic=True)
         return conn
 
+    def _make_folder(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise TerminalWarehouseError(
+                f"SQLite warehouse {self.path}: its folder cannot be made ({exc.strerror}); "
+                "nothing was written"
+            ) from exc
+
+    def _open(self, read_only: bool) -> sqlite3.Connection:
+        """Read-write in WAL mode; or, for a reader of a database it may not write, read
+        only without making any file: ``immutable`` when no ``-wal`` exists (nothing
+        can be writing), else ``mode=ro`` with the ``-wal``/``-shm`` already there."""
+        if not read_only:
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")  # the ledger's (off by default in SQLite)
+            return conn
+        wal, shm = _sidecars(self.path)
+        mode = "mode=ro" if wal.exists() and shm.exists() else "immutable=1"
+        uri = f"file:{urllib.parse.quote(str(self.path.resolve()))}?{mode}"
+        return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+
     @contextmanager
     def session(self, write: bool = True) -> Iterator[SqliteSession]:
-        conn = self._connect()
+        conn = self._connect(write)
         try:
             self._begin(conn, write)
             session = SqliteSession(conn)
             yield session
-            conn.execute("ROLLBACK" if session.rollback_only else "COMMIT")
+            session._check()  # an interrupted run never commits
+            ending = "ROLLBACK" if session.rollback_only else "COMMIT"
+            try:
+                conn.execute(ending)
+            except sqlite3.Error as exc:
+                raise _translate(exc, f"{ending} of {self.path} failed") from exc
         except BaseException:
             if conn.in_transaction:
-                conn.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):  # the first error is the one to keep
+                    conn.execute("ROLLBACK")
             raise
         finally:
             conn.close()

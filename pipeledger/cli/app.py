@@ -36,8 +36,9 @@ from pipeledger.cli.common import (
     out,
     print_json,
     print_message,
+    usage_error_json,
 )
-from pipeledger.cli.render import result_lines, state_lines
+from pipeledger.cli.render import dag_lines, model_lines, result_lines, state_lines
 from pipeledger.errors import GateFailed
 from pipeledger.redact import redact
 
@@ -75,6 +76,7 @@ def print_failure(failure: runner.RunFailure) -> None:
 
 def _report(outcomes: Sequence[runner.Outcome], as_json: bool) -> None:
     from pipeledger import runner
+    from pipeledger.models.model import ModelResult
 
     if as_json:
         print_json([o.to_json() for o in outcomes])
@@ -83,8 +85,11 @@ def _report(outcomes: Sequence[runner.Outcome], as_json: bool) -> None:
         if isinstance(outcome, runner.RunFailure):
             print_failure(outcome)
             continue
-        for line in result_lines(outcome):
+        lines = model_lines(outcome) if isinstance(outcome, ModelResult) else result_lines(outcome)
+        for line in lines:
             out.print(line, soft_wrap=True, highlight=False)
+        if outcome.ledger_error:  # committed, but not recorded (exit 5)
+            print_message("error", outcome.ledger_error)
 
 
 class TriggerKind(StrEnum):
@@ -98,7 +103,14 @@ TriggerOption = Annotated[TriggerKind, typer.Option("--trigger", help="Why this 
 
 @app.command()
 def run(
-    names: Annotated[list[str] | None, typer.Argument(help="Pipelines (default: all).")] = None,
+    selectors: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="What to run (default: everything): NAME, NAME+ (and downstream), +NAME "
+            "(and upstream), tag:TAG.",
+            metavar="[SELECTOR]...",
+        ),
+    ] = None,
     as_json: JsonOption = False,
     retry: Annotated[
         bool, typer.Option("--retry", help="Run as the next attempt of the latest failed run.")
@@ -110,17 +122,33 @@ def run(
     strict: Annotated[
         bool, typer.Option("--strict", help="Exit 3 when rows were quarantined.")
     ] = False,
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            "--threads",
+            min=1,
+            help="Independent nodes at once (default 4 on PostgreSQL, 1 on SQLite).",
+        ),
+    ] = None,
+    full_refresh: Annotated[
+        bool, typer.Option("--full-refresh", help="Rebuild the selected models from scratch.")
+    ] = False,
 ) -> None:
-    """Incremental run: read rows with cursor >= watermark - lateness, merge, advance.
+    """Incremental run of loads and models, in dependency order.
 
-    Pipelines run one after the other; a failed one does not stop the others."""
+    A load reads rows with cursor >= watermark - lateness, merges them and advances its
+    watermark; a model processes what its upstreams changed since it last ran. A node
+    whose upstream failed is skipped; the other branches go on."""
     from pipeledger import runner
 
     with guard(as_json), _cancellable():
         config = load()
         why = runner.Trigger(trigger.value, retry, correlation_id)
         with _progress(not as_json) as on_progress:
-            outcomes = runner.run(config, names or (), on_progress=on_progress, trigger=why)
+            outcomes = runner.run(
+                config, selectors or (), on_progress=on_progress, trigger=why, threads=threads,
+                full_refresh=full_refresh,
+            )  # fmt: skip
         _report(outcomes, as_json)
         code = runner.exit_code(outcomes, strict)
         if code:
@@ -174,11 +202,27 @@ def backfill(
                     config, name, start, end, on_progress=on_progress, full_compare=full_compare
                 )
         except Exception as exc:  # reported like a run's failure, with its exit code
-            outcome = runner.failure(name, exc)
+            outcome = runner.outcome_of(name, exc)
         _report([outcome], as_json)
         code = runner.exit_code([outcome])
         if code:
             raise typer.Exit(code)
+
+
+@app.command()
+def dag(as_json: JsonOption = False) -> None:
+    """The graph of loads and models: nodes, what each reads from, and its last run."""
+    from pipeledger import runner
+
+    with guard(as_json):
+        config = load()
+        graph = runner.graph(config)
+        payload = graph.to_json(runner.last_runs(config))
+        if as_json:
+            print_json(payload)
+            return
+        for line in dag_lines(payload):
+            out.print(line, soft_wrap=True, highlight=False)
 
 
 @app.command()
@@ -259,11 +303,25 @@ def main() -> NoReturn:
     # Arrow's allocator for the whole process, set before pyarrow is imported (a command
     # that loads imports it later); see pipeledger.runner.prefer_system_allocator
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+    args = sys.argv[1:]
     try:
-        app()
+        code = _main_json(args) if "--json" in args else app()
     except SystemExit as exc:
         _exit(exc.code)
-    _exit(0)
+    _exit(code)
+
+
+def _main_json(args: list[str]) -> int:
+    """With ``--json``, stdout is one JSON document whatever happens, also when the command
+    line itself is wrong (an unknown option, a missing argument, a bad value), which the
+    parser reports before any command runs."""
+    try:
+        code = app(args=args, standalone_mode=False)
+    except typer.TyperException as exc:
+        print_message("usage error" if exc.exit_code == 2 else "error", exc.format_message())
+        print_json(usage_error_json(exc))
+        return exc.exit_code
+    return code if isinstance(code, int) else 0
 
 
 def _exit(code: str | int | None) -> NoReturn:
@@ -282,6 +340,9 @@ def _exit(code: str | int | None) -> NoReturn:
     os._exit(code or 0)
 
 
+from pipeledger.cli import history_cli  # noqa: E402  (registers reconcile and lateness)
+
+history_cli.register(app)
 from pipeledger.cli import ledger_cli  # noqa: E402  (registers the ledger commands on app)
 
 ledger_cli.register(app)

@@ -88,6 +88,17 @@ def error_json(exc: BaseException) -> dict[str, Any]:
     }
 
 
+def usage_error_json(exc: typer.TyperException) -> dict[str, Any]:
+    """The JSON document of a command line the parser refused (exit 2)."""
+    usage = exc.exit_code == 2
+    return {
+        "status": "failed",
+        "error": redact(exc.format_message()),
+        "error_type": "UsageError" if usage else type(exc).__name__,
+        "exit_code": exc.exit_code,
+    }
+
+
 @contextmanager
 def guard(as_json: bool = False) -> Iterator[None]:
     """Any error ends the command with its exit code: printed on stderr, and with

@@ -137,7 +137,8 @@ def detail_lines(d: q.RunDetail) -> list[str]:
         + (f", retry of {r.parent_run_id}" if r.parent_run_id else ""),
         f"  {_ts(r.started_at)} -> {_ts(r.ended_at)} ({_secs(r.duration_ms)})",
         f"  rows read {_n(r.rows_read)} · inserted {_n(r.rows_inserted)} · updated "
-        f"{_n(r.rows_updated)} · unchanged {_n(r.rows_unchanged)} · rejected {_n(r.rows_rejected)}",
+        f"{_n(r.rows_updated)} · deleted {_n(r.rows_deleted)} · unchanged {_n(r.rows_unchanged)} "
+        f"· rejected {_n(r.rows_rejected)}",
         f"  watermark {escape(r.watermark_before or '-')} -> {escape(r.watermark_after or '-')}",
     ]
     if r.data_interval_start or r.data_interval_end:
@@ -230,7 +231,7 @@ def register(app: typer.Typer) -> None:
         """Recent runs, newest first."""
         from pipeledger.ledger import queries as q
 
-        with guard(), _ledger() as session:
+        with guard(as_json), _ledger() as session:
             start = parse_since(since, _now()) if since else None
             wanted = status.value if status else None
             rows = q.list_runs(session, name, start, wanted, limit) if session else []
@@ -244,7 +245,7 @@ def register(app: typer.Typer) -> None:
         """One run with its tasks, audit events and snapshots."""
         from pipeledger.ledger import queries as q
 
-        with guard(), _ledger() as session:
+        with guard(as_json), _ledger() as session:
             detail = q.show_run(session, run_id) if session else None
             if detail is None:
                 raise PipeledgerError(f"no run with id {run_id!r} in the ledger")
@@ -259,7 +260,7 @@ def register(app: typer.Typer) -> None:
         """Health per pipeline: 7-day success rate, freshness, volume anomaly."""
         from pipeledger.ledger import queries as q
 
-        with guard(), _ledger() as session:
+        with guard(as_json), _ledger() as session:
             rows = q.pipeline_status(session, _now()) if session else []
             _report(rows, as_json, status_lines, NO_RUNS)
 
@@ -268,7 +269,7 @@ def register(app: typer.Typer) -> None:
         """Rows written by each pipeline's latest run against its last 30 days."""
         from pipeledger.ledger import queries as q
 
-        with guard(), _ledger() as session:
+        with guard(as_json), _ledger() as session:
             rows = q.volume_anomalies(session, _now(), name) if session else []
             _report(rows, as_json, anomaly_lines, "no successful runs" if session else NO_RUNS)
 
@@ -277,7 +278,7 @@ def register(app: typer.Typer) -> None:
         """Per task and day (14 days): runs, mean and longest duration, mean rows out."""
         from pipeledger.ledger import queries as q
 
-        with guard(), _ledger() as session:
+        with guard(as_json), _ledger() as session:
             rows = q.task_trends(session, _now(), name) if session else []
             _report(rows, as_json, trend_lines, "no tasks in 14 days" if session else NO_RUNS)
 
@@ -290,7 +291,7 @@ def register(app: typer.Typer) -> None:
         """Audit events about one target table, newest first."""
         from pipeledger.ledger import queries as q
 
-        with guard(), _ledger() as session:
+        with guard(as_json), _ledger() as session:
             start = parse_since(since, _now()) if since else None
             rows = q.audit_trail(session, table, start) if session else []
             _report(rows, as_json, audit_lines, f"no audit events for {table}")
@@ -300,7 +301,7 @@ def register(app: typer.Typer) -> None:
         """Pipelines waiting on an upstream that is not fresh (exit 0 either way)."""
         from pipeledger.ledger import queries as q
 
-        with guard(), _ledger() as session:
+        with guard(as_json), _ledger() as session:
             rows = q.blocked_pipelines(session, _now()) if session else []
             _report(rows, as_json, blocked_lines, "no pipeline is blocked")
 
@@ -320,12 +321,12 @@ def _ledger_app() -> typer.Typer:
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Count, then roll back.")] = False,
         as_json: JsonOption = False,
     ) -> None:
-        """Delete old runs with their tasks, events and snapshots (keeps running runs and
-        each pipeline's last success)."""
+        """Delete old runs with their tasks, events, snapshots and check results (keeps
+        running runs and each pipeline's last success)."""
         from pipeledger.config import parse_duration
         from pipeledger.ledger import queries as q
 
-        with guard():
+        with guard(as_json):
             age = parse_duration(older_than)
             with _ledger(write=True) as session:
                 if session is None:
@@ -342,7 +343,7 @@ def _ledger_app() -> typer.Typer:
         (warehouse)."""
         from pipeledger.load.state import STATE
 
-        with guard():
+        with guard(as_json):
             config = load()
             targets = ((LEDGER, config.ledger_url), (STATE, config.warehouse_url))
             applied: dict[str, list[int]] = {}
@@ -370,7 +371,7 @@ def _prune_report(result: q.PruneResult | None, dry_run: bool, as_json: bool) ->
     out.print(
         f"{verb} {result.pipeline_runs:,} run(s) that ended before {_ts(result.cutoff)}, "
         f"{result.task_runs:,} task(s), {result.audit_events:,} audit event(s), "
-        f"{result.dataset_snapshots:,} snapshot(s)",
+        f"{result.dataset_snapshots:,} snapshot(s), {result.quality_results:,} check result(s)",
         soft_wrap=True,
         highlight=False,
     )

@@ -90,7 +90,7 @@ def list_entries(
     """What is set aside (unresolved unless --all), oldest first."""
     from pipeledger.quality.quarantine import quarantined
 
-    with guard():
+    with guard(as_json):
         entries = quarantined(load(), name, run=run, include_resolved=include_resolved)
         if as_json:
             print_json([e.to_json() for e in entries])
@@ -108,7 +108,7 @@ def replay_entries(name: NameArgument, run: RunOption = None, as_json: JsonOptio
     """Check the unresolved rows again with today's config; publish those that pass."""
     from pipeledger.runner import replay
 
-    with guard():
+    with guard(as_json):
         result = replay(load(), name, run=run)
         if as_json:
             print_json(result.to_json())

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
 if TYPE_CHECKING:
     from pipeledger.load.result import LoadResult
+    from pipeledger.models.model import ModelResult
     from pipeledger.runner import WatermarkRow
 
 
@@ -31,12 +32,13 @@ def result_lines(result: LoadResult) -> list[str]:
         f"[bold]{result.pipeline}[/] [{colour}]{result.status}[/] {result.mode} "
         f"-> {result.target} in {result.duration_s:.2f}s (run {result.run_id})",
         f"  rows      read {result.rows_read:,} · inserted {c.inserted:,} · updated {c.updated:,}"
-        f" · unchanged {c.unchanged:,}"
+        + (f" · deleted {c.deleted:,}" if c.deleted else "")
+        + f" · unchanged {c.unchanged:,}"
         + (f" · superseded {c.superseded:,}" if c.superseded else ""),
         f"  watermark {_mark(before)} -> {_mark(after)}"
         + (" (backfill: the live watermark does not move)" if result.mode == "backfill" else ""),
     ]
-    lines += quality_lines(result)
+    lines += quality_lines(result) + late_lines(result)
     if result.status == "success" and result.rows_read == 0:
         lines.append("  [yellow]note:[/] the source had no rows in the window; nothing to load")
     if c.superseded:
@@ -53,7 +55,42 @@ def result_lines(result: LoadResult) -> list[str]:
     return lines
 
 
-def quality_lines(result: LoadResult) -> list[str]:
+def late_lines(result: LoadResult) -> list[str]:
+    """The rows a run found later than its lateness buffer, and what to do about them."""
+    late = result.lateness
+    if late is None or not late.rows_missed:
+        return []
+    where = f" in {', '.join(late.missed_in)}" if late.missed_in else ""
+    first, last = late.missed_cursors or ("?", "?")
+    if result.mode == "backfill":
+        return [f"  [yellow]note:[/] {late.rows_missed:,} row(s) loaded here had arrived later "
+                f"than the lateness buffer ({late.buffer_s:,}s); `pipeledger lateness "
+                f"{result.pipeline}` counts them"]  # fmt: skip
+    return [
+        f"  [yellow]warning:[/] {late.rows_missed:,} row(s){escape(where)} arrived later than "
+        f"the lateness buffer ({late.buffer_s:,}s) and were not loaded (cursor {first} .. "
+        f"{last}); `pipeledger backfill {result.pipeline} --start {first} --end {last}` "
+        "loads them"
+    ]
+
+
+def model_lines(result: ModelResult) -> list[str]:
+    colour = {"success": "green", "partial": "yellow"}.get(result.status, "red")
+    c = result.counts
+    scope = result.to_json()["recomputed"]
+    lines = [
+        f"[bold]{result.pipeline}[/] [{colour}]{result.status}[/] model ({result.materialized}, "
+        f"{result.mode}) -> {result.target} in {result.duration_s:.2f}s (run {result.run_id})",
+        f"  rows      computed {result.rows_computed:,} · inserted {c.inserted:,} · "
+        f"updated {c.updated:,} · deleted {c.deleted:,} · unchanged {c.unchanged:,}",
+        f"  upstream  {len(result.consumed):,} new run(s) consumed · recomputed: {scope}",
+    ]
+    if not result.full and not result.consumed:
+        lines.append("  [yellow]note:[/] no upstream run since its last run; nothing to do")
+    return lines
+
+
+def quality_lines(result: LoadResult | ModelResult) -> list[str]:
     report = result.quality
     if report is None:
         return []
@@ -79,12 +116,28 @@ def results_lines(results: Sequence[LoadResult]) -> list[str]:
     return [line for result in results for line in result_lines(result)]
 
 
+def dag_lines(graph: dict[str, Any]) -> list[str]:
+    lines = []
+    for node in graph["nodes"]:
+        last = node["last_run"] or {}
+        status = last.get("status", "never run")
+        reads = ", ".join(node["upstreams"]) or "-"
+        lines.append(
+            f"[bold]{escape(node['name'])}[/] {node['kind']} -> {escape(node['target'])}  "
+            f"reads: {escape(reads)}  last: {escape(status)}"
+        )
+    return lines
+
+
 def state_lines(rows: Sequence[WatermarkRow]) -> list[str]:
+    """One line per pipeline and partition, with what ``--json`` shows. Every value is
+    escaped: a partition shown as ``[eu]`` would otherwise be read as a markup tag."""
     lines = []
     for row in rows:
-        partition = f" [{row.partition}]" if row.partition else ""
+        partition = f" {escape(f'[{row.partition}]')}" if row.partition else ""
         lines.append(
-            f"[bold]{row.pipeline}[/]{partition}  {row.cursor_column} ({row.cursor_type})  "
-            f"{row.watermark}  (set by run {row.run_id} at {row.updated_at})"
+            f"[bold]{escape(row.pipeline)}[/]{partition}  {escape(row.cursor_column)} "
+            f"({escape(row.cursor_type)})  {escape(row.watermark)}  "
+            f"(set by run {escape(row.run_id)} at {escape(row.updated_at)})"
         )
     return lines

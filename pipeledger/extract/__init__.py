@@ -15,5 +15,10 @@ def open_source(pipeline: PipelineConfig, config: Config) -> Source:
     if isinstance(spec, CsvSource):
         return csv.CsvSource(config.resolve(spec.path), spec.delimiter)
     if isinstance(spec, ParquetSource):
-        return parquet.ParquetSource(config.resolve(spec.path))
+        return parquet.ParquetSource(config.resolve(spec.path), _name(pipeline, config))
     return sql.SqlSource(spec.url, spec.table, spec.query)
+
+
+def _name(pipeline: PipelineConfig, config: Config) -> str | None:
+    """The pipeline's name in the config (for messages that say what to declare where)."""
+    return next((name for name, p in config.pipelines.items() if p is pipeline), None)

@@ -12,7 +12,7 @@ import pyarrow as pa
 from pipeledger.adapters import open_reader
 from pipeledger.extract.base import BATCH_ROWS, ReadSpec, SourceBatch
 from pipeledger.redact import redact
-from pipeledger.schema import TableName
+from pipeledger.schema import RESERVED_PREFIX, TableName
 from pipeledger.warehouse.dialect import POSTGRES, SQLITE, Dialect, quote
 from pipeledger.watermark import Window, is_whole_day
 
@@ -89,4 +89,13 @@ class SqlSource:
         statement = select_statement(self.dialect, self.table, self.query, where)
         for batch in open_reader(self.url).read(statement, params, BATCH_ROWS):
             self.bytes_read += batch.nbytes
-            yield SourceBatch(batch, self.description, unfiltered=not pushdown)
+            yield SourceBatch(_own_columns(batch), self.description, unfiltered=not pushdown)
+
+
+def _own_columns(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A pipeledger target read as a source: its ``_pipeledger_*`` columns (run id, load
+    time, fingerprint) describe the upstream's load, not the data, and are not carried."""
+    ours = [i for i, name in enumerate(batch.schema.names) if name.startswith(RESERVED_PREFIX)]
+    for index in reversed(ours):
+        batch = batch.remove_column(index)
+    return batch

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -34,6 +33,7 @@ from typing import Any, Literal
 
 from pipeledger import __about__
 from pipeledger.adapters import open_warehouse
+from pipeledger.clients import this_host
 from pipeledger.config import EMBEDDED_DIR, EMBEDDED_FILE
 from pipeledger.errors import (
     CommitUnknown,
@@ -125,6 +125,7 @@ class Run:
         self.events: list[AuditEvent] = []
         self.snapshots: list[DatasetSnapshot] = []
         self.quality: list[dict[str, Any]] = []
+        self.reconciliations: list[dict[str, Any]] = []
         self.final_status: RunStatus = RunStatus.SUCCESS
         self.committed_with_data = False
 
@@ -201,6 +202,7 @@ class Run:
         ops += [st.event_op(e) for e in self.events]
         ops += [st.snapshot_op(s) for s in self.snapshots]
         ops += [st.Op("quality", q) for q in self.quality]
+        ops += [st.Op("reconciliation", r) for r in self.reconciliations]
         return ops
 
     def _close(self, status: RunStatus, exc: BaseException | None) -> None:
@@ -331,6 +333,29 @@ class Ledger:
         if not run.committed_with_data:
             self._record_success(run)
 
+    def record_skipped(
+        self,
+        pipeline: str,
+        *,
+        reason: str,
+        message: str,
+        trigger_type: TriggerType | str = TriggerType.MANUAL,
+        correlation_id: str | None = None,
+        triggered_by: str | None = None,
+        setup: Sequence[st.Op] = (),
+    ) -> str:
+        """A run that did not start (e.g. its upstream failed), recorded ``skipped`` at once
+        with ``reason`` in ``extra``; return its run id."""
+        record = self._new_record(
+            pipeline, TriggerType(trigger_type), None, None, 1, None, correlation_id,
+            triggered_by, {"reason": reason},
+        )  # fmt: skip
+        run = Run(self, record)
+        run.mark(RunStatus.SKIPPED, message)
+        run._close(RunStatus.SKIPPED, None)
+        self.store.write([*setup, st.run_op(record)])
+        return run.run_id
+
     def _record_failure(self, run: Run, exc: BaseException) -> None:
         """The failed run's final record; the run's own error stays the one raised."""
         if isinstance(exc, CommitUnknown):  # it may have committed: the watchdog will know
@@ -344,10 +369,12 @@ class Ledger:
         try:
             self._finish(run, run.final_status, None)
         except (PipeledgerError, OSError) as problem:
-            raise LedgerNotWritten(
-                f"run {run.run_id} of {run.record.pipeline} finished, but the ledger could not "
-                f"record it ({problem}); `pipeledger watchdog` or the next run records it"
-            ) from problem
+            error = LedgerNotWritten(
+                f"run {run.run_id} of {run.record.pipeline} committed, but its final record "
+                f"could not be written to the ledger: {problem}"
+            )
+            error.run_id = run.run_id
+            raise error from problem
 
     def _new_record(
         self,
@@ -370,7 +397,7 @@ class Ledger:
             started_at=now, triggered_by=triggered_by, parent_run_id=parent_run_id,
             correlation_id=correlation_id, environment=self.environment,
             data_interval_start=start, data_interval_end=end,
-            code_version=__about__.__version__, host=socket.gethostname(),
+            code_version=__about__.__version__, host=this_host(),
             pid=os.getpid(), heartbeat_at=now, lease_expires_at=now + self.lease,
             extra=dict(extra or {}),
         )  # fmt: skip
@@ -399,7 +426,7 @@ class Ledger:
             return
         try:
             self._upkeep(ops)
-        except (WarehouseError, ConcurrentRunError):
+        except (WarehouseError, ConcurrentRunError, OSError):  # OSError: the spool's lock
             if not self.store.separate:
                 raise
             self.store.write(ops)  # spools them, or raises under on_unavailable = "fail"
@@ -408,9 +435,9 @@ class Ledger:
 
     def _upkeep(self, ops: Sequence[st.Op] = ()) -> dict[str, str]:
         """Migrate, replay the spool, settle runs whose lease expired, then ``ops``, in one
-        transaction; return the ids of the runs the watchdog settled."""
-        with self.store.spool.locked():
-            spooled = self.store.spool.pending()
+        transaction; return the ids of the runs the watchdog settled. The spool is replayed
+        first: a run's final record waiting there must not be judged abandoned."""
+        with self.store.spool.replaying() as spooled:
             with self.store.database.session() as session:
                 for component in self.components:
                     migrate(session, component)
@@ -419,7 +446,8 @@ class Ledger:
                 settled = abandon_expired(session, self.commits)
                 for op in ops:
                     st.apply(session, op)
-            self.store.spool.clear(len(spooled))
+            if spooled:
+                self.store.spool.clear(len(spooled))
         self.store._migrated = True
         mark_migrated(self.url, *self.components)
         return settled
@@ -496,11 +524,30 @@ class Ledger:
             rows = session.query(
                 f"SELECT rows_read FROM {d.table(RUNS)} WHERE pipeline = {d.param} "
                 "AND status IN ('success', 'partial') "
-                "AND trigger_type NOT IN ('backfill', 'replay') "
+                "AND trigger_type NOT IN ('backfill', 'replay', 'reconcile') "
                 f"AND rows_read IS NOT NULL ORDER BY started_at DESC LIMIT {int(runs)}",
                 [pipeline],
             )
         return [int(r[0]) for r in rows]
+
+    def latest_runs(self, pipelines: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Of each pipeline that has runs, its latest: status, run id, start."""
+        d = self.store.database.dialect
+        out: dict[str, dict[str, Any]] = {}
+        with self.store.database.session(write=False) as session:
+            if not is_migrated(session, LEDGER):
+                return out
+            for name in pipelines:
+                rows = session.query(
+                    f"SELECT run_id, status, started_at FROM {d.table(RUNS)} "
+                    f"WHERE pipeline = {d.param} ORDER BY started_at DESC LIMIT 1",
+                    [name],
+                )
+                if rows:
+                    run_id, status, started = rows[0]
+                    out[name] = {"run_id": str(run_id), "status": str(status),
+                                 "started_at": str(started)}  # fmt: skip
+        return out
 
     def last_successful_run(self, pipeline: str) -> datetime | None:
         """The ``data_interval_end`` of the pipeline's latest successful run."""
@@ -556,3 +603,7 @@ class NullLedger(Ledger):
 
     def watchdog(self) -> dict[str, str]:
         return {}
+
+    def record_skipped(self, pipeline: str, **options: Any) -> str:
+        return self._new_record(pipeline, TriggerType.MANUAL, None, None, 1, None, None, None,
+                                None).run_id  # fmt: skip

@@ -56,6 +56,7 @@ class TriggerType(StrEnum):
     RETRY = "retry"
     REPLAY = "replay"
     EVENT = "event"
+    RECONCILE = "reconcile"  # a comparison of source and target; it loads nothing
 
 
 class TaskStatus(StrEnum):
@@ -132,6 +133,7 @@ class RunRecord:
     rows_updated: int | None = None
     rows_unchanged: int | None = None
     rows_rejected: int | None = None
+    rows_deleted: int | None = None
     bytes_read: int | None = None
     watermark_before: str | None = None
     watermark_after: str | None = None

@@ -7,8 +7,11 @@ explicitly, so the answers are reproducible.
 Definitions used throughout, stated once:
 
 - **The latest run** of a pipeline is the one that started last (ties: the greatest run id).
-  **The last success** is the latest run with status ``success``; its ``ended_at`` is what
-  freshness is measured from (the same run :func:`last_success` reads).
+  **The last success** is the latest run with status ``success`` that is not a reconcile
+  (``pipeledger reconcile`` compares, it loads nothing); its ``ended_at`` is what
+  freshness is measured from. :func:`last_success` (``Ledger.last_successful_run``) reads
+  the latest successful run that is not a backfill, replay or reconcile: the frontier of
+  the data. Health counts the runs that load (not reconciles).
 - **Rows written** by a run are ``rows_inserted + rows_updated`` (a missing count is 0).
 - **Volume** (:func:`volume_anomalies`) compares the rows written by the latest successful
   non-backfill run with the successful non-backfill runs that *started* in the 30 UTC days
@@ -46,8 +49,18 @@ from enum import StrEnum
 from typing import Any
 
 from pipeledger.errors import AmbiguousRunId
+from pipeledger.lateness import LatenessReport, RunLateness, report
 from pipeledger.ledger.model import stored_datetime
-from pipeledger.ledger.schema import AUDIT, DEPENDENCIES, PIPELINES, RUNS, SNAPSHOTS, TASKS
+from pipeledger.ledger.schema import (
+    AUDIT,
+    DEPENDENCIES,
+    PIPELINES,
+    QUALITY,
+    RECONCILIATIONS,
+    RUNS,
+    SNAPSHOTS,
+    TASKS,
+)
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
 
@@ -140,8 +153,10 @@ def _latest(d: Dialect, outer: str, condition: str = "") -> str:
     )
 
 
-_SUCCESS = " AND r.status = 'success'"
-_VOLUME = " AND r.status = 'success' AND r.trigger_type NOT IN ('backfill', 'replay')"
+_COMPARES = "'reconcile'"  # runs that load nothing
+_SUCCESS = f" AND r.status = 'success' AND r.trigger_type <> {_COMPARES}"
+_NOT_FRONTIER = f"('backfill', 'replay', {_COMPARES})"  # runs that re-load old data, or none
+_VOLUME = f" AND r.status = 'success' AND r.trigger_type NOT IN {_NOT_FRONTIER}"
 
 
 # -- 1. list_runs -----------------------------------------------------------------------
@@ -163,6 +178,7 @@ class RunRow(_Json):
     rows_updated: int | None
     rows_unchanged: int | None
     rows_rejected: int | None
+    rows_deleted: int | None
     watermark_before: str | None
     watermark_after: str | None
     error_code: str | None
@@ -170,6 +186,7 @@ class RunRow(_Json):
     parent_run_id: str | None
     data_interval_start: datetime | None
     data_interval_end: datetime | None
+    correlation_id: str | None
 
 
 _RUN_TIMES = frozenset({"started_at", "ended_at", "data_interval_start", "data_interval_end"})
@@ -438,7 +455,7 @@ def _history(d: Dialect, pipeline: bool = False) -> str:
     return (
         f"history AS (SELECT r.pipeline, count(*) AS n, sum({w}) AS s, "
         f"sum({d.exact_square(w)}) AS ss FROM {d.table(RUNS)} r "
-        "WHERE r.status = 'success' AND r.trigger_type NOT IN ('backfill', 'replay') "
+        f"WHERE r.status = 'success' AND r.trigger_type NOT IN {_NOT_FRONTIER} "
         f"AND r.started_at >= {d.param} AND r.started_at < {d.param}{only} GROUP BY r.pipeline)"
     )
 
@@ -564,7 +581,8 @@ def pipeline_status_sql(d: Dialect, now: datetime) -> tuple[str, list[Any]]:
         f"sum(CASE WHEN r.status NOT IN ({finished}) THEN 1 ELSE 0 END) AS finished, "
         "sum(CASE WHEN r.status = 'success' THEN 1 ELSE 0 END) AS succeeded, "
         f"avg(CASE WHEN r.status = 'success' THEN {written('r')} END) AS avg_rows "
-        f"FROM {runs} r WHERE r.started_at >= {p} GROUP BY r.pipeline)"
+        f"FROM {runs} r WHERE r.started_at >= {p} AND r.trigger_type <> {_COMPARES} "
+        "GROUP BY r.pipeline)"
     )
     sql = (
         f"WITH RECURSIVE {_seen(d)}, {_heads(d, names)}, {_history(d)}, {recent} "
@@ -743,26 +761,33 @@ class PruneResult(_Json):
     task_runs: int
     audit_events: int
     dataset_snapshots: int
+    quality_results: int
+    reconciliations: int
 
 
 def prunable_runs_sql(d: Dialect) -> str:
-    """Run ids that ended before the cutoff (one parameter), except running runs and each
-    pipeline's last success (``last_successful_run`` reads it)."""
+    """Run ids that ended before the cutoff (one parameter), except running runs, each
+    pipeline's last success (freshness) and its last success that is not a backfill,
+    replay or reconcile (``last_successful_run`` reads it)."""
     runs = d.table(RUNS)
     later_success = (
         f"SELECT 1 FROM {runs} s WHERE s.pipeline = r.pipeline AND s.status = 'success' "
+        f"AND s.trigger_type <> {_COMPARES} "
         "AND (s.started_at > r.started_at OR (s.started_at = r.started_at AND s.run_id > r.run_id))"
     )
+    later_frontier = f"{later_success} AND s.trigger_type NOT IN {_NOT_FRONTIER}"
     return (
         f"SELECT r.run_id FROM {runs} r WHERE r.status <> 'running' AND r.ended_at < {d.param} "
-        f"AND (r.status <> 'success' OR EXISTS ({later_success}))"
+        f"AND (r.status <> 'success' OR r.trigger_type = {_COMPARES} OR (EXISTS ({later_success}) "
+        f"AND (r.trigger_type IN {_NOT_FRONTIER} OR EXISTS ({later_frontier}))))"
     )
 
 
 def prune(session: Session, older_than: timedelta, now: datetime) -> PruneResult:
-    """Delete runs that ended before ``now - older_than`` with their tasks, audit events
-    and snapshots, in ``session`` (a writer); running runs and each pipeline's last
-    success are kept. Returns the rows deleted per table."""
+    """Delete runs that ended before ``now - older_than`` with their tasks, audit events,
+    snapshots and check results, in ``session`` (a writer); running runs and each
+    pipeline's last successes are kept (:func:`prunable_runs_sql`). A run's records go
+    before the run (their foreign keys). Returns the rows deleted per table."""
     d = session.dialect
     cutoff = now - older_than
     doomed = prunable_runs_sql(d)
@@ -770,20 +795,47 @@ def prune(session: Session, older_than: timedelta, now: datetime) -> PruneResult
         table.table: session.execute(
             f"DELETE FROM {d.table(table)} WHERE run_id IN ({doomed})", [cutoff]
         )
-        for table in (TASKS, AUDIT, SNAPSHOTS, RUNS)  # the runs last: they define the set
+        # the runs last: they define the set
+        for table in (TASKS, AUDIT, SNAPSHOTS, QUALITY, RECONCILIATIONS, RUNS)
     }
     return PruneResult(cutoff=cutoff, **counts)
+
+
+# -- 9. lateness ------------------------------------------------------------------------
+
+
+def lateness_sql(d: Dialect) -> str:
+    """The ``extra`` of a pipeline's runs that committed, oldest first."""
+    return (
+        f"SELECT extra FROM {d.table(RUNS)} WHERE pipeline = {d.param} "
+        "AND status IN ('success', 'partial') AND extra IS NOT NULL ORDER BY started_at, run_id"
+    )
+
+
+def lateness_report(session: Session, pipeline: str, buffer_s: int) -> LatenessReport:
+    """Late rows over the pipeline's history: what the runs that committed measured and
+    found (``extra.lateness``; definitions in :mod:`pipeledger.lateness`), against the
+    buffer configured now (``buffer_s``)."""
+    d = session.dialect
+    extras = (_as_json(d, row[0]) for row in session.query(lateness_sql(d), [pipeline]))
+    runs = [RunLateness.from_json(e["lateness"]) for e in extras if e and e.get("lateness")]
+    return report(pipeline, buffer_s, runs)
 
 
 # -- the loader's question --------------------------------------------------------------
 
 
-def last_success(session: Session, pipeline: str) -> datetime | None:
-    """``data_interval_end`` of the pipeline's latest successful run (by start time)."""
-    d = session.dialect
-    rows = session.query(
+def last_success_sql(d: Dialect) -> str:
+    return (
         f"SELECT data_interval_end FROM {d.table(RUNS)} WHERE pipeline = {d.param} "
-        "AND status = 'success' ORDER BY started_at DESC, run_id DESC LIMIT 1",
-        [pipeline],
+        f"AND status = 'success' AND trigger_type NOT IN {_NOT_FRONTIER} "
+        "ORDER BY started_at DESC, run_id DESC LIMIT 1"
     )
+
+
+def last_success(session: Session, pipeline: str) -> datetime | None:
+    """``data_interval_end`` of the pipeline's latest successful run (by start time) that
+    is not a backfill or a replay: those re-load old data, and must not move the answer
+    back (a replay covers no interval at all). None for an integer cursor."""
+    rows = session.query(last_success_sql(session.dialect), [pipeline])
     return stored_datetime(rows[0][0]) if rows else None

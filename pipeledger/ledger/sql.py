@@ -4,46 +4,33 @@ from __future__ import annotations
 
 from pipeledger.ledger.schema import (
     AUDIT,
+    AUDIT_TABLE,
     DEPENDENCIES,
+    PIPELINE_TABLE,
     PIPELINES,
     QUALITY,
+    QUALITY_TABLE,
+    RECONCILIATION_TABLE,
+    RECONCILIATIONS,
+    RUN_TABLE,
     RUNS,
+    SNAPSHOT_TABLE,
     SNAPSHOTS,
+    TASK_TABLE,
     TASKS,
+    UNREGISTERED,
 )
 from pipeledger.warehouse.dialect import Dialect
 
-RUN_COLUMNS = (
-    "run_id", "logical_run_id", "attempt", "parent_run_id", "correlation_id", "pipeline",
-    "trigger_type", "triggered_by", "environment", "status", "started_at", "ended_at",
-    "duration_ms", "rows_read", "rows_inserted", "rows_updated", "rows_unchanged",
-    "rows_rejected", "bytes_read", "watermark_before", "watermark_after",
-    "data_interval_start", "data_interval_end", "error_code", "error_message", "code_version",
-    "host", "pid", "heartbeat_at", "lease_expires_at", "extra",
-)  # fmt: skip
-TASK_COLUMNS = (
-    "task_run_id", "run_id", "name", "seq", "status", "started_at", "ended_at", "duration_ms",
-    "rows_in", "rows_out", "rows_rejected", "bytes", "error_message",
-)  # fmt: skip
-EVENT_COLUMNS = (
-    "event_id", "run_id", "pipeline", "event_type", "target_table", "record_count",
-    "old_values", "new_values", "metadata", "created_at",
-)  # fmt: skip
-SNAPSHOT_COLUMNS = (
-    "run_id", "target_table", "row_count", "max_cursor", "schema_fingerprint", "columns",
-    "created_at",
-)  # fmt: skip
-PIPELINE_COLUMNS = (
-    "name", "version", "description", "owner", "source_system", "target_system",
-    "freshness_sla_s", "created_at", "updated_at",
-)  # fmt: skip
-QUALITY_COLUMNS = (
-    "result_id", "run_id", "pipeline", "target_table", "check_name", "kind", "level", "status",
-    "observed", "expected", "failing_rows", "sample_keys", "created_at",
-)  # fmt: skip
-JSON_COLUMNS = frozenset(
-    {"extra", "old_values", "new_values", "metadata", "columns", "sample_keys"}
-)
+RUN_COLUMNS = RUN_TABLE.column_names
+TASK_COLUMNS = TASK_TABLE.column_names
+EVENT_COLUMNS = AUDIT_TABLE.column_names
+SNAPSHOT_COLUMNS = SNAPSHOT_TABLE.column_names
+PIPELINE_COLUMNS = PIPELINE_TABLE.column_names
+QUALITY_COLUMNS = QUALITY_TABLE.column_names
+RECONCILIATION_COLUMNS = RECONCILIATION_TABLE.column_names
+_TABLES = (RUN_TABLE, TASK_TABLE, AUDIT_TABLE, SNAPSHOT_TABLE, QUALITY_TABLE, RECONCILIATION_TABLE)
+JSON_COLUMNS = frozenset().union(*(t.json_columns for t in _TABLES))
 
 
 def _marks(d: Dialect, columns: tuple[str, ...]) -> str:
@@ -95,6 +82,23 @@ def insert_snapshot(d: Dialect) -> str:
 
 def insert_quality(d: Dialect) -> str:
     return f"{_insert(d, d.table(QUALITY), QUALITY_COLUMNS)} ON CONFLICT (result_id) DO NOTHING"
+
+
+def insert_reconciliation(d: Dialect) -> str:
+    return (
+        f"{_insert(d, d.table(RECONCILIATIONS), RECONCILIATION_COLUMNS)} "
+        "ON CONFLICT (run_id) DO NOTHING"
+    )
+
+
+def ensure_pipeline(d: Dialect) -> str:
+    """The registry row a run's foreign key needs, for a pipeline that never registered
+    (parameters: name, created_at, updated_at); a registration later fills it in."""
+    p = d.param
+    return (
+        f"INSERT INTO {d.table(PIPELINES)} (name, version, created_at, updated_at) "
+        f"VALUES ({p}, '{UNREGISTERED}', {p}, {p}) ON CONFLICT (name) DO NOTHING"
+    )
 
 
 def upsert_pipeline(d: Dialect) -> str:

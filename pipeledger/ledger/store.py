@@ -8,6 +8,7 @@ local spool file, and the next run replays the spool into the ledger, exactly on
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
@@ -30,7 +31,9 @@ from pipeledger.warehouse.session import Session, Warehouse
 
 log = logging.getLogger("pipeledger.ledger")
 
-OpKind = Literal["pipeline", "dependencies", "run", "task", "event", "snapshot", "quality"]
+OpKind = Literal[
+    "pipeline", "dependencies", "run", "task", "event", "snapshot", "quality", "reconciliation"
+]
 _DATETIME_FIELDS = frozenset({"data_interval_start", "data_interval_end"})
 
 
@@ -96,6 +99,8 @@ def apply(session: Session, op: Op) -> None:
     """Execute one op in ``session``; applying it again changes nothing."""
     d = session.dialect
     if op.kind == "run":
+        at = op.data["started_at"]  # the run's foreign key: a pipeline that never registered
+        session.execute(lsql.ensure_pipeline(d), [op.data["pipeline"], at, at])
         changed = session.execute(lsql.upsert_run(d), _params(op.data, lsql.RUN_COLUMNS))
         if not changed and op.data.get("status") != "running":
             _late_completion(session, op.data)
@@ -107,6 +112,9 @@ def apply(session: Session, op: Op) -> None:
         session.execute(lsql.insert_snapshot(d), _params(op.data, lsql.SNAPSHOT_COLUMNS))
     elif op.kind == "quality":
         session.execute(lsql.insert_quality(d), _params(op.data, lsql.QUALITY_COLUMNS))
+    elif op.kind == "reconciliation":
+        statement = lsql.insert_reconciliation(d)
+        session.execute(statement, _params(op.data, lsql.RECONCILIATION_COLUMNS))
     elif op.kind == "pipeline":
         session.execute(lsql.upsert_pipeline(d), _params(op.data, lsql.PIPELINE_COLUMNS))
     else:
@@ -155,9 +163,10 @@ class Spool:
     replay the same records twice nor lose one appended during a replay.
 
     One append is written whole or not at all: if the write fails (disk full, a file size
-    limit), the file is cut back to where it was. A line that is not a whole record anyway
-    (a crash mid-write, a hand edit) is moved to a ``.rejected`` file beside the spool with
-    a warning naming the file and line, and the other records replay."""
+    limit), the file is cut back to where it was, and nothing is left in a buffer. A line
+    that is not a whole record anyway (a crash mid-write, a hand edit) is moved to a
+    ``.rejected`` file beside the spool with a warning naming the file and line, and the
+    other records replay."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -172,29 +181,38 @@ class Spool:
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
+    @contextmanager
+    def replaying(self) -> Iterator[list[Op]]:
+        """The spooled ops, under the spool's lock while the block replays them (no lock,
+        and no lock file made, when there is no spool)."""
+        if not self.path.exists():
+            yield []
+            return
+        with self.locked():
+            yield self.pending()
+
     def append(self, ops: Iterable[Op]) -> None:
         with self.locked():
             self._append(ops)
 
     def _append(self, ops: Iterable[Op]) -> None:
         data = "".join(op.to_json() + "\n" for op in ops).encode()
-        with self.path.open("ab") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            if size and not self._ends_with_newline(handle, size):
+        handle = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            size = os.fstat(handle).st_size
+            if size and os.pread(handle, 1, size - 1) != b"\n":
                 data = b"\n" + data  # after a torn line: ours starts on a line of its own
             try:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
+                _write_all(handle, data)
+                os.fsync(handle)
             except OSError:
-                handle.truncate(size)  # nothing half-written stays behind
+                with contextlib.suppress(OSError):  # else pending() sets the tail aside
+                    os.ftruncate(handle, size)  # nothing half-written stays behind
+                    if not size:
+                        self.path.unlink()  # under the lock: no one else appends now
                 raise
-
-    @staticmethod
-    def _ends_with_newline(handle: Any, size: int) -> bool:
-        with open(handle.name, "rb") as reader:
-            reader.seek(size - 1)
-            return reader.read(1) == b"\n"
+        finally:
+            os.close(handle)
 
     def pending(self) -> list[Op]:
         """Every whole record, in order; a line that is not one is set aside (see above)."""
@@ -238,6 +256,14 @@ class Spool:
         self._rewrite([op.to_json() for op in self.pending()[count:]])
 
 
+def _write_all(handle: int, data: bytes) -> None:
+    """Unbuffered, so that a failed write leaves nothing in a buffer to be flushed later
+    (a write past a size limit or a full disk first writes what fits, then fails)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(handle, view) :]
+
+
 class LedgerStore:
     """Where ledger ops go: the ledger database, or the spool when it is unreachable."""
 
@@ -275,9 +301,21 @@ class LedgerStore:
         except WarehouseError as exc:
             if not (self.separate and self.on_unavailable == "spool"):
                 raise
-            self.spool.append(ops)  # an OSError here: nothing was spooled either
-            log.warning(
-                "ledger unavailable (%s); %d record(s) spooled to %s", exc, len(ops),
-                self.spool.path,
-            )  # fmt: skip
+            self._spool(ops, exc)
             return False
+
+    def _spool(self, ops: Sequence[Op], unavailable: WarehouseError) -> None:
+        """Append ``ops`` to the spool; if that fails too, raise the ledger's error saying
+        that nothing was spooled either."""
+        try:
+            self.spool.append(ops)
+        except OSError as exc:
+            raise type(unavailable)(
+                f"{unavailable}; its spool {self.spool.path} could not be written either "
+                f"({exc}), so nothing was spooled",
+                sqlstate=unavailable.sqlstate,
+            ) from exc
+        log.warning(
+            "ledger unavailable (%s); %d record(s) spooled to %s", unavailable, len(ops),
+            self.spool.path,
+        )  # fmt: skip

@@ -11,12 +11,11 @@ run whose process is still alive on this host is left alone even past its lease.
 
 from __future__ import annotations
 
-import os
-import socket
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from pipeledger.clients import gone, process_alive, this_host
 from pipeledger.ledger import sql as lsql
 from pipeledger.ledger import store as st
 from pipeledger.ledger.model import stored_datetime
@@ -29,21 +28,6 @@ class CommitLog(Protocol):
     def committed(self, run_ids: Sequence[str]) -> Mapping[str, list[st.Op]]: ...
 
 
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _gone(host: object, pid: object, here: str) -> bool:
-    """The run's process is known to be dead: it ran on this host and has exited."""
-    return host == here and pid is not None and not process_alive(int(str(pid)))
-
-
 def abandon_expired(
     session: Session, commits: CommitLog | None = None, now: datetime | None = None
 ) -> dict[str, str]:
@@ -52,11 +36,11 @@ def abandon_expired(
     run's id and new status."""
     now = now or datetime.now(UTC)
     d = session.dialect
-    here = socket.gethostname()
+    here = this_host()
     stale = []
     for run_id, started_at, host, pid, expires in session.query(lsql.running_runs(d)):
         expired = (stored_datetime(expires) or now) < now
-        if _gone(host, pid, here) or (
+        if gone(host, pid) or (
             expired and not _loading_here(d.heartbeat_while_loading, host, pid, here)
         ):
             stale.append((str(run_id), stored_datetime(started_at) or now, host, pid))
@@ -89,7 +73,7 @@ def _settle(
         return str(ops[0].data.get("status", "success"))
     duration = int((now - started).total_seconds() * 1000)
     message = f"lease expired without a heartbeat (process {pid} on {host})"
-    if _gone(host, pid, socket.gethostname()):
+    if gone(host, pid):
         message = f"its process {pid} on {host} ended without finishing the run"
     params = [now, duration, message, run_id]
     return "abandoned" if session.execute(lsql.abandon_run(session.dialect), params) else None

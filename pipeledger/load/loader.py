@@ -5,8 +5,11 @@
     BEGIN                                               (the run scaffold holds it)
       lock the pipeline; read its watermarks; plan the window
       stream source batches -> conform -> stage        (temporary staging table)
+      sync = "full": the target keys the snapshot lacks (load.deletes)
       run the quality gate on the staged rows           (halt, or quarantine bad rows)
-      merge staged rows into the target                 (one set-based statement)
+      full snapshots: the delete_fraction safety gate   (halt a mass delete)
+      merge staged rows into the target                 (one set-based statement;
+                                                         deletes, SCD2 history)
       advance the watermark to the greatest cursor staged (not for backfills)
     COMMIT                                              (or ROLLBACK on any error)
 
@@ -22,32 +25,38 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
 import pyarrow as pa
 
-from pipeledger.config import ChecksConfig, Config, ParquetSource, PipelineConfig, SqlSource
-from pipeledger.errors import WarehouseError
+from pipeledger.config import (
+    HISTORY_COLUMNS,
+    ChecksConfig,
+    Config,
+    ParquetSource,
+    PipelineConfig,
+    SqlSource,
+)
+from pipeledger.errors import SchemaError, WarehouseError
 from pipeledger.extract import ReadSpec, Source, SourceBatch, open_source
+from pipeledger.extract.sql import window_predicate
 from pipeledger.load import sql
+from pipeledger.load.deletes import Vanished, find_vanished, judge_deletes, split_marker
 from pipeledger.load.guard import Guard, guard_new_target, may_upgrade, read_guard, upgrade_target
 from pipeledger.load.known import KnownRows
-from pipeledger.load.merge import first_load, merge_staged
+from pipeledger.load.late import LateWatch
+from pipeledger.load.merge import first_load, merge_staged, pipeline_shape, pipeline_spec
 from pipeledger.load.result import LoadResult, MergeCounts, Mode, Status, StepResult
 from pipeledger.load.state import STATE_TABLE, read_watermarks, write_state
 from pipeledger.load.steps import StepClock
 from pipeledger.quality.gate import GateSpec, recheck_keys, run_gate
 from pipeledger.quality.report import GateReport
-from pipeledger.schema import TableName, arrow_type
-from pipeledger.transform.conform import (
-    Shape,
-    check_lateness,
-    conform,
-    infer_shape,
-    shape_from_table,
-)
+from pipeledger.schema import DELETED_AT_COLUMN, Column, TableName, arrow_type
+from pipeledger.transform.conform import Shape, check_lateness, conform, infer_shape
 from pipeledger.transform.drift import Drift, align, detect_all, evolved
 from pipeledger.transform.fingerprint import with_row_hash
+from pipeledger.warehouse.dialect import quote
 from pipeledger.warehouse.session import Session, Warehouse
 from pipeledger.warehouse.stage import create_schema, create_stage, drop_stage
 from pipeledger.watermark import (
@@ -56,6 +65,7 @@ from pipeledger.watermark import (
     Window,
     arrow_filter,
     incremental_window,
+    is_whole_day,
     to_text,
 )
 
@@ -105,6 +115,8 @@ class Load:
     guard: Guard | None = None  # the existing target's fingerprints (load.guard)
     known: KnownRows | None = None  # backfill: what the target already holds
     restaged: int = 0  # rows the shortcut skipped that the merge needed after all
+    vanished: Vanished | None = None  # sync = "full": the target keys the snapshot lacks
+    late: LateWatch | None = None  # what the run learns about late rows (load.late)
     target: TableName = field(init=False)
 
     def __post_init__(self) -> None:
@@ -136,15 +148,18 @@ class Load:
         self.shape = self._existing_shape(columns)
         if columns is not None:
             self.guard = self._guard(session, columns)
-        window = self.window or incremental_window(
-            self.before, self.pipeline.lateness, self.pipeline.partition_by is not None
-        )
+            self._add_deleted_at(session, columns)
+        window = self.window or self._planned_window()
         self.window = window
         tracker = self.tracker = WatermarkTracker(self.pipeline.cursor, self.pipeline.partition_by)
         self._stage(session, window, tracker)
-        if self.rows_staged and self.shape is not None:
+        if (self.rows_staged or self._snapshot) and self.shape is not None:
             with self.clock.measure("load"):
+                if self.late is not None:
+                    self.late.before_merge(session)
                 self._publish(session, self.shape, tracker)
+        if self.late is not None:
+            self.late.after_merge(session)
         self.clock.finish("quality", "load")
         if self.known is not None:
             unchanged, superseded = self.known.counts(self.restaged)
@@ -157,10 +172,29 @@ class Load:
     def _existing_shape(self, rows: list[tuple[str, str]] | None) -> Shape | None:
         if rows is None:
             return None
-        p = self.pipeline
-        shape = shape_from_table(rows, p.key, p.cursor, p.partition_by)
-        check_lateness(shape, p.lateness)
+        shape = pipeline_shape(self.pipeline, rows)
+        check_lateness(shape, self.pipeline.lateness)
         return shape
+
+    def _add_deleted_at(self, session: Session, columns: list[tuple[str, str]]) -> None:
+        """``soft_delete`` turned on for an existing target: it gains the column."""
+        if self.pipeline.soft_delete and DELETED_AT_COLUMN not in {n for n, _ in columns}:
+            added = Column(DELETED_AT_COLUMN, "timestamptz")
+            session.execute(sql.add_column(session.dialect, self.target, added))
+
+    def _planned_window(self) -> Window:
+        """An incremental run's window: from the watermarks, or the whole source for a
+        full snapshot (``sync = "full"``: the source is the truth for every key)."""
+        p = self.pipeline
+        if p.sync == "full":
+            return Window()
+        return incremental_window(self.before or {}, p.lateness, p.partition_by is not None)
+
+    @property
+    def _snapshot(self) -> bool:
+        """The run holds a full snapshot of an existing target: even with no row staged,
+        it has keys to delete (and the safety gate to pass)."""
+        return self.pipeline.sync == "full" and not self.new_target
 
     def _guard(self, session: Session, columns: list[tuple[str, str]]) -> Guard:
         """What the existing target offers the backfill shortcut; a target that lacks the
@@ -191,19 +225,41 @@ class Load:
         source = open_source(self.pipeline, self.config)
         checks = self.pipeline.checks
         if checks is not None:
-            self.part_schemas = source.schemas(self._read_spec(window))
+            schemas = source.schemas(self._read_spec(window))
+            self.part_schemas = [self._data_schema(schema) for schema in schemas]
             if self.shape is not None and self.part_schemas:
                 self.drift = self._resolve_drift(session, self.part_schemas, self.shape, checks)
+        if LateWatch.wanted(self.mode, self.pipeline, self.before or {}):
+            self.late = LateWatch(self.name, self.run_id, self.pipeline, self.mode, self.shape,
+                                  self.target, self.before or {}, window)  # fmt: skip
+            with self.clock.measure("extract"):
+                self.late.prepare(session, source)
         with self.clock.measure("load"):
             self.known = self._known_rows(session, window)
         batches = self._conformed(session, source, window, tracker)
         head = list(itertools.islice(batches, 1))  # read to know the shape: held till staged
+        if not head and self._snapshot and self.shape is not None:
+            with self.clock.measure("load"):  # an empty snapshot: every key is lacking
+                self._start_stage(session, self.shape)
         if not head or self.shape is None:
             return
         with self.clock.measure("load"):
-            self.promotable = self.new_target and session.dialect.promotes_stage
+            self.promotable = self.new_target and session.dialect.promotes_stage and self._plain
             self._start_stage(session, self.shape)
             session.stage(itertools.chain(_handed_on(head), batches))
+
+    @property
+    def _plain(self) -> bool:
+        """Staged rows are the target's rows as they are: no delete flags, no versions to
+        give a validity (a new PostgreSQL target may then be promoted from the stage)."""
+        return self.pipeline.deleted is None and self.pipeline.history is None
+
+    def _data_schema(self, schema: pa.Schema) -> pa.Schema:
+        """A source part's columns, without the delete marker (it is not a data column)."""
+        marker = self.pipeline.deleted
+        if marker is None or marker.column not in schema.names:
+            return schema
+        return schema.remove(schema.get_field_index(marker.column))
 
     def _conformed(
         self, session: Session, source: Source, window: Window, tracker: WatermarkTracker
@@ -222,6 +278,8 @@ class Load:
             with self.clock.measure("transform"):
                 batch = self._transform(session, item)
             tracker.observe(batch)
+            if self.late is not None:
+                self.late.observe(batch)
             self.rows_read += batch.num_rows
             if self.on_progress:
                 self.on_progress(self.name, self.rows_read)
@@ -241,6 +299,8 @@ class Load:
             return None
         if self.request.full_compare or not self.fingerprinted or p.checks is not None:
             return None
+        if p.deletes:  # a marked row may match its row; a snapshot must see every key
+            return None
         before = self.guard
         if before is None or before.since is None:
             return None
@@ -257,6 +317,10 @@ class Load:
 
     def _transform(self, session: Session, item: SourceBatch) -> pa.RecordBatch:
         checks = self.pipeline.checks
+        marker = self.pipeline.deleted
+        flags = None
+        if marker is not None:  # a delete flag, staged beside the row (load.deletes)
+            item, flags = split_marker(item, marker)
         if self.shape is None:
             self.shape = self._infer_shape(item.batch.schema)
         if checks is not None and self.drift is None:  # first load, or a source without parts
@@ -267,6 +331,8 @@ class Load:
         else:
             aligned = SourceBatch(align(item.batch, self.shape), item.origin, item.row_numbers)
             batch = conform(aligned, self.shape, gated_keys=True)
+        if flags is not None:
+            batch = batch.append_column(sql.DELETED_FLAG, flags)
         batch = self._window_filter(batch) if item.unfiltered else batch
         return with_row_hash(batch, self.shape.columns)
 
@@ -292,28 +358,38 @@ class Load:
 
     def _infer_shape(self, schema: pa.Schema) -> Shape:
         p = self.pipeline
-        shape = infer_shape(schema, p.columns, p.key, p.cursor, p.partition_by)
+        clash = sorted(set(HISTORY_COLUMNS) & set(schema.names)) if p.history else []
+        if clash:
+            raise SchemaError(
+                f"the source has column(s) {clash}, which history = 'scd2' adds to the "
+                "target: rename them in the source"
+            )
+        shape = infer_shape(schema, p.columns, p.identity, p.cursor, p.partition_by)
         check_lateness(shape, p.lateness)
         self.new_target = True
         return shape
 
     def _merge_spec(self, shape: Shape) -> sql.MergeSpec:
-        p = self.pipeline
-        return sql.MergeSpec(
-            self.target, shape.columns, tuple(p.key), p.cursor, p.on_conflict, self.fingerprinted
+        before_images = self.config.needs_before_images(self.target)
+        return pipeline_spec(
+            self.pipeline, self.target, shape.columns, self.fingerprinted, before_images
         )
 
     def _publish(self, session: Session, shape: Shape, tracker: WatermarkTracker) -> None:
         spec = self._merge_spec(shape)
+        if self._snapshot:  # before the gate sets rows aside: those are not lacking
+            self.vanished = find_vanished(session, spec, self._scope(session), self.started_at)
         checks = self.pipeline.checks
         if checks is None:
             if self.known is not None:
                 self.restaged = self.known.restage_versions(session, spec)
+            self._judge_deletes()
             self.counts = self._merge(session, spec, self.rows_staged + self.restaged)
             return self._after_merge(session, shape, tracker)
-        gate = self._gate_spec(shape, checks, session.dialect.deferred_primary_key)
+        gate = self._gate_spec(shape, checks, session.dialect.deferred_primary_key and self._plain)
         with self.clock.measure("quality"):
             self.report = run_gate(session, gate)
+        self._judge_deletes()
         kept = self.rows_staged - self.report.quarantined_rows
         if not gate.key_proven_by_target:
             self.counts = self._merge(session, spec, kept)
@@ -341,7 +417,20 @@ class Load:
             )
         # an incremental batch is mostly new or changed rows: no join to filter them first
         filtered = self.mode != "incremental"
-        return merge_staged(session, spec, kept, self.run_id, self.started_at, filtered)
+        return merge_staged(
+            session, spec, kept, self.run_id, self.started_at, self.vanished, filtered
+        )
+
+    def _scope(self, session: Session) -> tuple[str, list[Any]]:
+        """The target rows a full snapshot speaks for: all of them, or a backfill's range."""
+        window = self.window or Window()
+        bounds = Window(window.lower, window.upper)  # a full read's window is empty
+        return window_predicate(session.dialect, bounds, self.pipeline.cursor, None)
+
+    def _judge_deletes(self) -> None:
+        """The safety gate of a full snapshot (load.deletes): halts a mass delete."""
+        if self.vanished is not None:
+            self.report = judge_deletes(self.name, self.pipeline, self.vanished, self.report)
 
     def _after_merge(self, session: Session, shape: Shape, tracker: WatermarkTracker) -> None:
         if self.new_target:
@@ -354,7 +443,13 @@ class Load:
         proves the keys unique (the gate then checks them only if that fails)."""
         drift = self.drift.changes() if self.drift else {}
         history, proven = self.request.history, self.new_target and keyed_later
-        return GateSpec(self.name, self.run_id, self.target, shape, checks, history, drift, proven)
+        if self.pipeline.deleted and shape.cursor not in shape.key:
+            # a CDC feed carries several changes of a key in one run, at other cursors
+            shape = replace(shape, key=(*shape.key, shape.cursor))
+        return GateSpec(
+            self.name, self.run_id, self.target, shape, checks, history, drift, proven,
+            exempt=f"s.{quote(sql.DELETED_FLAG)}" if self.pipeline.deleted else None,
+        )  # fmt: skip
 
     def _advance(self, session: Session, shape: Shape, tracker: WatermarkTracker) -> None:
         moved = tracker.advanced(self.before or {})
@@ -376,7 +471,8 @@ class Load:
 
     def _start_stage(self, session: Session, shape: Shape) -> None:
         d = session.dialect
-        columns = [*shape.columns, sql.ROW_HASH]
+        flag = [sql.DELETED] if self.pipeline.deleted else []
+        columns = [*shape.columns, sql.ROW_HASH, *flag]
         if not self.promotable:
             for statement in [*drop_stage(d), create_stage(d, columns)]:
                 session.execute(statement)
@@ -421,6 +517,7 @@ class Load:
             quality=self.report,
             staged_max_cursor=self._staged_max(),
             covered=self._covered(),
+            lateness=self.late.result(self.after) if self.late is not None else None,
         )
 
     def failure(self, error: str) -> LoadResult:
@@ -463,12 +560,16 @@ class Load:
     def _covered(self) -> tuple[datetime, datetime] | None:
         """The stretch of the cursor this run covered, for the ledger's data interval: from
         its window's lower bound (or the least cursor it read) to the greatest cursor
-        staged or already covered (time cursors only)."""
+        staged or already covered; a backfill's is its range, to the end of a date-only
+        end's day, as ``runner.backfill`` records it when the run starts (time cursors
+        only)."""
         tracker, window = self.tracker, self.window
         if tracker is None or window is None:
             return None
-        if self.mode == "backfill":
+        if self.mode == "backfill":  # a date-only end covers that whole day
             start, end = window.lower, window.upper
+            if end is not None and is_whole_day(end):
+                end = end + timedelta(days=1)  # type: ignore[operator]
         else:
             lows = [*window.partition_lower.values()] or ([window.lower] if window.lower else [])
             start = min(lows) if lows else tracker.least

@@ -1,19 +1,67 @@
 """Publishing staged rows: a new target is created from them, an existing one merged with
 them in one set-based statement under the pipeline's conflict policy, and every row counted.
 
+The merge also applies the run's deletes (:mod:`pipeledger.load.deletes`: marked rows,
+and the keys a full snapshot lacks), and an SCD2 target's history is merged by
+:mod:`pipeledger.load.history`. ``mode = "append"`` needs nothing of its own: its key is
+the pipeline's key and the cursor, so a new version is a new row and a version read again
+is an unchanged one.
+
 Every kind of run that publishes (a load, a quarantine replay, a model) ends here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 
-from pipeledger.errors import ConflictError, WarehouseError
+from pipeledger.config import HISTORY_COLUMNS, PipelineConfig
+from pipeledger.errors import ConflictError, SchemaError, WarehouseError
 from pipeledger.load import sql
+from pipeledger.load.before import META, ensure_before_table, keep_before_images, replaced_rows
+from pipeledger.load.deletes import Vanished, delete_marked, delete_vanished
+from pipeledger.load.history import publish_history, start_history
 from pipeledger.load.result import MergeCounts
+from pipeledger.schema import DELETED_AT_COLUMN, LOADED_AT_COLUMN, RUN_ID_COLUMN, Column, TableName
+from pipeledger.transform.conform import Shape, shape_from_table
+from pipeledger.warehouse.dialect import quote
 from pipeledger.warehouse.session import Session
 from pipeledger.warehouse.stage import create_schema, unique_key_index
+
+
+def pipeline_spec(
+    pipeline: PipelineConfig,
+    target: TableName,
+    columns: tuple[Column, ...],
+    fingerprints: bool,
+    before_images: bool,
+    markers: bool = True,
+) -> sql.MergeSpec:
+    """How a pipeline's rows merge into its target (``markers``: the stage carries the
+    delete flag of a pipeline with a delete marker; a quarantine replay's does not)."""
+    key = pipeline.identity if pipeline.mode == "append" else pipeline.key
+    return sql.MergeSpec(
+        target, columns, tuple(key), pipeline.cursor, pipeline.on_conflict, fingerprints,
+        before_images, markers=markers and pipeline.deleted is not None,
+        soft_delete=pipeline.soft_delete, history=pipeline.history is not None,
+    )  # fmt: skip
+
+
+def pipeline_shape(pipeline: PipelineConfig, rows: Sequence[tuple[str, str]]) -> Shape:
+    """The shape of a pipeline's existing target from its catalog columns, without what
+    pipeledger adds (an SCD2 target's validity, a soft delete's time). The shape's key is
+    what identifies a staged row (with append and SCD2: the key and the cursor)."""
+    names = {name for name, _ in rows}
+    if pipeline.history and not set(HISTORY_COLUMNS) <= names:
+        raise SchemaError(
+            f"target {pipeline.target} has no {'/'.join(HISTORY_COLUMNS)} columns: it was "
+            "not made with history = 'scd2'; load the history into a new target"
+        )
+    added = {DELETED_AT_COLUMN, *(HISTORY_COLUMNS if pipeline.history else ())}
+    data = [(name, kind) for name, kind in rows if name not in added]
+    return shape_from_table(data, pipeline.identity, pipeline.cursor, pipeline.partition_by,
+                            table=pipeline.target)  # fmt: skip
 
 
 def first_load(
@@ -28,8 +76,14 @@ def first_load(
     """Create the target and fill it with a plain insert; if the staged rows repeat a key,
     fall back to the full merge (or, with ``resolve_duplicates=False``, raise the unique
     violation). PostgreSQL builds the primary key after the insert; a promotable stage
-    simply becomes the target."""
+    simply becomes the target. Delete markers and SCD2 take the full merge into the new
+    (empty) target: a marked row is no row to insert, and versions need their validity."""
     d = session.dialect
+    if spec.markers or spec.history:
+        create_target(session, spec)
+        if spec.history:
+            start_history(session, spec)
+        return merge_staged(session, spec, staged, run_id, loaded_at)
     if promotable:
         try:
             with session.savepoint():
@@ -44,10 +98,7 @@ def first_load(
             session.execute(statement)
         return counts
     deferred_key = d.deferred_primary_key
-    schema = create_schema(d, spec.target)
-    if schema:
-        session.execute(schema)
-    session.execute(sql.create_target(d, spec, primary_key=not deferred_key))
+    create_target(session, spec, primary_key=not deferred_key)
     try:
         with session.savepoint():
             inserted = session.execute(sql.insert_new(d, spec, d.stage()), [run_id, loaded_at])
@@ -62,24 +113,44 @@ def first_load(
     return merge_staged(session, spec, staged, run_id, loaded_at)
 
 
+def create_target(session: Session, spec: sql.MergeSpec, primary_key: bool = True) -> None:
+    schema = create_schema(session.dialect, spec.target)
+    if schema:
+        session.execute(schema)
+    session.execute(sql.create_target(session.dialect, spec, primary_key=primary_key))
+
+
 def merge_staged(
     session: Session,
     spec: sql.MergeSpec,
     staged: int,
     run_id: str,
     loaded_at: datetime,
+    vanished: Vanished | None = None,
     filtered: bool = True,
 ) -> MergeCounts:
-    """Merge the staged rows into the target under ``spec.policy`` and count what happened;
-    ``filtered``: join the target first, for rows that are mostly unchanged (``sql.merge``)."""
-    if not filtered:
+    """Merge the staged rows into the target under ``spec.policy``, apply the run's deletes
+    (``vanished``: the keys a full snapshot lacks) and count what happened; ``filtered``:
+    join the target first, for rows that are mostly unchanged (``sql.merge``)."""
+    if not filtered and not (spec.history or spec.before_images or spec.markers or vanished):
         counts = _merge_as_staged(session, spec, staged, run_id, loaded_at)
         if counts is not None:
             return counts
     source, unique = _unique_source(session, spec, staged)
     if spec.policy == "error":
         _refuse_conflicts(session, spec, source)
-    return _upsert(session, spec, source, staged, unique, run_id, loaded_at, filtered=filtered)
+    if spec.history:
+        return publish_history(session, spec, source, (staged, unique), run_id, loaded_at, vanished)
+    if spec.before_images:
+        keep_replaced(session, spec, source, run_id)
+    marked = delete_marked(session, spec, source, run_id, loaded_at) if spec.markers else 0
+    counts = _upsert(session, spec, source, staged, unique, run_id, loaded_at, filtered=filtered)
+    lacking = delete_vanished(session, spec, run_id, loaded_at) if vanished else 0
+    deleted = marked + lacking
+    return replace(
+        counts, unchanged=counts.unchanged - marked, deleted=deleted,
+        net_rows=counts.inserted if spec.soft_delete else counts.inserted - deleted,
+    )  # fmt: skip
 
 
 def _merge_as_staged(
@@ -103,14 +174,31 @@ def _merge_as_staged(
     return None
 
 
+def keep_replaced(session: Session, spec: sql.MergeSpec, source: str, run_id: str) -> None:
+    """Before the merge: the target rows it will replace, as before-images (load.before)."""
+    d = session.dialect
+    condition = sql.update_condition(d, spec, incoming="s", stored="t")
+    if condition is None:  # the policy never replaces a row
+        return
+    ensure_before_table(session, spec.target, spec.columns)
+    join = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in spec.key)
+    live = spec.live("s")
+    if live:  # a marked row deletes (load.deletes), it replaces nothing
+        join = f"{join} AND {live}"
+    meta = META if spec.fingerprints else (RUN_ID_COLUMN, LOADED_AT_COLUMN)
+    where = replaced_rows(d, join, condition, source)
+    session.execute(keep_before_images(d, spec.target, spec.names, where, meta), [run_id])
+
+
 def _unique_source(session: Session, spec: sql.MergeSpec, staged: int) -> tuple[str, int]:
-    """The staged rows with one row per key: the staging table itself when its keys are
-    already unique (the usual case), else a deduplicated copy (greatest cursor wins)."""
+    """The staged rows with one row per key (SCD2: per key and cursor): the staging table
+    itself when its keys are already unique (the usual case), else a deduplicated copy
+    (greatest cursor wins, then a delete)."""
     d = session.dialect
     if d.proves_keys_by_index:
         try:
             with session.savepoint():
-                session.execute(unique_key_index(d, spec.key))
+                session.execute(unique_key_index(d, spec.identity))
             return d.stage(), staged
         except WarehouseError as exc:
             if exc.sqlstate != WarehouseError.UNIQUE_VIOLATION:
@@ -122,7 +210,7 @@ def _unique_source(session: Session, spec: sql.MergeSpec, staged: int) -> tuple[
     session.execute(sql.dedupe_stage(d, spec))
     source = d.stage_unique()
     if d.proves_keys_by_index:  # lets the merge join the target by index
-        session.execute(unique_key_index(d, spec.key, source))
+        session.execute(unique_key_index(d, spec.identity, source))
     return source, int(session.query(f"SELECT count(*) FROM {source}")[0][0])
 
 
@@ -178,7 +266,7 @@ def _refuse(spec: sql.MergeSpec, rows: list[tuple[object, ...]], versus: str) ->
     if not rows:
         return
     total = int(str(rows[0][-1]))
-    keys = ", ".join(_key_text(spec.key, row[:-1]) for row in rows)
+    keys = ", ".join(_key_text(spec.identity, row[:-1]) for row in rows)
     raise ConflictError(
         f"target {spec.target}: {total} key(s) arrived with different content {versus} "
         f"under on_conflict = 'error' (e.g. {keys})"

@@ -40,14 +40,15 @@ from pipeledger.config import ChecksConfig, Config, PipelineConfig
 from pipeledger.errors import SchemaError
 from pipeledger.extract.base import SourceBatch
 from pipeledger.load import sql
-from pipeledger.load.merge import merge_staged
+from pipeledger.load.merge import merge_staged, pipeline_shape, pipeline_spec
 from pipeledger.load.result import MergeCounts
 from pipeledger.quality import checks as q
 from pipeledger.quality.gate import GateSpec, evaluate
 from pipeledger.quality.quarantine import QuarantineEntry, read_entries
 from pipeledger.schema import ROW_HASH_COLUMN, Column, TableName
-from pipeledger.transform.conform import Shape, conform, shape_from_table
+from pipeledger.transform.conform import Shape, conform
 from pipeledger.transform.fingerprint import with_row_hash
+from pipeledger.values import json_text
 from pipeledger.warehouse.dialect import Dialect, quote
 from pipeledger.warehouse.session import Session
 from pipeledger.warehouse.stage import create_stage, drop_stage
@@ -117,10 +118,13 @@ def distinct_rows(entries: Sequence[QuarantineEntry]) -> list[_Row]:
     ]
 
 
-def _text(value: Any) -> str | None:
-    """A stored JSON scalar as text; the transform then casts it to the column's type."""
+def _text(value: Any, sql_type: str = "") -> str | None:
+    """A stored JSON scalar as text; the transform then casts it to the column's type (a
+    jsonb column's value, nested or not, as its JSON text)."""
     if value is None:
         return None
+    if sql_type == "jsonb":
+        return json_text(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
@@ -130,7 +134,10 @@ def replay_batch(shape: Shape, rows: Sequence[_Row], origin: str) -> pa.RecordBa
     """The rows conformed to the target's columns, with their row id as one more column."""
     names = [c.name for c in shape.columns]
     raw = pa.RecordBatch.from_arrays(
-        [pa.array([_text(r.values.get(n)) for r in rows], pa.string()) for n in names],
+        [
+            pa.array([_text(r.values.get(c.name), c.sql_type) for r in rows], pa.string())
+            for c in shape.columns
+        ],
         names=names,
     )
     conformed = conform(SourceBatch(raw, origin), shape, gated_keys=True)
@@ -176,8 +183,8 @@ def _shape(session: Session, name: str, pipeline: PipelineConfig) -> tuple[Shape
             "rows have nowhere to go; nothing was replayed"
         )
     fingerprinted = any(column == ROW_HASH_COLUMN for column, _ in columns)
-    shape = shape_from_table(columns, pipeline.key, pipeline.cursor, pipeline.partition_by)
-    return shape, fingerprinted  # a target is upgraded by its next run, not by a replay
+    # a target is upgraded by its next run, not by a replay
+    return pipeline_shape(pipeline, columns), fingerprinted
 
 
 def _stage(session: Session, shape: Shape, batch: pa.RecordBatch) -> None:
@@ -260,8 +267,9 @@ def replay_in(
     now = datetime.now(UTC)
     counts = MergeCounts()
     if passed:
-        merge = sql.MergeSpec(target, shape.columns, tuple(pipeline.key), pipeline.cursor,
-                              pipeline.on_conflict, fingerprinted)  # fmt: skip
+        # a marked row is never set aside (load.deletes): what comes back is a row to load
+        merge = pipeline_spec(pipeline, target, shape.columns, fingerprinted,
+                              config.needs_before_images(target), markers=False)  # fmt: skip
         counts = merge_staged(session, merge, len(passed), run_id, now)
     return replace(
         empty, replayed=len(rows), still_failing=len(still), counts=counts,

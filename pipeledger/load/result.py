@@ -6,6 +6,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
+from pipeledger.lateness import RunLateness
+
 Mode = Literal["incremental", "backfill", "check"]
 Status = Literal["success", "partial", "failed"]
 StepStatus = Literal["success", "failed", "interrupted"]
@@ -18,12 +20,22 @@ class MergeCounts:
     ``unchanged`` counts staged rows that left the target as it was: identical rows, and
     rows the policy declined (older under ``newer_wins``, re-seen under ``ignore``).
     ``superseded`` counts rows that lost to a newer row of the same key in the same run.
+    ``deleted`` counts rows deleted (or soft-deleted; SCD2: versions closed by a delete).
+    ``net_rows`` is how much the target's row count changed, where that is not
+    ``inserted - deleted`` (soft deletes keep rows; SCD2 rewrites versions).
     """
 
     inserted: int = 0
     updated: int = 0
     unchanged: int = 0
     superseded: int = 0
+    deleted: int = 0
+    net_rows: int | None = None
+
+    @property
+    def growth(self) -> int:
+        """The change in the target's row count."""
+        return self.inserted - self.deleted if self.net_rows is None else self.net_rows
 
 
 @dataclass(frozen=True)
@@ -64,7 +76,14 @@ class LoadResult:
     quality: Any = None  # a GateReport when the pipeline has checks
     staged_max_cursor: str | None = None  # known without a query when nothing was held back
     covered: tuple[datetime, datetime] | None = None  # the cursor's stretch, as instants
+    lateness: RunLateness | None = None  # late rows caught, re-read, missed (load.late)
     ledger_error: str | None = None  # committed, but the ledger could not record it
+
+    @property
+    def late_rows_dropped(self) -> int:
+        """Rows later than the lateness buffer that this run found (an incremental run: in
+        files new to it, which it therefore did not load; a backfill: that it loads)."""
+        return self.lateness.rows_missed if self.lateness else 0
 
     @property
     def exit_code(self) -> int:
@@ -92,6 +111,7 @@ class LoadResult:
             "rows_inserted": self.counts.inserted,
             "rows_updated": self.counts.updated,
             "rows_unchanged": self.counts.unchanged,
+            "rows_deleted": self.counts.deleted,
             "rows_superseded": self.counts.superseded,
             "watermark_before": self.watermark(self.watermark_before),
             "watermark_after": self.watermark(self.watermark_after),
@@ -100,5 +120,6 @@ class LoadResult:
             "error": self.error,
             "ledger_error": self.ledger_error,
             "rows_rejected": self.quality.quarantined_rows if self.quality else 0,
+            "late_rows_dropped": self.late_rows_dropped,
             "quality": self.quality.to_json() if self.quality else None,
         }

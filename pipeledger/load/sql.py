@@ -1,5 +1,6 @@
 """SQL text for publishing staged rows: the target's DDL, the merge under each conflict
-policy, and a backfill's restaging, built by pure functions.
+policy, deletes (marked rows, keys a full snapshot lacks), and a backfill's restaging,
+built by pure functions. An SCD2 target's statements are in :mod:`pipeledger.load.history_sql`.
 
 Nothing here executes anything: adapters run these strings with bound parameters.
 Identifiers have been validated by :mod:`pipeledger.schema` and are quoted again here;
@@ -13,7 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from pipeledger.config import HISTORY_COLUMNS
 from pipeledger.schema import (
+    DELETED_AT_COLUMN,
     LOADED_AT_COLUMN,
     ROW_HASH_COLUMN,
     RUN_ID_COLUMN,
@@ -21,10 +24,15 @@ from pipeledger.schema import (
     TableName,
 )
 from pipeledger.warehouse.dialect import POSTGRES, STAGE, STAGE_UNIQUE, Dialect, literal, quote
-from pipeledger.warehouse.stage import STAGE_KEY_INDEX
+from pipeledger.warehouse.stage import key_index_name
 
 # staged beside the data columns and stored with each target row (NULL: not known)
 ROW_HASH = Column(ROW_HASH_COLUMN, "bigint")
+# staged beside the rows of a pipeline with a delete marker: true for a deleted row
+DELETED_FLAG = "_pipeledger_deleted"
+DELETED = Column(DELETED_FLAG, "boolean")
+VALID_FROM, VALID_TO, IS_CURRENT = HISTORY_COLUMNS
+VANISHED = "_pipeledger_vanished"  # the keys a full snapshot lacks (load.deletes)
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,10 @@ class MergeSpec:
     cursor: str
     policy: str
     fingerprints: bool = True  # the target has the fingerprint column
+    before_images: bool = False  # keep the versions it replaces (a model reads the target)
+    markers: bool = False  # the stage flags deleted rows (DELETED_FLAG): they delete their key
+    soft_delete: bool = False  # a delete sets DELETED_AT_COLUMN and keeps the row
+    history: bool = False  # SCD2: every version, with its validity (load.history)
 
     @property
     def names(self) -> list[str]:
@@ -53,32 +65,114 @@ class MergeSpec:
         return self.policy in ("update", "newer_wins")
 
     @property
+    def staged(self) -> list[str]:
+        """What the stage holds: :attr:`stored`, and the delete flag of marker pipelines."""
+        return [*self.stored, DELETED_FLAG] if self.markers else self.stored
+
+    @property
     def values(self) -> list[str]:
         """Non-key columns: the content compared to decide 'unchanged'."""
         return [c.name for c in self.columns if c.name not in self.key]
 
+    @property
+    def identity(self) -> tuple[str, ...]:
+        """What one staged row stands for: its key, and for SCD2 its key at its cursor."""
+        return (*self.key, self.cursor) if self.history else self.key
+
+    @property
+    def primary_key(self) -> tuple[str, ...]:
+        """The target's primary key: SCD2 keeps a key's versions by ``valid_from``."""
+        return (*self.key, VALID_FROM) if self.history else self.key
+
+    @property
+    def cursor_type(self) -> str:
+        return next(c.sql_type for c in self.columns if c.name == self.cursor)
+
+    def live(self, alias: str) -> str | None:
+        """Staged rows that are not deletes (None: every row)."""
+        return f"NOT {alias}.{quote(DELETED_FLAG)}" if self.markers else None
+
+    def present(self, alias: str) -> str | None:
+        """Target rows that hold their key's current state (None: every row): not soft
+        deleted; for SCD2 the current version."""
+        if self.history:
+            return f"{alias}.{quote(IS_CURRENT)}"
+        return f"{alias}.{quote(DELETED_AT_COLUMN)} IS NULL" if self.soft_delete else None
+
+
+def _all(*conditions: str | None) -> str:
+    """The conditions that apply, joined by AND (``true`` when none does)."""
+    present = [c for c in conditions if c]
+    return " AND ".join(f"({c})" if " OR " in c else c for c in present) or "true"
+
+
+def _join(key: Sequence[str], left: str = "t", right: str = "s") -> str:
+    return " AND ".join(f"{left}.{quote(k)} = {right}.{quote(k)}" for k in key)
+
+
+def keys_in(alias: str, key: Sequence[str], table: str, where: str = "") -> str:
+    """``alias``'s key is among the keys of ``table`` (its rows matching ``where``): the
+    keys drive the lookup, by the other side's index."""
+    lhs = ", ".join(f"{alias}.{quote(k)}" for k in key)
+    lhs = lhs if len(key) == 1 else f"({lhs})"
+    condition = f" WHERE {where}" if where else ""
+    return f"{lhs} IN (SELECT {', '.join(quote(k) for k in key)} FROM {table}{condition})"
+
+
+def temp_index(d: Dialect, table: str, columns: Sequence[str], unique: bool = False) -> str:
+    """An index on a temporary table of the run's, named after it."""
+    kind = "UNIQUE INDEX" if unique else "INDEX"
+    names = ", ".join(quote(c) for c in columns)
+    return f"CREATE {kind} {d.temp(table + '_key')} ON {quote(table)} ({names})"
+
+
+def key_lookup(d: Dialect, spec: MergeSpec, table: str = STAGE) -> str | None:
+    """Where joins loop, an index that lets a temporary table of staged rows (the stage, or
+    its deduplicated copy) be probed by key; not a unique one: the stage may repeat a key."""
+    if d.hash_joins:
+        return None
+    keys = ", ".join(quote(k) for k in spec.key)
+    return f"CREATE INDEX IF NOT EXISTS {d.temp(table + '_lookup')} ON {quote(table)} ({keys})"
+
+
+def create_temp(d: Dialect, name: str, columns: Sequence[Column]) -> list[str]:
+    """A temporary table of the run's (made anew: SQLite keeps temporary tables past COMMIT)."""
+    body = ", ".join(f"{quote(c.name)} {d.column_type(c.sql_type)}" for c in columns)
+    return [
+        f"DROP TABLE IF EXISTS {d.temp(name)}",
+        f"CREATE TEMP TABLE {quote(name)} ({body}){d.on_commit_drop}",
+    ]
+
 
 def create_target(d: Dialect, spec: MergeSpec, primary_key: bool = True) -> str:
     """The target table. ``primary_key=False`` defers the key to :func:`add_primary_key`:
-    on PostgreSQL building it once after a bulk insert is cheaper than maintaining it. A
+    on PostgreSQL building it once after a bulk insert is cheaper than maintaining it.
+    An SCD2 target adds each version's validity; a soft-deleting one the deletion time. A
     policy that updates rows gets pages with room for their new versions."""
     required = {*spec.key, spec.cursor}
     lines = [
         f"{quote(c.name)} {d.column_type(c.sql_type)}" + (" NOT NULL" if c.name in required else "")
         for c in spec.columns
     ]
+    if spec.history:
+        cursor = d.column_type(spec.cursor_type)
+        lines.append(f"{quote(VALID_FROM)} {cursor} NOT NULL")
+        lines.append(f"{quote(VALID_TO)} {cursor}")
+        lines.append(f"{quote(IS_CURRENT)} boolean NOT NULL")
+    if spec.soft_delete:
+        lines.append(f"{quote(DELETED_AT_COLUMN)} timestamptz")
     lines.append(f"{quote(ROW_HASH_COLUMN)} bigint")
     lines.append(f"{quote(RUN_ID_COLUMN)} text NOT NULL")
     lines.append(f"{quote(LOADED_AT_COLUMN)} timestamptz NOT NULL")
     if primary_key:
-        lines.append("PRIMARY KEY (" + ", ".join(quote(k) for k in spec.key) + ")")
+        lines.append("PRIMARY KEY (" + ", ".join(quote(k) for k in spec.primary_key) + ")")
     body = ",\n  ".join(lines)
     options = d.room_for_updates if spec.updates else ""
     return f"CREATE TABLE {d.table(spec.target)} (\n  {body}\n){options}"
 
 
 def add_primary_key(d: Dialect, spec: MergeSpec) -> str:
-    keys = ", ".join(quote(k) for k in spec.key)
+    keys = ", ".join(quote(k) for k in spec.primary_key)
     return f"ALTER TABLE {d.table(spec.target)} ADD PRIMARY KEY ({keys})"
 
 
@@ -142,7 +236,7 @@ def promote_stage(spec: MergeSpec, run_id: str, loaded_at: datetime) -> list[str
         f"NOT NULL DEFAULT {literal(loaded_at.isoformat())}",
         f"ALTER TABLE {stage} ALTER COLUMN {quote(RUN_ID_COLUMN)} DROP DEFAULT, "
         f"ALTER COLUMN {quote(LOADED_AT_COLUMN)} DROP DEFAULT",
-        f"DROP INDEX IF EXISTS {schema}.{quote(STAGE_KEY_INDEX)}",
+        f"DROP INDEX IF EXISTS {schema}.{quote(key_index_name(spec.key))}",
         f"ALTER TABLE {stage} RENAME TO {quote(spec.target.table)}",
         f"ALTER TABLE {schema}.{quote(spec.target.table)} SET SCHEMA {home}",
         *drop_promotable_stage(run_id, table=False),
@@ -206,15 +300,17 @@ def restage_from_target(d: Dialect, spec: MergeSpec, count: int = 0) -> str:
 
 
 def duplicate_keys(d: Dialect, spec: MergeSpec) -> str:
-    keys = ", ".join(quote(k) for k in spec.key)
+    keys = ", ".join(quote(k) for k in spec.identity)
     return f"SELECT 1 FROM {d.stage()} GROUP BY {keys} HAVING count(*) > 1 LIMIT 1"
 
 
 def dedupe_stage(d: Dialect, spec: MergeSpec) -> str:
-    """One row per key: greatest cursor wins, then the greatest row text (deterministic)."""
-    names = ", ".join(quote(c) for c in spec.stored)
-    keys = ", ".join(quote(k) for k in spec.key)
-    order = f"{quote(spec.cursor)} DESC, {d.row_text('s', spec.values)} DESC"
+    """One row per key (SCD2: per key and cursor): greatest cursor wins, at an equal cursor a
+    delete, then the greatest row text (deterministic)."""
+    names = ", ".join(quote(c) for c in spec.staged)
+    keys = ", ".join(quote(k) for k in spec.identity)
+    deleted = f"{quote(DELETED_FLAG)} DESC, " if spec.markers else ""
+    order = f"{quote(spec.cursor)} DESC, {deleted}{d.row_text('s', spec.values)} DESC"
     ranked = (
         f"SELECT {names}, row_number() OVER (PARTITION BY {keys} ORDER BY {order}) AS rn "
         f"FROM {d.stage()} AS s"
@@ -226,37 +322,46 @@ def dedupe_stage(d: Dialect, spec: MergeSpec) -> str:
 
 
 def conflicting_rows(d: Dialect, spec: MergeSpec, source: str) -> str:
-    """Re-seen keys whose content differs: what ``on_conflict = "error"`` refuses."""
-    keys = ", ".join(f"s.{quote(k)}" for k in spec.key)
-    join = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in spec.key)
+    """Re-seen keys whose content differs: what ``on_conflict = "error"`` refuses (a delete
+    is not a new content, and a soft-deleted row is not there to conflict with)."""
+    keys = ", ".join(f"s.{quote(k)}" for k in spec.identity)
+    deleted = f"t.{quote(DELETED_AT_COLUMN)} IS NULL" if spec.soft_delete else None
+    where = _all(d.differs("t", "s", spec.values), spec.live("s"), deleted)
     return (
         f"SELECT {keys}, count(*) OVER () FROM {source} AS s "
-        f"JOIN {d.table(spec.target)} AS t ON {join} "
-        f"WHERE {d.differs('t', 's', spec.values)} LIMIT 5"
+        f"JOIN {d.table(spec.target)} AS t ON {_join(spec.identity)} WHERE {where} LIMIT 5"
     )
 
 
 def conflicting_duplicates(d: Dialect, spec: MergeSpec) -> str:
     """Keys staged more than once with different content (refused under "error")."""
-    keys = ", ".join(quote(k) for k in spec.key)
+    keys = ", ".join(quote(k) for k in spec.identity)
+    live = spec.live("s")
+    where = f" WHERE {live}" if live else ""
     return (
-        f"SELECT {keys}, count(*) OVER () FROM {d.stage()} AS s GROUP BY {keys} "
+        f"SELECT {keys}, count(*) OVER () FROM {d.stage()} AS s{where} GROUP BY {keys} "
         f"HAVING count(DISTINCT {d.row_text('s', spec.values)}) > 1 LIMIT 5"
     )
 
 
 def count_new_keys(d: Dialect, spec: MergeSpec, source: str) -> str:
-    join = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in spec.key)
-    return (
-        f"SELECT count(*) FROM {source} AS s WHERE NOT EXISTS "
-        f"(SELECT 1 FROM {d.table(spec.target)} AS t WHERE {join})"
-    )
+    new = f"NOT EXISTS (SELECT 1 FROM {d.table(spec.target)} AS t WHERE {_join(spec.key)})"
+    return f"SELECT count(*) FROM {source} AS s WHERE {_all(spec.live('s'), new)}"
 
 
 def update_condition(
     d: Dialect, spec: MergeSpec, incoming: str = "excluded", stored: str = "t"
 ) -> str | None:
-    """When an incoming row may replace the stored one; ``None`` means never."""
+    """When an incoming row may replace the stored one; ``None`` means never. A soft-deleted
+    row is replaced by any incoming row (the key comes back, as after a hard delete)."""
+    condition = _accepted(d, spec, incoming, stored)
+    if not spec.soft_delete:
+        return condition
+    undelete = f"{stored}.{quote(DELETED_AT_COLUMN)} IS NOT NULL"
+    return undelete if condition is None else f"{condition} OR {undelete}"
+
+
+def _accepted(d: Dialect, spec: MergeSpec, incoming: str, stored: str) -> str | None:
     if spec.policy == "update":
         return d.differs(stored, incoming, spec.values)
     if spec.policy == "newer_wins":
@@ -274,11 +379,13 @@ def update_condition(
 
 def _changed_rows(d: Dialect, spec: MergeSpec, source: str) -> str:
     """Staged rows that will change the target: new keys, or rows the policy accepts."""
-    join = " AND ".join(f"cur.{quote(k)} = s.{quote(k)}" for k in spec.key)
     new_key = f"cur.{quote(spec.key[0])} IS NULL"
     condition = update_condition(d, spec, incoming="s", stored="cur")
-    where = new_key if condition is None else f"{new_key} OR {condition}"
-    return f"{source} AS s LEFT JOIN {d.table(spec.target)} AS cur ON {join} WHERE {where}"
+    where = _all(new_key if condition is None else f"{new_key} OR {condition}", spec.live("s"))
+    return (
+        f"{source} AS s LEFT JOIN {d.table(spec.target)} AS cur ON {_join(spec.key, 'cur')} "
+        f"WHERE {where}"
+    )
 
 
 def merge(d: Dialect, spec: MergeSpec, source: str, filtered: bool = True) -> str:
@@ -303,16 +410,22 @@ def merge(d: Dialect, spec: MergeSpec, source: str, filtered: bool = True) -> st
         sets = ", ".join(f"{quote(c)} = excluded.{quote(c)}" for c in [*spec.values])
         if spec.fingerprints:
             sets += f", {quote(ROW_HASH_COLUMN)} = excluded.{quote(ROW_HASH_COLUMN)}"
+        if spec.soft_delete:
+            sets += f", {quote(DELETED_AT_COLUMN)} = NULL"
         sets += f", {quote(RUN_ID_COLUMN)} = excluded.{quote(RUN_ID_COLUMN)}"
         sets += f", {quote(LOADED_AT_COLUMN)} = excluded.{quote(LOADED_AT_COLUMN)}"
         action = f"DO UPDATE SET {sets} WHERE {condition}"
     if not d.merge_returns_counts:
         return (
             f"INSERT INTO {d.table(spec.target)} AS t ({names}, {meta}) "
-            f"SELECT {names}, {p}, {p} FROM {source} WHERE true ON CONFLICT ({keys}) {action}"
+            f"SELECT {names}, {p}, {p} FROM {source} AS s WHERE {_all(spec.live('s'))} "
+            f"ON CONFLICT ({keys}) {action}"
         )
     selected = ", ".join(f"s.{quote(c)}" for c in spec.stored)
-    rows = _changed_rows(d, spec, source) if filtered else f"{source} AS s"
+    live = spec.live("s")
+    rows = f"{source} AS s" + (f" WHERE {live}" if live else "")
+    if filtered:
+        rows = _changed_rows(d, spec, source)
     insert = (
         f"INSERT INTO {d.table(spec.target)} AS t ({names}, {meta}) "
         f"SELECT {selected}, {p}, {p} FROM {rows} ON CONFLICT ({keys}) {action}"
@@ -321,6 +434,68 @@ def merge(d: Dialect, spec: MergeSpec, source: str, filtered: bool = True) -> st
         f"WITH merged AS ({insert} RETURNING (xmax = 0) AS inserted) "
         "SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM merged"
     )
+
+
+def delete_where(d: Dialect, target: TableName, where: str) -> str:
+    """Delete the target's rows matching ``where`` (alias ``t``). SQLite chooses the rows
+    before deleting any (a statement of its sees its own changes so far)."""
+    if d.statement_snapshot:
+        return f"DELETE FROM {d.table(target)} AS t WHERE {where}"
+    chosen = f"SELECT rowid FROM {d.table(target)} AS t WHERE {where}"
+    return f"DELETE FROM {d.table(target)} WHERE rowid IN ({chosen})"
+
+
+def soft_delete_where(d: Dialect, target: TableName, where: str) -> str:
+    """Mark the target's rows matching ``where`` (alias ``t``) deleted, by this run (the
+    parameters: the run's id, its time twice), ahead of ``where``'s own."""
+    p = d.param
+    return (
+        f"UPDATE {d.table(target)} AS t SET {quote(RUN_ID_COLUMN)} = {p}, "
+        f"{quote(LOADED_AT_COLUMN)} = {p}, {quote(DELETED_AT_COLUMN)} = {p} WHERE {where}"
+    )
+
+
+def marked_rows(d: Dialect, spec: MergeSpec, source: str) -> str:
+    """Target rows ``t`` that a staged delete of ``source`` deletes: those of its key that
+    are still there; under ``newer_wins`` only if the delete is not older than the row."""
+    flag = quote(DELETED_FLAG)
+    marked = keys_in("t", spec.key, source, flag)
+    if spec.policy != "newer_wins":
+        return _all(spec.present("t"), marked)
+    cursor = quote(spec.cursor)
+    newer = _all(_join(spec.key), f"s.{flag}", f"s.{cursor} >= t.{cursor}")
+    return _all(spec.present("t"), marked, f"EXISTS (SELECT 1 FROM {source} AS s WHERE {newer})")
+
+
+def vanished_rows(d: Dialect, spec: MergeSpec) -> str:
+    """Target rows ``t`` of the keys a full snapshot lacks (:data:`VANISHED`), still there."""
+    return _all(spec.present("t"), keys_in("t", spec.key, d.temp(VANISHED)))
+
+
+def find_vanished(d: Dialect, spec: MergeSpec, scope: str) -> str:
+    """Fill :data:`VANISHED` with the keys of the target rows in ``scope`` (alias ``t``, its
+    parameters) that are still there and that no staged row carries."""
+    keys = ", ".join(quote(k) for k in spec.key)
+    selected = ", ".join(f"t.{quote(k)}" for k in spec.key)
+    missing = f"NOT EXISTS (SELECT 1 FROM {d.stage()} AS s WHERE {_join(spec.key)})"
+    return (
+        f"INSERT INTO {d.temp(VANISHED)} ({keys}) SELECT {selected} "
+        f"FROM {d.table(spec.target)} AS t WHERE {_all(scope, spec.present('t'), missing)}"
+    )
+
+
+def count_in_scope(d: Dialect, spec: MergeSpec, scope: str) -> str:
+    """The target rows in ``scope`` (alias ``t``) that are still there, and the vanished."""
+    present = _all(scope, spec.present("t"))
+    return (
+        f"SELECT (SELECT count(*) FROM {d.table(spec.target)} AS t WHERE {present}), "
+        f"(SELECT count(*) FROM {d.temp(VANISHED)})"
+    )
+
+
+def sample_vanished(d: Dialect, spec: MergeSpec) -> str:
+    keys = ", ".join(quote(k) for k in spec.key)
+    return f"SELECT {keys} FROM {d.temp(VANISHED)} ORDER BY {keys} LIMIT 5"
 
 
 # With unique keys on both sides a merge join (large batches) or index probes (small ones)

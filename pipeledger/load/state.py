@@ -14,6 +14,7 @@ from pipeledger.load.guard_sql import (
     forget_hash_function,
     renewed_guard_table,
 )
+from pipeledger.load.late_sql import files_read_table, late_rows_table
 from pipeledger.schema import TableName
 from pipeledger.warehouse.dialect import Dialect, quote
 from pipeledger.warehouse.migrations import SCHEMA, Component, Migration, create_schema
@@ -22,6 +23,7 @@ from pipeledger.watermark import CursorValue, from_text
 
 STATE_TABLE = TableName(SCHEMA, "pipeline_state")
 COMMITS_TABLE = TableName(SCHEMA, "run_commits")
+INPUTS_TABLE = TableName(SCHEMA, "model_inputs")
 
 
 def _state_table(d: Dialect) -> str:
@@ -46,6 +48,11 @@ def state_migrations(d: Dialect) -> list[Migration]:
          renewed_guard_table(d)),
         (5, "commit log: one row per run that committed, in the run's transaction",
          _commits_table(d)),
+        (6, "models: which upstream runs each model consumed",
+         [*inputs_table(d), f"CREATE INDEX IF NOT EXISTS {quote('run_commits_target')} "
+          f"ON {d.table(COMMITS_TABLE)} (target, committed_at)"]),
+        (7, "lateness: files each pipeline has read, late rows already counted",
+         [files_read_table(d), late_rows_table(d)]),
     ]  # fmt: skip
 
 
@@ -62,6 +69,36 @@ def _commits_table(d: Dialect) -> list[str]:
 STATE = Component("state", state_migrations, STATE_TABLE)
 
 
+def inputs_table(d: Dialect) -> list[str]:
+    """State migration: which upstream runs each model consumed, and by which model run."""
+    table = d.table(INPUTS_TABLE)
+    return [
+        f"CREATE TABLE IF NOT EXISTS {table} (model text NOT NULL, run_id text NOT NULL, "
+        f"upstream text NOT NULL, consumed_by text NOT NULL, consumed_at {d.instant_type} "
+        "NOT NULL, PRIMARY KEY (model, run_id))",
+    ]
+
+
+def pending_runs(d: Dialect, targets: int) -> str:
+    """Runs that committed into the upstream targets (``targets`` parameters) and that the
+    model (the last parameter) has not consumed: whenever they committed, so a run that
+    started before the model's last run but committed after it is still found."""
+    return (
+        f"SELECT c.run_id, c.target FROM {d.table(COMMITS_TABLE)} AS c "
+        f"WHERE c.target IN ({d.marks(targets)}) AND NOT EXISTS (SELECT 1 FROM "
+        f"{d.table(INPUTS_TABLE)} AS m WHERE m.model = {d.param} AND m.run_id = c.run_id) "
+        "ORDER BY c.committed_at, c.run_id"
+    )
+
+
+def record_input(d: Dialect) -> str:
+    """Parameters: model, upstream run id, upstream target, this run's id, when."""
+    return (
+        f"INSERT INTO {d.table(INPUTS_TABLE)} (model, run_id, upstream, consumed_by, "
+        f"consumed_at) VALUES ({d.marks(5)}) ON CONFLICT (model, run_id) DO NOTHING"
+    )
+
+
 def read_state(d: Dialect) -> str:
     return (
         "SELECT partition_key, watermark, cursor_type "
@@ -76,6 +113,11 @@ def read_all_state(d: Dialect) -> str:
     )
 
 
+def watermark_moved_at(d: Dialect) -> str:
+    """When the pipeline's watermark (any partition's) last moved."""
+    return f"SELECT max(updated_at) FROM {d.table(STATE_TABLE)} WHERE pipeline = {d.param}"
+
+
 def write_state(d: Dialect) -> str:
     return (
         f"INSERT INTO {d.table(STATE_TABLE)} "
@@ -87,32 +129,39 @@ def write_state(d: Dialect) -> str:
     )
 
 
+def insert_commit(d: Dialect) -> str:
+    return (
+        f"INSERT INTO {d.table(COMMITS_TABLE)} (run_id, pipeline, target, committed_at, "
+        f"ledger_ops) VALUES ({d.marks(5)})"
+    )
+
+
+def select_commits(d: Dialect, count: int) -> str:
+    return (
+        f"SELECT run_id, ledger_ops FROM {d.table(COMMITS_TABLE)} "
+        f"WHERE run_id IN ({d.marks(count)})"
+    )
+
+
 def record_commit(
     session: Session, run_id: str, pipeline: str, target: str | None, ledger_ops: str | None
 ) -> None:
     """This run commits (it is inside the transaction that does). ``ledger_ops``: what the
     run writes to a ledger that lives elsewhere, as JSON lines, so that it can be written
     there later from here if the ledger cannot hear it now."""
-    d = session.dialect
     session.execute(
-        f"INSERT INTO {d.table(COMMITS_TABLE)} (run_id, pipeline, target, committed_at, "
-        f"ledger_ops) VALUES ({d.marks(5)})",
-        [run_id, pipeline, target, datetime.now(UTC), ledger_ops],
+        insert_commit(session.dialect), [run_id, pipeline, target, datetime.now(UTC), ledger_ops]
     )
 
 
 def read_commits(session: Session, run_ids: Sequence[str]) -> dict[str, str | None]:
     """Of ``run_ids``, those that committed, with the ledger ops they left."""
-    d, found = session.dialect, {}
+    found = {}
     if session.table_columns(COMMITS_TABLE) is None:
         return {}
     for start in range(0, len(run_ids), 500):
         chunk = list(run_ids[start : start + 500])
-        rows = session.query(
-            f"SELECT run_id, ledger_ops FROM {d.table(COMMITS_TABLE)} "
-            f"WHERE run_id IN ({d.marks(len(chunk))})",
-            chunk,
-        )
+        rows = session.query(select_commits(session.dialect, len(chunk)), chunk)
         found.update({str(run_id): ops for run_id, ops in rows})
     return found
 

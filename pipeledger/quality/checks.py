@@ -161,8 +161,11 @@ def create_quarantine(d: Dialect, target: TableName) -> str:
     )
 
 
-def _row_json(d: Dialect, names: Sequence[str]) -> str:
-    return d.json_object([(n, _col(n)) for n in names])
+def _row_json(d: Dialect, shape: Shape, names: Sequence[str]) -> str:
+    """The row as a JSON object, each value in the text a replay reads back (PostgreSQL's
+    own rendering; SQLite's stored text, which PostgreSQL's rendering matches)."""
+    types = {c.name: c.sql_type for c in shape.columns}
+    return d.json_object([(n, d.json_value(_col(n), types.get(n, ""))) for n in names])
 
 
 def quarantine_rows(
@@ -171,8 +174,8 @@ def quarantine_rows(
     """Copy the staged rows failing ``check`` into the quarantine table, once each: the id
     is a hash of the check and the row, so a re-run of the same input adds nothing."""
     p = d.param
-    row = _row_json(d, [c.name for c in shape.columns])
-    keys = _row_json(d, list(shape.key))
+    row = _row_json(d, shape, [c.name for c in shape.columns])
+    keys = _row_json(d, shape, list(shape.key))
     failing = (
         f"SELECT md5({p} || CAST({row} AS text)) AS id, {keys} AS key_values, {row} AS row_data "
         f"FROM {d.stage()} AS s WHERE {predicate}"

@@ -36,6 +36,9 @@ class GateSpec:
     # a new PostgreSQL target proves key uniqueness with the primary key it builds anyway:
     # the gate then checks duplicates only if that fails (see recheck_keys)
     key_proven_by_target: bool = False
+    # staged rows (SQL over alias s) that only the key's checks judge: a delete marker's
+    # rows, which often carry nothing but their key
+    exempt: str | None = None
 
 
 def _key_text(row: Sequence[object]) -> str:
@@ -111,7 +114,7 @@ def _drift(spec: GateSpec) -> CheckResult | None:
 def evaluate(session: Session, spec: GateSpec) -> tuple[GateReport, list[q.RowCheck]]:
     """Run every check; return the report and the row checks that failed (not warn-only)."""
     d = session.dialect
-    row_checks = q.row_checks(d, spec.checks, spec.shape)
+    row_checks = [_exempting(c, spec.exempt) for c in q.row_checks(d, spec.checks, spec.shape)]
     sql, params = q.count_failures(d, row_checks)
     counts = session.query(sql, params)[0]
     staged = int(counts[0])
@@ -136,6 +139,12 @@ def evaluate(session: Session, spec: GateSpec) -> tuple[GateReport, list[q.RowCh
     results = batch + results
     decision = _decide(spec.checks, batch, failing)
     return GateReport(tuple(results), decision, schema_changes=dict(spec.drift)), failing
+
+
+def _exempting(check: q.RowCheck, exempt: str | None) -> q.RowCheck:
+    if exempt is None or check.kind == "key":
+        return check
+    return replace(check, predicate=f"NOT ({exempt}) AND ({check.predicate})")
 
 
 def _decide(checks: ChecksConfig, batch: list[CheckResult], failing: list[q.RowCheck]) -> Decision:

@@ -10,9 +10,10 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from pipeledger.lateness import RunLateness
 from pipeledger.ledger.api import Run
 from pipeledger.ledger.model import DatasetSnapshot, RunStatus, TaskRecord, TaskStatus
-from pipeledger.load.result import LoadResult, StepResult
+from pipeledger.load.result import LoadResult, MergeCounts, StepResult
 from pipeledger.quality.report import GateReport
 from pipeledger.schema import TableName
 from pipeledger.transform.conform import Shape
@@ -53,6 +54,12 @@ class Written:
     staged_rows: int
     target_created: bool = False
     staged_max_cursor: str | None = None  # when the loader knows it already
+    deleted: int = 0
+    growth: int | None = None  # the row count's change, where not inserted - deleted
+
+    @property
+    def added(self) -> int:
+        return self.inserted - self.deleted if self.growth is None else self.growth
 
 
 def measure_target(
@@ -64,12 +71,15 @@ def measure_target(
 ) -> tuple[int, str | None]:
     """(row count, greatest cursor) of the target after this run, in O(rows staged).
 
-    pipeledger only inserts and updates: the count is the previous snapshot's plus this run's
-    inserts, and the greatest cursor the greater of the previous one and the staged rows'
-    (staged rows that were not written are never newer than the row they lost to). Without a
-    previous snapshot of an existing table, the table is counted once.
+    The count is the previous snapshot's plus this run's inserts less its deletes, and the
+    greatest cursor the greater of the previous one and the staged rows' (staged rows that
+    were not written are never newer than the row they lost to). Without a previous
+    snapshot of an existing table, the table is counted once. A target without a cursor
+    (a model that has none) has no greatest cursor.
     """
     d = session.dialect
+    if not shape.cursor:
+        return _counted(session, target, written, previous), None
     cursor = '"' + shape.cursor + '"'
     if previous is None and not written.target_created:
         count, high = session.query(
@@ -84,7 +94,16 @@ def measure_target(
         where = d.table(TableName.parse(target)) if written.target_created else d.stage()
         staged_high = session.query(f"SELECT max({cursor}) FROM {where}")[0][0]
         high = _greatest(high, _cursor_text(staged_high))
-    return count + written.inserted, high
+    return count + written.added, high
+
+
+def _counted(
+    session: Session, target: str, written: Written, previous: tuple[int, str | None] | None
+) -> int:
+    if previous is not None or written.target_created:
+        return (previous or (0, None))[0] + written.added
+    table = session.dialect.table(TableName.parse(target))
+    return int(session.query(f"SELECT count(*) FROM {table}")[0][0])
 
 
 def take_snapshot(
@@ -131,6 +150,7 @@ def task_from(run_id: str, step: StepResult) -> TaskRecord:
 def record_load(run: Run, session: Session, result: LoadResult, shape: Shape | None) -> None:
     """A load that is about to commit: everything the ledger keeps of it."""
     _counts(run, result)
+    record_lateness(run, result.lateness, result.target)
     if result.quality is not None:
         record_quality(run, result.quality, result.target)
         if result.status == "partial":
@@ -140,9 +160,10 @@ def record_load(run: Run, session: Session, result: LoadResult, shape: Shape | N
         return
     if shape is not None and session.table_columns(TableName.parse(result.target)):
         previous = run.ledger.previous_snapshot(result.target, session)
+        c = result.counts
         written = Written(
-            result.counts.inserted, result.rows_staged, result.target_created,
-            result.staged_max_cursor,
+            c.inserted, result.rows_staged, result.target_created, result.staged_max_cursor,
+            deleted=c.deleted, growth=c.growth,
         )  # fmt: skip
         run.snapshots.append(take_snapshot(session, run.run_id, result.target, shape, written,
                                            previous))  # fmt: skip
@@ -152,6 +173,22 @@ def record_load(run: Run, session: Session, result: LoadResult, shape: Shape | N
                 new_values={"columns": [f"{c.name} {c.sql_type}" for c in shape.columns]},
                 metadata={"change": "table_created"},
             )  # fmt: skip
+
+
+def record_lateness(run: Run, lateness: RunLateness | None, target: str) -> None:
+    """Late rows (``pipeledger.lateness``) in the run's ``extra``, where ``pipeledger
+    lateness`` sums them over history; rows the buffer missed also as a
+    ``LATE_ROW_DROPPED`` event."""
+    if lateness is None or not (lateness.measured or lateness.rows_missed):
+        return
+    run.record.extra["lateness"] = lateness.to_json()
+    if lateness.rows_missed:
+        start, end = lateness.missed_cursors or (None, None)
+        run.audit(
+            "LATE_ROW_DROPPED", target_table=target, record_count=lateness.rows_missed,
+            metadata={"buffer_s": lateness.buffer_s, "cursor_from": start, "cursor_to": end,
+                      "files": list(lateness.missed_in)},
+        )  # fmt: skip
 
 
 def record_load_failure(run: Run, result: LoadResult, error: BaseException) -> None:
@@ -195,7 +232,7 @@ def _counts(run: Run, result: LoadResult) -> None:
     run.set_counts(
         rows_read=result.rows_read, rows_inserted=c.inserted, rows_updated=c.updated,
         rows_unchanged=c.unchanged + c.superseded, rows_rejected=rejected,
-        bytes_read=result.bytes_read,
+        rows_deleted=c.deleted, bytes_read=result.bytes_read,
     )  # fmt: skip
     run.record.watermark_before = watermark_text(result.watermark_before, result.partitioned)
     run.record.watermark_after = watermark_text(result.watermark_after, result.partitioned)
@@ -209,12 +246,17 @@ def _counts(run: Run, result: LoadResult) -> None:
     _events(run, result)
 
 
+def record_events(run: Run, target: str, counts: MergeCounts) -> None:
+    """One audit event per kind of write that happened: rows inserted, updated, deleted."""
+    for kind, count in (("RECORD_INSERTED", counts.inserted), ("RECORD_UPDATED", counts.updated),
+                        ("RECORD_DELETED", counts.deleted)):  # fmt: skip
+        if count:
+            run.audit(kind, target_table=target, record_count=count)
+
+
 def _events(run: Run, result: LoadResult) -> None:
     c, target = result.counts, result.target
-    if c.inserted:
-        run.audit("RECORD_INSERTED", target_table=target, record_count=c.inserted)
-    if c.updated:
-        run.audit("RECORD_UPDATED", target_table=target, record_count=c.updated)
+    record_events(run, target, c)
     if result.mode == "backfill":
         start, end = result.window
         # rows_staged < record_count: rows recognised by fingerprint were not compared

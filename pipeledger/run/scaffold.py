@@ -12,7 +12,12 @@
 
 On failure the job says what it left behind (a note on the error, e.g. "nothing was
 written; the watermark stays at ..."), records how far it got, and the error is re-raised
-unchanged. A dry run records nothing in the ledger.
+unchanged. A connection lost during COMMIT leaves the outcome unknown (``CommitUnknown``):
+nothing is recorded then, and the watchdog settles the run from the warehouse's commit log.
+A dry run records nothing in the ledger.
+
+The run's warehouse sessions carry its name (``pipeledger.clients``), so that a run that
+finds its pipeline locked can tell a live holder from the session of a killed one.
 """
 
 from __future__ import annotations
@@ -20,15 +25,24 @@ from __future__ import annotations
 import getpass
 import logging
 import socket
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, TypeVar
 
 from pipeledger.adapters import open_warehouse
-from pipeledger.config import Config, SqlSource
-from pipeledger.errors import LedgerNotWritten, PipeledgerError, WarehouseError
-from pipeledger.ledger.api import Ledger, NullLedger, PipelineInfo, Run
+from pipeledger.clients import client_name
+from pipeledger.config import Config, ModelConfig, SqlSource
+from pipeledger.errors import (
+    CommitUnknown,
+    ConcurrentRunError,
+    LedgerNotWritten,
+    PipeledgerError,
+    WarehouseError,
+)
+from pipeledger.ledger.api import Ledger, NullLedger, PipelineInfo, Run, RunCancelled
 from pipeledger.ledger.store import Op
 from pipeledger.load.state import STATE, read_commits, record_commit
 from pipeledger.redact import redact
@@ -88,13 +102,12 @@ def run_job(config: Config, spec: RunSpec, make: Callable[[str, Warehouse], Job[
     """Run ``make(run_id, warehouse)`` in the scaffold (module docstring)."""
     warehouse = open_warehouse(config.warehouse_url)
     ledger = NullLedger() if spec.dry_run else ledger_for(config, warehouse)
-    if STATE not in ledger.components:
-        ensure_migrated(warehouse, STATE)
     trigger = spec.trigger
     logical_run_id, attempt = ledger.next_attempt(spec.pipeline) if trigger.retry else (None, 1)
     kind = "retry" if trigger.retry else (spec.trigger_type or trigger.trigger_type)
     setup = registration(ledger, config, spec.pipeline) if ledger.records else []
     result: R | None = None
+    working = False
     try:
         with ledger.run(
             spec.pipeline, trigger_type=kind, logical_run_id=logical_run_id, attempt=attempt,
@@ -102,30 +115,86 @@ def run_job(config: Config, spec: RunSpec, make: Callable[[str, Warehouse], Job[
             triggered_by=trigger.triggered_by or who(), data_interval=spec.data_interval,
             setup=setup,
         ) as run:  # fmt: skip
-            job = make(run.run_id, warehouse)
-            result = _in_transaction(warehouse, job, run, spec.dry_run)
+            if STATE not in ledger.components:  # in the run: a ledger of its own records
+                ensure_migrated(warehouse, STATE)  # a warehouse it cannot reach
+            named = open_warehouse(config.warehouse_url, client_name(spec.pipeline, run.run_id))
+            job = make(run.run_id, named)
+            working = True
+            result = _in_transaction(named, job, run, spec.dry_run)
     except LedgerNotWritten as exc:
-        exc.add_note(f"pipeline {spec.pipeline}: its rows and watermark are committed")
+        exc.add_note(
+            f"pipeline {spec.pipeline} (run {exc.run_id}): its rows and watermark are "
+            "committed; the next run or `pipeledger watchdog` records the run in the ledger "
+            "from the warehouse's commit log"
+        )
         exc.result = result
+        raise
+    except Exception as exc:
+        if not working and not isinstance(exc, ConcurrentRunError):  # that one says so
+            exc.add_note(
+                f"pipeline {spec.pipeline}: the run could not start; nothing was read or written"
+            )
         raise
     return result
 
 
 def _in_transaction(warehouse: Warehouse, job: Job[R], run: Run, dry_run: bool) -> R:
     try:
-        with warehouse.session() as session:
+        with warehouse.session() as session, _active(run.run_id, session):
             result = job.execute(session, run)
             if dry_run:
                 session.mark_rollback()
             else:
                 _commit_records(session, job, run)
+    except CommitUnknown as exc:  # the ledger leaves the run running (ledger.api)
+        exc.run_id = run.run_id
+        exc.add_note(
+            f"pipeline {run.record.pipeline} (run {run.run_id}): the outcome is unknown; the "
+            "next run or `pipeledger watchdog` settles it from the warehouse"
+        )
+        raise
     except Exception as exc:
         exc.add_note(job.consequence())
         if isinstance(exc, PipeledgerError):
             exc.run_id = run.run_id
         job.failed(run, exc)
+        if _INTERRUPTED.is_set():  # stopped on purpose: the ledger says cancelled
+            raise RunCancelled("cancelled while it ran") from exc
         raise
     return result
+
+
+_ACTIVE: dict[str, Session] = {}  # run id -> its open transaction, for interrupt_all
+_ACTIVE_LOCK = threading.Lock()
+_INTERRUPTED = threading.Event()
+
+
+@contextmanager
+def _active(run_id: str, session: Session) -> Iterator[None]:
+    with _ACTIVE_LOCK:
+        if _INTERRUPTED.is_set():  # interrupted while it waited to begin
+            session.interrupt()
+        _ACTIVE[run_id] = session
+    try:
+        yield
+    finally:
+        with _ACTIVE_LOCK:
+            _ACTIVE.pop(run_id, None)
+
+
+def interrupt_reset() -> None:
+    """A new invocation: nothing is being interrupted."""
+    _INTERRUPTED.clear()
+
+
+def interrupt_all() -> None:
+    """Stop every run of this process that is in its transaction (from another thread):
+    each rolls back and is recorded ``cancelled``."""
+    _INTERRUPTED.set()
+    with _ACTIVE_LOCK:
+        sessions = list(_ACTIVE.values())
+    for session in sessions:
+        session.interrupt()
 
 
 def _commit_records(session: Session, job: Job[R], run: Run) -> None:
@@ -174,23 +243,40 @@ def ledger_for(config: Config, warehouse: Warehouse | None = None) -> Ledger:
 
 
 def _describe_source(config: Config, name: str) -> str:
-    source = config.pipeline(name).source
+    node = config.node(name)
+    if isinstance(node, ModelConfig):
+        return f"model {node.sql or 'query'} ({node.materialized})"
+    source = node.source
     if isinstance(source, SqlSource):
         return f"{redact(source.url)} {source.table or 'query'}"
     return f"{source.kind} {source.path}"
 
 
 def registration(ledger: Ledger, config: Config, name: str) -> list[Op]:
-    """Ops putting the pipeline, its config version and dependencies in the registry."""
-    pipeline = config.pipeline(name)
+    """Ops putting the pipeline (or model), its config version and the nodes it reads
+    from in the registry."""
+    node = config.node(name)
+    text = node.model_dump_json()
+    if isinstance(node, ModelConfig):  # the query is part of what the model is
+        text += config.model_sql(name).text
     return ledger.registration(
         PipelineInfo(
-            name, config_text=redact(pipeline.model_dump_json()),
-            description=pipeline.description, owner=pipeline.owner,
+            name, config_text=redact(text), description=node.description, owner=node.owner,
             source_system=_describe_source(config, name),
-            target_system=f"{redact(config.warehouse_url)} {pipeline.target}",
-            freshness_sla=pipeline.freshness_sla, depends_on=tuple(pipeline.depends_on),
+            target_system=f"{redact(config.warehouse_url)} {node.target}",
+            freshness_sla=node.freshness_sla, depends_on=config.upstreams(name),
         )
+    )  # fmt: skip
+
+
+def record_skip(config: Config, name: str, trigger: Trigger, reason: str, message: str) -> str:
+    """A node that is not run (its upstream failed), recorded as a ``skipped`` run."""
+    ledger = ledger_for(config)
+    setup = registration(ledger, config, name) if ledger.records else []
+    return ledger.record_skipped(
+        name, reason=reason, message=message, trigger_type=trigger.trigger_type,
+        correlation_id=trigger.correlation_id, triggered_by=trigger.triggered_by or who(),
+        setup=setup,
     )  # fmt: skip
 
 

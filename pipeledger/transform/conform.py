@@ -14,18 +14,24 @@ from datetime import timedelta
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeledger import values
 from pipeledger.errors import ConfigError, SchemaError, SourceError
 from pipeledger.extract.base import SourceBatch
 from pipeledger.schema import (
     CURSOR_TYPES,
     LOADED_AT_COLUMN,
+    NOT_KEY_TYPES,
+    NOT_PARTITION_TYPES,
     ROW_HASH_COLUMN,
     RUN_ID_COLUMN,
     Column,
+    UnmappedType,
     canonical_type,
     check_identifier,
+    declare_hint,
     sql_type_for,
     target_schema,
+    value_type,
 )
 
 
@@ -55,6 +61,12 @@ class Shape:
         extra = (self.partition_by,) if self.partition_by else ()
         return (*self.key, self.cursor, *extra)
 
+    @property
+    def identity(self) -> tuple[Column, ...]:
+        """The key, cursor and partition columns: what finds a version of a row."""
+        names = dict.fromkeys(self.required)
+        return tuple(c for name in names for c in self.columns if c.name == name)
+
 
 def infer_shape(
     source: pa.Schema,
@@ -76,7 +88,10 @@ def infer_shape(
             raise SchemaError(
                 f"{exc}; rename it in the source or select it under another name"
             ) from None
-        sql_type = declared.get(field.name) or sql_type_for(field.type)
+        try:
+            sql_type = declared.get(field.name) or sql_type_for(field.type)
+        except UnmappedType as exc:
+            raise SchemaError(f"column {field.name!r}: {exc}; {declare_hint(field.name)}") from None
         columns.append(Column(field.name, sql_type))
     shape = Shape(tuple(columns), tuple(key), cursor, partition_by)
     _check_roles(shape)
@@ -84,14 +99,31 @@ def infer_shape(
 
 
 def shape_from_table(
-    rows: Sequence[tuple[str, str]], key: Sequence[str], cursor: str, partition_by: str | None
+    rows: Sequence[tuple[str, str]],
+    key: Sequence[str],
+    cursor: str,
+    partition_by: str | None,
+    *,
+    table: str,
 ) -> Shape:
-    """The shape of an existing target, read from the database catalog."""
+    """The shape of an existing target ``table``, read from the database catalog. Its
+    column names reach SQL text as the config's names do, so they pass the same check
+    first: a column made by hand (``a"b``) is refused here, before any statement names it."""
     meta = {RUN_ID_COLUMN, LOADED_AT_COLUMN, ROW_HASH_COLUMN}
-    columns = tuple(Column(name, canonical_type(kind)) for name, kind in rows if name not in meta)
+    columns = tuple(_catalog_column(table, name, kind) for name, kind in rows if name not in meta)
     shape = Shape(columns, tuple(key), cursor, partition_by)
     _check_roles(shape)
     return shape
+
+
+def _catalog_column(table: str, name: str, kind: str) -> Column:
+    try:
+        return Column(check_identifier(name, "column"), canonical_type(kind))
+    except ValueError as exc:
+        raise SchemaError(
+            f"target {table}: {exc}; pipeledger loads only tables whose columns it can name "
+            "and type: rename or retype that column, or load into another target"
+        ) from None
 
 
 def _check_roles(shape: Shape) -> None:
@@ -104,6 +136,19 @@ def _check_roles(shape: Shape) -> None:
             f"cursor column {shape.cursor!r} is {shape.cursor_type}; it must be a date, "
             "a timestamp or an integer (declare its type under 'columns' if the source "
             "stores it as text)"
+        )
+    types = {c.name: c.sql_type for c in shape.columns}
+    for name in shape.key:
+        if types[name] in NOT_KEY_TYPES:
+            raise SchemaError(
+                f"key column {name!r} is {types[name]}: a nested (JSON) value cannot be a key; "
+                "choose other key columns"
+            )
+    partition = shape.partition_by
+    if partition is not None and types[partition] in NOT_PARTITION_TYPES:
+        raise SchemaError(
+            f"partition_by column {partition!r} is {types[partition]}; partition by a text, "
+            f'integer, date or boolean column (e.g. declare {partition} = "text" under columns)'
         )
 
 
@@ -150,14 +195,18 @@ def _drift_message(origin: str, missing: list[str], added: list[str]) -> str:
 
 def _cast(source: SourceBatch, column: Column) -> pa.Array:
     array = source.batch.column(column.name)
-    if array.type == column.arrow:
-        if pa.types.is_decimal(array.type):  # Arrow does not enforce a decimal's precision
-            _check_precision(source, array, column)
-        return array
     try:
-        return array.cast(column.arrow)
+        out = values.conform_array(array, column.sql_type, column.arrow)
+    except values.Unfit as exc:
+        where = source.origin if exc.index is None else source.where(exc.index)
+        raise SourceError(
+            f"{where}, column {column.name!r}: cannot store as {column.sql_type}: {exc.reason}"
+        ) from None
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         raise SourceError(_cast_problem(source, array, column, exc)) from None
+    if pa.types.is_decimal(out.type):  # Arrow does not enforce a decimal's precision
+        _check_precision(source, out, column)
+    return out
 
 
 def _check_precision(source: SourceBatch, array: pa.Array, column: Column) -> None:
@@ -178,14 +227,28 @@ def _check_precision(source: SourceBatch, array: pa.Array, column: Column) -> No
 def _cast_problem(source: SourceBatch, array: pa.Array, column: Column, exc: Exception) -> str:
     for index in range(len(array)):
         try:
-            array.slice(index, 1).cast(column.arrow)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            value = array[index].as_py()
+            values.conform_array(values.single(array, index), column.sql_type, column.arrow)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, values.Unfit):
             return (
-                f"{source.where(index)}, column {column.name!r}: cannot store {value!r} "
-                f"as {column.sql_type}"
+                f"{source.where(index)}, column {column.name!r}: cannot store "
+                f"{_shown(array, index)} as {column.sql_type}{_why(array.type)}"
             )
     return f"{source.origin}, column {column.name!r}: cannot convert to {column.sql_type}: {exc}"
+
+
+def _shown(array: pa.Array, index: int) -> str:
+    """A value for a message (nanosecond values have no Python form without pandas)."""
+    try:
+        return repr(array[index].as_py())
+    except (ValueError, OverflowError):
+        return str(values.single(array, index).cast(pa.string())[0])
+
+
+def _why(kind: pa.DataType) -> str:
+    unit = getattr(value_type(kind), "unit", None)
+    if unit == "ns":
+        return " (it has nanoseconds; PostgreSQL keeps microseconds)"
+    return ""
 
 
 def _refuse_nulls(source: SourceBatch, array: pa.Array, name: str) -> None:

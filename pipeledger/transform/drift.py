@@ -12,10 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeledger.errors import SchemaError
-from pipeledger.schema import Column, check_identifier, sql_type_for
-from pipeledger.transform.conform import Shape
+from pipeledger.extract.base import SourceBatch
+from pipeledger.schema import Column, UnmappedType, check_identifier, declare_hint, sql_type_for
+from pipeledger.transform.conform import Shape, conform
+from pipeledger.transform.fingerprint import with_row_hash
 
 _FAMILIES = (
     frozenset({"smallint", "integer", "bigint"}),
@@ -44,6 +47,23 @@ class Drift:
         return out
 
 
+def _sql_type(field: pa.Field) -> str:
+    try:
+        return sql_type_for(field.type)
+    except UnmappedType as exc:
+        raise SchemaError(f"column {field.name!r}: {exc}; {declare_hint(field.name)}") from None
+
+
+def _has_sql_type(field: pa.Field) -> bool:
+    """A type without one, in a column the target has, is converted to the target's type
+    (the pipeline declared it) or refused when it is conformed."""
+    try:
+        sql_type_for(field.type)
+    except UnmappedType:
+        return False
+    return True
+
+
 def _compatible(old: str, new: str) -> bool:
     return old == new or any(old in f and new in f for f in _FAMILIES)
 
@@ -58,7 +78,7 @@ def detect(source: pa.Schema, shape: Shape, typed_source: bool) -> Drift:
                 check_identifier(field.name, "source column")
             except ValueError as exc:
                 raise SchemaError(str(exc)) from None
-            added.append(Column(field.name, sql_type_for(field.type)))
+            added.append(Column(field.name, _sql_type(field)))
     removed = tuple(name for name in target if name not in source.names)
     lost = [name for name in removed if name in shape.required]
     if lost:
@@ -68,10 +88,10 @@ def detect(source: pa.Schema, shape: Shape, typed_source: bool) -> Drift:
     retyped: tuple[str, ...] = ()
     if typed_source:
         retyped = tuple(
-            f"{f.name}: {target[f.name]} -> {sql_type_for(f.type)}"
+            f"{f.name}: {target[f.name]} -> {_sql_type(f)}"
             for f in source
-            if f.name in target and not pa.types.is_null(f.type)
-            and not _compatible(target[f.name], sql_type_for(f.type))
+            if f.name in target and not pa.types.is_null(f.type) and _has_sql_type(f)
+            and not _compatible(target[f.name], _sql_type(f))
         )  # fmt: skip
     return Drift(tuple(added), removed, retyped)
 
@@ -91,6 +111,21 @@ def align(batch: pa.RecordBatch, shape: Shape) -> pa.RecordBatch:
         else:
             arrays.append(pa.nulls(batch.num_rows, column.arrow))
     return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def as_stored(source: SourceBatch, shape: Shape) -> pa.RecordBatch:
+    """Source rows as the target stores them, each with its fingerprint: aligned to the
+    target's columns (as a load that tolerates drift aligns them: a column the target lacks
+    is dropped, one the source lacks is null) and cast to their types. Rows without a key
+    are left out, as no load stores them. For comparing a source with its target."""
+    aligned = SourceBatch(align(source.batch, shape), source.origin, source.row_numbers)
+    batch = conform(aligned, shape, gated_keys=True)
+    if any(batch.column(name).null_count for name in shape.key):
+        keyed = pc.is_valid(batch.column(shape.key[0]))
+        for name in shape.key[1:]:
+            keyed = pc.and_(keyed, pc.is_valid(batch.column(name)))
+        batch = batch.filter(keyed)
+    return with_row_hash(batch, shape.columns)
 
 
 def detect_all(schemas: list[pa.Schema], shape: Shape, typed_source: bool) -> Drift:

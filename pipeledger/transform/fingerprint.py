@@ -11,10 +11,21 @@ The definition is fixed (it must agree across processes, machines and releases):
   two 64-bit halves (the unscaled value), text from its UTF-8 bytes: the mixed length plus
   the sum of its 8-byte little-endian words (zero-padded), each mixed with its position,
   mixed once more;
+* the types added later follow the same rules: a time is its microseconds since midnight
+  and an interval its microseconds (signed integers); bytea is its bytes and jsonb the
+  UTF-8 bytes of its JSON text (as pipeledger writes it: ``pipeledger/values.py``), both as
+  text is; a uuid is its 16 bytes as two little-endian 64-bit words, the first mixed with
+  a seed of its own, plus the second (as a decimal is); a decimal wider than 38 digits
+  (decimal256) is the text Arrow prints for it (its digits with the column's scale), as
+  text is;
 * the word is mixed with a seed derived from the column's name and SQL type, so swapped
   values differ, and a column whose type changed (a scale, say) is compared in full;
 * the row's fingerprint mixes the sum of its columns' words. A null adds nothing, so a
   column added later (null in the old rows) leaves the old rows' fingerprints as they were.
+
+Fingerprints are taken of conformed batches (``transform/conform.py``), so a value that
+arrives dictionary-encoded, as a string view or a large string, a uuid as a
+fixed_size_binary[16] or the uuid extension, has the fingerprint of the same value plain.
 
 "Mixed" is MurmurHash3's 64-bit finaliser. A fingerprint that does not match costs only
 speed (the row is staged and compared in full). Two different rows of one key with the same
@@ -35,7 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeledger import arrow_buffers as buffers
-from pipeledger.schema import ROW_HASH_COLUMN, Column
+from pipeledger.schema import ROW_HASH_COLUMN, UUID_EXTENSION, Column
 
 _U64 = np.uint64
 _M1 = _U64(0xFF51AFD7ED558CCD)
@@ -44,6 +55,7 @@ _ROUND = _U64(0x9E3779B97F4A7C15)
 _SHIFT = _U64(33)
 _TEXT_SEED = _U64(0x243F6A8885A308D3)
 _DECIMAL_SEED = _U64(0x13198A2E03707344)
+_UUID_SEED = _U64(0xA4093822299F31D0)
 _WORDS_PER_PASS = 1 << 18
 _SHORT_WORDS = 4  # values of up to 32 bytes take the simple path
 # the low ``n`` bytes of a little-endian word, for n = 0..8
@@ -121,9 +133,20 @@ def _decimal_words(array: pa.Array) -> Words:
     return _mix(low ^ _DECIMAL_SEED) + high
 
 
+def _uuid_words(array: pa.Array) -> Words:
+    halves = buffers.values(array.storage, "<u8", lanes=2)  # bytes 0-7, bytes 8-15
+    first: Words = np.ascontiguousarray(halves[:, 0])
+    second: Words = np.ascontiguousarray(halves[:, 1])
+    return _mix(first ^ _UUID_SEED) + second
+
+
 def _words(array: pa.Array) -> Words:
     """One 64-bit word per value (arbitrary where the value is null)."""
     kind = array.type
+    if isinstance(kind, pa.BaseExtensionType):
+        if kind.extension_name == UUID_EXTENSION:
+            return _uuid_words(array)
+        return _words(array.storage)  # jsonb: its JSON text
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
         return _text_words(array)
     if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):

@@ -13,9 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar, Literal
 
-from pipeledger.schema import TableName
+from pipeledger.schema import TableName, sqlite_declared_type
 
 DialectName = Literal["postgres", "sqlite"]
+TimeUnit = Literal["hour", "day", "month"]
+# a time unit's label, for a cursor in UTC: 2024-01-05T10 (hour), 2024-01-05, 2024-01
+_LABEL_WIDTHS: dict[str, int] = {"hour": 13, "day": 10, "month": 7}
+_LABEL_FORMATS: dict[str, str] = {"hour": 'YYYY-MM-DD"T"HH24', "day": "YYYY-MM-DD",
+                                  "month": "YYYY-MM"}  # fmt: skip
 STAGE = "_pipeledger_stage"
 STAGE_UNIQUE = "_pipeledger_stage_unique"
 
@@ -85,8 +90,16 @@ class Dialect:
     instant_type: ClassVar[str]
     #: a statement sees the tables as they were when it began, not its own changes so far
     statement_snapshot: ClassVar[bool]
+    #: the first statement of a transaction whose every statement sees one snapshot (None:
+    #: a writing transaction already does, holding the only write lock)
+    snapshot_statement: ClassVar[str | None]
     #: the type of a 64-bit integer column in pipeledger's own tables
     int64_type: ClassVar[str]
+    #: ``ALTER TABLE ... ADD CONSTRAINT`` exists (else a table is rebuilt to gain one)
+    alters_constraints: ClassVar[bool]
+    #: a join or EXISTS on columns without an index is hashed (else it loops over the
+    #: other table for every row: such columns need an index)
+    hash_joins: ClassVar[bool]
     distinct_operator: ClassVar[str]
 
     def __repr__(self) -> str:
@@ -146,6 +159,11 @@ class Dialect:
         """``expression`` of ``sql_type`` as something that compares as a number."""
         return expression
 
+    def json_value(self, expression: str, sql_type: str) -> str:
+        """``expression`` of ``sql_type`` as a value inside a JSON object, in the text a
+        quarantine replay reads back."""
+        return expression
+
     def exact_square(self, expression: str) -> str:
         """The square of an integer expression, without overflow."""
         raise NotImplementedError
@@ -154,9 +172,19 @@ class Dialect:
         """A timestamp column's UTC day as ``YYYY-MM-DD`` text."""
         raise NotImplementedError
 
+    def time_label(self, column: str, unit: TimeUnit) -> str:
+        """The UTC hour, day or month a date or timestamp column falls in, as text:
+        ``2024-01-05T10``, ``2024-01-05`` or ``2024-01`` (the same on every warehouse)."""
+        raise NotImplementedError
+
     def distinct_on(self, expression: str) -> str:
         """``SELECT`` prefix keeping one row per ``expression`` where the upsert needs it."""
         return ""
+
+    def cast_to(self, expression: str, sql_type: str) -> str:
+        """``expression`` as a value of the canonical ``sql_type``, stored as this warehouse
+        stores that type."""
+        return f"CAST({expression} AS {sql_type})"
 
 
 class _Postgres(Dialect):
@@ -186,7 +214,10 @@ class _Postgres(Dialect):
     toggles_triggers = True
     instant_type = "timestamptz"
     int64_type = "bigint"
+    alters_constraints = True
+    hash_joins = True
     statement_snapshot = True
+    snapshot_statement = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
     distinct_operator = "IS DISTINCT FROM"
 
     def row_text(self, alias: str, columns: Sequence[str]) -> str:
@@ -207,6 +238,10 @@ class _Postgres(Dialect):
 
     def utc_day(self, column: str) -> str:
         return f"to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+
+    def time_label(self, column: str, unit: TimeUnit) -> str:
+        # sessions run in UTC, so a timestamptz and a timestamp both show their UTC time
+        return f"to_char({column}, '{_LABEL_FORMATS[unit]}')"
 
     def distinct_on(self, expression: str) -> str:
         # one statement may not touch a row twice in ON CONFLICT
@@ -240,14 +275,35 @@ class _Sqlite(Dialect):
     toggles_triggers = False
     instant_type = "text"
     int64_type = "integer"  # SQLite's INTEGER is 64-bit
+    alters_constraints = False
+    hash_joins = False
     statement_snapshot = False
+    snapshot_statement = None
     distinct_operator = "IS NOT"
 
     def column_type(self, sql_type: str) -> str:
-        # SQLite's NUMERIC affinity would round exact decimals: they are kept as text
-        if sql_type.startswith("numeric("):
-            return "DECIMAL_TEXT" + sql_type.removeprefix("numeric")
-        return sql_type
+        # exact decimals are kept as text (NUMERIC affinity would round them), and other
+        # types by names of SQLite's own (schema.sqlite_declared_type)
+        return sqlite_declared_type(sql_type)
+
+    def json_value(self, expression: str, sql_type: str) -> str:
+        # bytea as PostgreSQL's \x hex text (json_object refuses a BLOB), jsonb as JSON
+        # (not a string holding it), an interval (integer microseconds) as its text
+        if sql_type == "bytea":  # hex(NULL) is '', not NULL
+            hexed = f"'\\x' || lower(hex({expression}))"
+            return f"CASE WHEN {expression} IS NULL THEN NULL ELSE {hexed} END"
+        if sql_type == "jsonb":
+            return f"json({expression})"
+        if sql_type == "interval":
+            magnitude = f"abs({expression})"
+            return (
+                f"CASE WHEN {expression} IS NULL THEN NULL ELSE "
+                f"(CASE WHEN {expression} < 0 THEN '-' ELSE '' END) || "
+                f"printf('%02d:%02d:%02d.%06d', {magnitude} / 3600000000, "
+                f"{magnitude} / 60000000 % 60, {magnitude} / 1000000 % 60, "
+                f"{magnitude} % 1000000) END"
+            )
+        return expression
 
     def row_text(self, alias: str, columns: Sequence[str]) -> str:
         return "(" + " || ',' || ".join(f"quote({alias}.{quote(c)})" for c in columns) + ")"
@@ -271,6 +327,24 @@ class _Sqlite(Dialect):
 
     def utc_day(self, column: str) -> str:
         return f"substr({column}, 1, 10)"  # stored as UTC ISO-8601 text
+
+    def time_label(self, column: str, unit: TimeUnit) -> str:
+        return f"substr({column}, 1, {_LABEL_WIDTHS[unit]})"  # UTC ISO-8601 text
+
+    def cast_to(self, expression: str, sql_type: str) -> str:
+        # exact decimals are text with the column's scale; dates and times are ISO text
+        if sql_type.startswith("numeric("):
+            scale = int(sql_type.rstrip(")").split(",")[1])
+            return (
+                f"CASE WHEN {expression} IS NULL THEN NULL "
+                f"ELSE printf('%.{scale}f', {expression}) END"
+            )
+        kinds = {"bigint": "INTEGER", "integer": "INTEGER", "smallint": "INTEGER",
+                 "boolean": "INTEGER", "real": "REAL", "double precision": "REAL",
+                 "text": "TEXT"}  # fmt: skip
+        if sql_type in kinds:
+            return f"CAST({expression} AS {kinds[sql_type]})"
+        return expression
 
 
 POSTGRES: Dialect = _Postgres()

@@ -58,6 +58,11 @@ class Session(Protocol):
         """Roll back instead of committing when the block ends (dry runs)."""
         ...
 
+    def interrupt(self) -> None:
+        """Stop the statement running now, from another thread: it fails, and the
+        transaction rolls back."""
+        ...
+
 
 class Warehouse(Protocol):
     dialect: Dialect

@@ -4,6 +4,7 @@ The stage is temporary: private to the run's transaction, gone at its end."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 from pipeledger.schema import Column, TableName
@@ -43,11 +44,18 @@ def insert_stage(d: Dialect, columns: Sequence[str]) -> str:
 STAGE_KEY_INDEX = "_pipeledger_stage_key"
 
 
+def key_index_name(key: Sequence[str]) -> str:
+    """The stage's unique index on ``key``: named after its columns, so that the quality
+    gate and the merge build it once between them when they prove the same key, and not
+    when they prove different ones (a CDC feed's gate: the key at each cursor)."""
+    digest = hashlib.sha256("\0".join(key).encode()).hexdigest()[:8]
+    return f"{STAGE_KEY_INDEX}_{digest}"
+
+
 def unique_key_index(d: Dialect, key: Sequence[str], source: str | None = None) -> str:
     """A unique index on the staged keys: proves there are no duplicates (cheaper than a
-    GROUP BY) and lets the merge join the target by merge join or index probes. Named, so
-    that the quality gate and the merge build it once between them."""
+    GROUP BY) and lets the merge join the target by merge join or index probes."""
     keys = ", ".join(quote(k) for k in key)
     table = source or quote(STAGE)
-    name = STAGE_KEY_INDEX if source in (None, d.stage()) else STAGE_KEY_INDEX + "_unique"
+    name = key_index_name(key) + ("" if source in (None, d.stage()) else "_unique")
     return f"CREATE UNIQUE INDEX IF NOT EXISTS {d.temp(name)} ON {table} ({keys})"

@@ -1,0 +1,209 @@
+-- Golden SQL of pipeledger.load.sql on PostgreSQL, for the inputs in
+-- tests/golden/cases.py. Not edited by hand: after changing a builder, run
+-- `.venv/bin/python -m pytest tests/golden --update-golden` and review the diff.
+
+-- case: create_target with its primary key
+CREATE TABLE "analytics"."orders" (
+  "order_id" bigint NOT NULL,
+  "region" text,
+  "amount" numeric(12,2),
+  "status" text,
+  "updated_at" timestamptz NOT NULL,
+  "_pipeledger_row_hash" bigint,
+  "_pipeledger_run_id" text NOT NULL,
+  "_pipeledger_loaded_at" timestamptz NOT NULL,
+  PRIMARY KEY ("order_id")
+) WITH (fillfactor = 90);
+
+-- case: create_target with the primary key deferred
+CREATE TABLE "analytics"."orders" (
+  "order_id" bigint NOT NULL,
+  "region" text,
+  "amount" numeric(12,2),
+  "status" text,
+  "updated_at" timestamptz NOT NULL,
+  "_pipeledger_row_hash" bigint,
+  "_pipeledger_run_id" text NOT NULL,
+  "_pipeledger_loaded_at" timestamptz NOT NULL
+) WITH (fillfactor = 90);
+
+-- case: add_primary_key after a bulk insert
+ALTER TABLE "analytics"."orders" ADD PRIMARY KEY ("order_id");
+
+-- case: add_column for schema drift
+ALTER TABLE "analytics"."orders" ADD COLUMN "discount" numeric(5,2);
+
+-- case: add_column if missing
+ALTER TABLE "analytics"."orders" ADD COLUMN IF NOT EXISTS "note" text;
+
+-- case: insert_new into a target this run created
+INSERT INTO "analytics"."orders" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT "order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", %s, %s FROM "_pipeledger_stage";
+
+-- case: stage_schema of a run
+"_pipeledger_6f1c7f0e3c554b7e9a55";
+
+-- case: create_promotable_stage
+CREATE SCHEMA "_pipeledger_6f1c7f0e3c554b7e9a55";
+SET LOCAL search_path = "_pipeledger_6f1c7f0e3c554b7e9a55", public;
+CREATE TABLE "_pipeledger_6f1c7f0e3c554b7e9a55"."_pipeledger_stage" ("order_id" bigint, "region" text, "amount" numeric(12,2), "status" text, "updated_at" timestamptz NOT NULL);
+
+-- case: create_promotable_stage of a policy that updates rows
+CREATE SCHEMA "_pipeledger_6f1c7f0e3c554b7e9a55";
+SET LOCAL search_path = "_pipeledger_6f1c7f0e3c554b7e9a55", public;
+CREATE TABLE "_pipeledger_6f1c7f0e3c554b7e9a55"."_pipeledger_stage" ("order_id" bigint, "region" text, "amount" numeric(12,2), "status" text, "updated_at" timestamptz NOT NULL) WITH (fillfactor = 90);
+
+-- case: promote_stage into the target
+ALTER TABLE "_pipeledger_6f1c7f0e3c554b7e9a55"."_pipeledger_stage" ADD COLUMN "_pipeledger_run_id" text NOT NULL DEFAULT '6f1c7f0e-3c55-4b7e-9a55-0c6f1b0d2a11', ADD COLUMN "_pipeledger_loaded_at" timestamptz NOT NULL DEFAULT '2024-06-15T12:00:00+00:00';
+ALTER TABLE "_pipeledger_6f1c7f0e3c554b7e9a55"."_pipeledger_stage" ALTER COLUMN "_pipeledger_run_id" DROP DEFAULT, ALTER COLUMN "_pipeledger_loaded_at" DROP DEFAULT;
+DROP INDEX IF EXISTS "_pipeledger_6f1c7f0e3c554b7e9a55"."_pipeledger_stage_key_ca13a6b2";
+ALTER TABLE "_pipeledger_6f1c7f0e3c554b7e9a55"."_pipeledger_stage" RENAME TO "orders";
+ALTER TABLE "_pipeledger_6f1c7f0e3c554b7e9a55"."orders" SET SCHEMA "analytics";
+DROP SCHEMA "_pipeledger_6f1c7f0e3c554b7e9a55";
+SET LOCAL search_path TO DEFAULT;
+ALTER TABLE "analytics"."orders" ADD PRIMARY KEY ("order_id");
+
+-- case: drop_promotable_stage
+DROP TABLE "_pipeledger_6f1c7f0e3c554b7e9a55"."_pipeledger_stage";
+DROP SCHEMA "_pipeledger_6f1c7f0e3c554b7e9a55";
+SET LOCAL search_path TO DEFAULT;
+
+-- case: stored_hashes of a backfill window
+SELECT "_pipeledger_row_hash" FROM "analytics"."orders" WHERE "updated_at" >= %s AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= %s LIMIT %s;
+
+-- case: stored_hashes of a slice of a backfill window
+SELECT "_pipeledger_row_hash" FROM "analytics"."orders" WHERE "updated_at" >= %s AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= %s AND "_pipeledger_row_hash" < %s LIMIT %s;
+
+-- case: count_stored of a backfill window
+SELECT count(*) FROM "analytics"."orders" WHERE "updated_at" >= %s AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= %s;
+
+-- case: staged_key_hashes
+SELECT t."_pipeledger_row_hash" FROM (SELECT * FROM "analytics"."orders" WHERE "updated_at" >= %s AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= %s) AS t JOIN "_pipeledger_stage" AS s ON t."order_id" = s."order_id";
+
+-- case: restage_from_target of three fingerprints
+INSERT INTO "_pipeledger_stage" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash") SELECT t."order_id", t."region", t."amount", t."status", t."updated_at", t."_pipeledger_row_hash" FROM (SELECT DISTINCT "order_id" FROM "_pipeledger_stage") AS s JOIN "analytics"."orders" AS t ON t."order_id" = s."order_id" WHERE t."_pipeledger_row_hash" = ANY(%s);
+
+-- case: duplicate_keys
+SELECT 1 FROM "_pipeledger_stage" GROUP BY "order_id" HAVING count(*) > 1 LIMIT 1;
+
+-- case: duplicate_keys of a composite key
+SELECT 1 FROM "_pipeledger_stage" GROUP BY "order_id", "region" HAVING count(*) > 1 LIMIT 1;
+
+-- case: dedupe_stage
+CREATE TEMP TABLE "_pipeledger_stage_unique" ON COMMIT DROP AS SELECT "order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash" FROM (SELECT "order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", row_number() OVER (PARTITION BY "order_id" ORDER BY "updated_at" DESC, (ROW(s."region", s."amount", s."status", s."updated_at")::text COLLATE "C") DESC) AS rn FROM "_pipeledger_stage" AS s) AS ranked WHERE rn = 1;
+
+-- case: conflicting_rows under on_conflict=error
+SELECT s."order_id", count(*) OVER () FROM "_pipeledger_stage" AS s JOIN "analytics"."orders" AS t ON t."order_id" = s."order_id" WHERE (t."region", t."amount", t."status", t."updated_at") IS DISTINCT FROM (s."region", s."amount", s."status", s."updated_at") LIMIT 5;
+
+-- case: conflicting_duplicates under on_conflict=error
+SELECT "order_id", count(*) OVER () FROM "_pipeledger_stage" AS s GROUP BY "order_id" HAVING count(DISTINCT (ROW(s."region", s."amount", s."status", s."updated_at")::text COLLATE "C")) > 1 LIMIT 5;
+
+-- case: count_new_keys
+SELECT count(*) FROM "_pipeledger_stage" AS s WHERE NOT EXISTS (SELECT 1 FROM "analytics"."orders" AS t WHERE t."order_id" = s."order_id");
+
+-- case: merge under on_conflict=update
+WITH merged AS (INSERT INTO "analytics"."orders" AS t ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", s."_pipeledger_row_hash", %s, %s FROM "_pipeledger_stage" AS s LEFT JOIN "analytics"."orders" AS cur ON cur."order_id" = s."order_id" WHERE (cur."order_id" IS NULL OR (cur."region", cur."amount", cur."status", cur."updated_at") IS DISTINCT FROM (s."region", s."amount", s."status", s."updated_at")) ON CONFLICT ("order_id") DO UPDATE SET "region" = excluded."region", "amount" = excluded."amount", "status" = excluded."status", "updated_at" = excluded."updated_at", "_pipeledger_row_hash" = excluded."_pipeledger_row_hash", "_pipeledger_run_id" = excluded."_pipeledger_run_id", "_pipeledger_loaded_at" = excluded."_pipeledger_loaded_at" WHERE (t."region", t."amount", t."status", t."updated_at") IS DISTINCT FROM (excluded."region", excluded."amount", excluded."status", excluded."updated_at") RETURNING (xmax = 0) AS inserted) SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM merged;
+
+-- case: merge under on_conflict=newer_wins
+WITH merged AS (INSERT INTO "analytics"."orders" AS t ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", s."_pipeledger_row_hash", %s, %s FROM "_pipeledger_stage" AS s LEFT JOIN "analytics"."orders" AS cur ON cur."order_id" = s."order_id" WHERE (cur."order_id" IS NULL OR s."updated_at" > cur."updated_at" OR (s."updated_at" = cur."updated_at" AND (cur."region", cur."amount", cur."status", cur."updated_at") IS DISTINCT FROM (s."region", s."amount", s."status", s."updated_at") AND (ROW(s."region", s."amount", s."status", s."updated_at")::text COLLATE "C") > (ROW(cur."region", cur."amount", cur."status", cur."updated_at")::text COLLATE "C"))) ON CONFLICT ("order_id") DO UPDATE SET "region" = excluded."region", "amount" = excluded."amount", "status" = excluded."status", "updated_at" = excluded."updated_at", "_pipeledger_row_hash" = excluded."_pipeledger_row_hash", "_pipeledger_run_id" = excluded."_pipeledger_run_id", "_pipeledger_loaded_at" = excluded."_pipeledger_loaded_at" WHERE excluded."updated_at" > t."updated_at" OR (excluded."updated_at" = t."updated_at" AND (t."region", t."amount", t."status", t."updated_at") IS DISTINCT FROM (excluded."region", excluded."amount", excluded."status", excluded."updated_at") AND (ROW(excluded."region", excluded."amount", excluded."status", excluded."updated_at")::text COLLATE "C") > (ROW(t."region", t."amount", t."status", t."updated_at")::text COLLATE "C")) RETURNING (xmax = 0) AS inserted) SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM merged;
+
+-- case: merge under on_conflict=ignore
+WITH merged AS (INSERT INTO "analytics"."orders" AS t ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", s."_pipeledger_row_hash", %s, %s FROM "_pipeledger_stage" AS s LEFT JOIN "analytics"."orders" AS cur ON cur."order_id" = s."order_id" WHERE cur."order_id" IS NULL ON CONFLICT ("order_id") DO NOTHING RETURNING (xmax = 0) AS inserted) SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM merged;
+
+-- case: merge under on_conflict=error
+WITH merged AS (INSERT INTO "analytics"."orders" AS t ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", s."_pipeledger_row_hash", %s, %s FROM "_pipeledger_stage" AS s LEFT JOIN "analytics"."orders" AS cur ON cur."order_id" = s."order_id" WHERE cur."order_id" IS NULL ON CONFLICT ("order_id") DO NOTHING RETURNING (xmax = 0) AS inserted) SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM merged;
+
+-- case: merge of a composite key into a target without fingerprints
+WITH merged AS (INSERT INTO "analytics"."orders" AS t ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", %s, %s FROM "_pipeledger_stage" AS s LEFT JOIN "analytics"."orders" AS cur ON cur."order_id" = s."order_id" AND cur."region" = s."region" WHERE (cur."order_id" IS NULL OR s."updated_at" > cur."updated_at" OR (s."updated_at" = cur."updated_at" AND (cur."amount", cur."status", cur."updated_at") IS DISTINCT FROM (s."amount", s."status", s."updated_at") AND (ROW(s."amount", s."status", s."updated_at")::text COLLATE "C") > (ROW(cur."amount", cur."status", cur."updated_at")::text COLLATE "C"))) ON CONFLICT ("order_id", "region") DO UPDATE SET "amount" = excluded."amount", "status" = excluded."status", "updated_at" = excluded."updated_at", "_pipeledger_run_id" = excluded."_pipeledger_run_id", "_pipeledger_loaded_at" = excluded."_pipeledger_loaded_at" WHERE excluded."updated_at" > t."updated_at" OR (excluded."updated_at" = t."updated_at" AND (t."amount", t."status", t."updated_at") IS DISTINCT FROM (excluded."amount", excluded."status", excluded."updated_at") AND (ROW(excluded."amount", excluded."status", excluded."updated_at")::text COLLATE "C") > (ROW(t."amount", t."status", t."updated_at")::text COLLATE "C")) RETURNING (xmax = 0) AS inserted) SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM merged;
+
+-- case: merge unfiltered (an incremental batch) under on_conflict=newer_wins
+WITH merged AS (INSERT INTO "analytics"."orders" AS t ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", s."_pipeledger_row_hash", %s, %s FROM "_pipeledger_stage" AS s ON CONFLICT ("order_id") DO UPDATE SET "region" = excluded."region", "amount" = excluded."amount", "status" = excluded."status", "updated_at" = excluded."updated_at", "_pipeledger_row_hash" = excluded."_pipeledger_row_hash", "_pipeledger_run_id" = excluded."_pipeledger_run_id", "_pipeledger_loaded_at" = excluded."_pipeledger_loaded_at" WHERE excluded."updated_at" > t."updated_at" OR (excluded."updated_at" = t."updated_at" AND (t."region", t."amount", t."status", t."updated_at") IS DISTINCT FROM (excluded."region", excluded."amount", excluded."status", excluded."updated_at") AND (ROW(excluded."region", excluded."amount", excluded."status", excluded."updated_at")::text COLLATE "C") > (ROW(t."region", t."amount", t."status", t."updated_at")::text COLLATE "C")) RETURNING (xmax = 0) AS inserted) SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM merged;
+
+-- case: merge planner settings of a merge join
+SET LOCAL enable_hashjoin = off;
+RESET enable_hashjoin;
+RESET enable_mergejoin;
+
+-- case: merge planner settings of index probes
+SET LOCAL enable_hashjoin = off;
+SET LOCAL enable_mergejoin = off;
+RESET enable_hashjoin;
+RESET enable_mergejoin;
+
+-- case: estimated_rows of the target
+SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s);
+
+-- case: create_target of an SCD2 history
+CREATE TABLE "analytics"."orders" (
+  "order_id" bigint NOT NULL,
+  "region" text,
+  "amount" numeric(12,2),
+  "status" text,
+  "updated_at" timestamptz NOT NULL,
+  "valid_from" timestamptz NOT NULL,
+  "valid_to" timestamptz,
+  "is_current" boolean NOT NULL,
+  "_pipeledger_row_hash" bigint,
+  "_pipeledger_run_id" text NOT NULL,
+  "_pipeledger_loaded_at" timestamptz NOT NULL,
+  PRIMARY KEY ("order_id", "valid_from")
+) WITH (fillfactor = 90);
+
+-- case: create_target of a soft-deleting pipeline
+CREATE TABLE "analytics"."orders" (
+  "order_id" bigint NOT NULL,
+  "region" text,
+  "amount" numeric(12,2),
+  "status" text,
+  "updated_at" timestamptz NOT NULL,
+  "_pipeledger_deleted_at" timestamptz,
+  "_pipeledger_row_hash" bigint,
+  "_pipeledger_run_id" text NOT NULL,
+  "_pipeledger_loaded_at" timestamptz NOT NULL,
+  PRIMARY KEY ("order_id")
+) WITH (fillfactor = 90);
+
+-- case: create_temp of the keys a snapshot lacks
+DROP TABLE IF EXISTS "_pipeledger_vanished";
+CREATE TEMP TABLE "_pipeledger_vanished" ("order_id" bigint) ON COMMIT DROP;
+
+-- case: dedupe_stage of a delete marker pipeline
+CREATE TEMP TABLE "_pipeledger_stage_unique" ON COMMIT DROP AS SELECT "order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_deleted" FROM (SELECT "order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_deleted", row_number() OVER (PARTITION BY "order_id" ORDER BY "updated_at" DESC, "_pipeledger_deleted" DESC, (ROW(s."region", s."amount", s."status", s."updated_at")::text COLLATE "C") DESC) AS rn FROM "_pipeledger_stage" AS s) AS ranked WHERE rn = 1;
+
+-- case: dedupe_stage of an SCD2 history (one row per key and cursor)
+CREATE TEMP TABLE "_pipeledger_stage_unique" ON COMMIT DROP AS SELECT "order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash" FROM (SELECT "order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", row_number() OVER (PARTITION BY "order_id", "updated_at" ORDER BY "updated_at" DESC, (ROW(s."region", s."amount", s."status", s."updated_at")::text COLLATE "C") DESC) AS rn FROM "_pipeledger_stage" AS s) AS ranked WHERE rn = 1;
+
+-- case: merge of a delete marker pipeline that soft-deletes
+WITH merged AS (INSERT INTO "analytics"."orders" AS t ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", s."_pipeledger_row_hash", %s, %s FROM "_pipeledger_stage" AS s LEFT JOIN "analytics"."orders" AS cur ON cur."order_id" = s."order_id" WHERE (cur."order_id" IS NULL OR s."updated_at" > cur."updated_at" OR (s."updated_at" = cur."updated_at" AND (cur."region", cur."amount", cur."status", cur."updated_at") IS DISTINCT FROM (s."region", s."amount", s."status", s."updated_at") AND (ROW(s."region", s."amount", s."status", s."updated_at")::text COLLATE "C") > (ROW(cur."region", cur."amount", cur."status", cur."updated_at")::text COLLATE "C")) OR cur."_pipeledger_deleted_at" IS NOT NULL) AND NOT s."_pipeledger_deleted" ON CONFLICT ("order_id") DO UPDATE SET "region" = excluded."region", "amount" = excluded."amount", "status" = excluded."status", "updated_at" = excluded."updated_at", "_pipeledger_row_hash" = excluded."_pipeledger_row_hash", "_pipeledger_deleted_at" = NULL, "_pipeledger_run_id" = excluded."_pipeledger_run_id", "_pipeledger_loaded_at" = excluded."_pipeledger_loaded_at" WHERE excluded."updated_at" > t."updated_at" OR (excluded."updated_at" = t."updated_at" AND (t."region", t."amount", t."status", t."updated_at") IS DISTINCT FROM (excluded."region", excluded."amount", excluded."status", excluded."updated_at") AND (ROW(excluded."region", excluded."amount", excluded."status", excluded."updated_at")::text COLLATE "C") > (ROW(t."region", t."amount", t."status", t."updated_at")::text COLLATE "C")) OR t."_pipeledger_deleted_at" IS NOT NULL RETURNING (xmax = 0) AS inserted) SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM merged;
+
+-- case: merge under on_conflict=ignore of a soft-deleting pipeline
+WITH merged AS (INSERT INTO "analytics"."orders" AS t ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", s."_pipeledger_row_hash", %s, %s FROM "_pipeledger_stage" AS s LEFT JOIN "analytics"."orders" AS cur ON cur."order_id" = s."order_id" WHERE (cur."order_id" IS NULL OR cur."_pipeledger_deleted_at" IS NOT NULL) AND NOT s."_pipeledger_deleted" ON CONFLICT ("order_id") DO UPDATE SET "region" = excluded."region", "amount" = excluded."amount", "status" = excluded."status", "updated_at" = excluded."updated_at", "_pipeledger_row_hash" = excluded."_pipeledger_row_hash", "_pipeledger_deleted_at" = NULL, "_pipeledger_run_id" = excluded."_pipeledger_run_id", "_pipeledger_loaded_at" = excluded."_pipeledger_loaded_at" WHERE t."_pipeledger_deleted_at" IS NOT NULL RETURNING (xmax = 0) AS inserted) SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM merged;
+
+-- case: count_new_keys of a delete marker pipeline
+SELECT count(*) FROM "_pipeledger_stage" AS s WHERE NOT s."_pipeledger_deleted" AND NOT EXISTS (SELECT 1 FROM "analytics"."orders" AS t WHERE t."order_id" = s."order_id");
+
+-- case: conflicting_rows of a soft-deleting marker pipeline
+SELECT s."order_id", count(*) OVER () FROM "_pipeledger_stage" AS s JOIN "analytics"."orders" AS t ON t."order_id" = s."order_id" WHERE (t."region", t."amount", t."status", t."updated_at") IS DISTINCT FROM (s."region", s."amount", s."status", s."updated_at") AND NOT s."_pipeledger_deleted" AND t."_pipeledger_deleted_at" IS NULL LIMIT 5;
+
+-- case: conflicting_duplicates of a delete marker pipeline
+SELECT "order_id", count(*) OVER () FROM "_pipeledger_stage" AS s WHERE NOT s."_pipeledger_deleted" GROUP BY "order_id" HAVING count(DISTINCT (ROW(s."region", s."amount", s."status", s."updated_at")::text COLLATE "C")) > 1 LIMIT 5;
+
+-- case: delete_where of the rows staged deletes mark
+DELETE FROM "analytics"."orders" AS t WHERE t."order_id" IN (SELECT "order_id" FROM "_pipeledger_stage" WHERE "_pipeledger_deleted") AND EXISTS (SELECT 1 FROM "_pipeledger_stage" AS s WHERE t."order_id" = s."order_id" AND s."_pipeledger_deleted" AND s."updated_at" >= t."updated_at");
+
+-- case: delete_where under on_conflict=update
+DELETE FROM "analytics"."orders" AS t WHERE t."order_id" IN (SELECT "order_id" FROM "_pipeledger_stage" WHERE "_pipeledger_deleted");
+
+-- case: soft_delete_where of the keys a snapshot lacks
+UPDATE "analytics"."orders" AS t SET "_pipeledger_run_id" = %s, "_pipeledger_loaded_at" = %s, "_pipeledger_deleted_at" = %s WHERE t."_pipeledger_deleted_at" IS NULL AND t."order_id" IN (SELECT "order_id" FROM "_pipeledger_vanished");
+
+-- case: find_vanished in a backfill's range
+INSERT INTO "_pipeledger_vanished" ("order_id") SELECT t."order_id" FROM "analytics"."orders" AS t WHERE "updated_at" >= %s AND NOT EXISTS (SELECT 1 FROM "_pipeledger_stage" AS s WHERE t."order_id" = s."order_id");
+
+-- case: find_vanished of an SCD2 history
+INSERT INTO "_pipeledger_vanished" ("order_id") SELECT t."order_id" FROM "analytics"."orders" AS t WHERE 1=1 AND t."is_current" AND NOT EXISTS (SELECT 1 FROM "_pipeledger_stage" AS s WHERE t."order_id" = s."order_id");
+
+-- case: count_in_scope of a soft-deleting pipeline
+SELECT (SELECT count(*) FROM "analytics"."orders" AS t WHERE 1=1 AND t."_pipeledger_deleted_at" IS NULL), (SELECT count(*) FROM "_pipeledger_vanished");
+
+-- case: sample_vanished
+SELECT "order_id" FROM "_pipeledger_vanished" ORDER BY "order_id" LIMIT 5;

@@ -1,0 +1,37 @@
+-- Golden SQL of pipeledger.models.sql on PostgreSQL, for the inputs in
+-- tests/golden/cases.py. Not edited by hand: after changing a builder, run
+-- `.venv/bin/python -m pytest tests/golden --update-golden` and review the diff.
+
+-- case: written_by two runs (PostgreSQL text, rewritten into the model's query)
+SELECT "order_id", "region", "amount", "status", "updated_at" FROM "analytics"."orders" WHERE "_pipeledger_run_id" IN ('6f1c7f0e-3c55-4b7e-9a55-0c6f1b0d2a11', '0b8e6a2c-1d5f-4c3a-8e7d-2f4a6b8c0d1e');
+
+-- case: replaced_by two runs, one column not kept
+SELECT "order_id", "region", "amount", "status", NULL AS "updated_at" FROM "pipeledger"."before__analytics__orders" WHERE "_pipeledger_replaced_by" IN ('6f1c7f0e-3c55-4b7e-9a55-0c6f1b0d2a11');
+
+-- case: stage_model with a condition
+INSERT INTO "_pipeledger_stage" ("order_id", "region", "amount", "status", "updated_at") SELECT CAST(q."order_id" AS bigint), CAST(q."region" AS text), CAST(q."amount" AS numeric(12,2)), CAST(q."status" AS text), CAST(q."updated_at" AS timestamptz) FROM (SELECT * FROM "analytics"."orders") AS q WHERE q."region" = 'eu';
+
+-- case: touched partitions
+SELECT DISTINCT q."region" FROM (SELECT * FROM "analytics"."orders") AS q;
+
+-- case: create_touched keys
+CREATE TEMP TABLE "_pipeledger_touched" ON COMMIT DROP AS SELECT DISTINCT q."order_id", q."region" FROM (SELECT * FROM "analytics"."orders") AS q;
+
+-- case: in_touched
+SELECT 1 FROM "analytics"."orders" AS q WHERE (q."order_id", q."region") IN (SELECT "order_id", "region" FROM "_pipeledger_touched");
+
+-- case: in_values of three
+SELECT 1 FROM "analytics"."orders" AS q WHERE q."region" = ANY(%s);
+
+-- case: in_range of a date-only end
+SELECT 1 FROM "analytics"."orders" AS q WHERE q."updated_at" >= %s AND q."updated_at" < %s;
+-- params: [datetime.datetime(2024, 1, 1, 10, 0, tzinfo=datetime.timezone.utc), datetime.date(2024, 1, 8)]
+
+-- case: insert_staged where the target lacks the row
+INSERT INTO "analytics"."orders" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", %s, %s FROM "_pipeledger_stage" AS s WHERE NOT EXISTS (SELECT 1 FROM "analytics"."orders" AS t WHERE (ROW(t."order_id", t."region", t."amount", t."status", t."updated_at")::text COLLATE "C") = (ROW(s."order_id", s."region", s."amount", s."status", s."updated_at")::text COLLATE "C"));
+
+-- case: create_model_target keyed by its partition
+CREATE TABLE "analytics"."orders" ("day" date, "revenue" numeric(38,2), "_pipeledger_row_hash" bigint, "_pipeledger_run_id" text NOT NULL, "_pipeledger_loaded_at" timestamptz NOT NULL, PRIMARY KEY ("day"));
+
+-- case: run_index
+CREATE INDEX IF NOT EXISTS "pipeledger_run_99eebed3a19d" ON "analytics"."orders" ("_pipeledger_run_id");

@@ -1,0 +1,63 @@
+-- Golden SQL of pipeledger.reconcile.sql on SQLite, for the inputs in
+-- tests/golden/cases.py. Not edited by hand: after changing a builder, run
+-- `.venv/bin/python -m pytest tests/golden --update-golden` and review the diff.
+
+-- case: current_source by day
+CREATE TEMP TABLE "_pipeledger_reconcile_source" AS SELECT v."order_id", v."updated_at", v."region", v."_pipeledger_row_hash", substr(v."updated_at", 1, 10) AS "_pipeledger_window", CASE WHEN v.n = 1 THEN 1 ELSE 0 END AS "_pipeledger_pick" FROM (SELECT "order_id", "updated_at", "region", "_pipeledger_row_hash", rank() OVER (PARTITION BY "order_id" ORDER BY "updated_at" DESC) AS r, row_number() OVER (PARTITION BY "order_id" ORDER BY "updated_at" DESC, "_pipeledger_row_hash" DESC) AS n FROM temp."_pipeledger_stage" WHERE "_pipeledger_side" = 's') AS v WHERE v.r = 1;
+CREATE INDEX temp."_pipeledger_reconcile_source_key" ON "_pipeledger_reconcile_source" ("order_id");
+
+-- case: source_windows
+SELECT "_pipeledger_window", count(*), sum("_pipeledger_row_hash" >> 32), sum("_pipeledger_row_hash" & 4294967295) FROM temp."_pipeledger_reconcile_source" WHERE "_pipeledger_pick" = 1 GROUP BY "_pipeledger_window";
+
+-- case: unique_source_keys
+CREATE UNIQUE INDEX temp."_pipeledger_reconcile_source_unique" ON "_pipeledger_stage" ("order_id") WHERE "_pipeledger_side" = 's';
+
+-- case: staged_source_windows
+SELECT substr(v."updated_at", 1, 10), count(*), sum(v."_pipeledger_row_hash" >> 32), sum(v."_pipeledger_row_hash" & 4294967295) FROM temp."_pipeledger_stage" AS v WHERE v."_pipeledger_side" = 's' GROUP BY substr(v."updated_at", 1, 10);
+
+-- case: staged_source of the windows that differ
+CREATE TEMP TABLE "_pipeledger_reconcile_source" AS SELECT v."order_id", v."updated_at", v."region", v."_pipeledger_row_hash", substr(v."updated_at", 1, 10) AS "_pipeledger_window", 1 AS "_pipeledger_pick" FROM temp."_pipeledger_stage" AS v WHERE v."_pipeledger_side" = 's' AND substr(v."updated_at", 1, 10) IN (SELECT "_pipeledger_window" FROM temp."_pipeledger_reconcile_windows");
+CREATE INDEX temp."_pipeledger_reconcile_source_key" ON "_pipeledger_reconcile_source" ("order_id");
+
+-- case: target_rows with stored fingerprints, up to the watermark
+SELECT t."order_id", t."updated_at", t."region", substr(t."updated_at", 1, 10) AS "_pipeledger_window", t."_pipeledger_row_hash" AS "_pipeledger_row_hash" FROM (SELECT * FROM "analytics.orders" WHERE "updated_at" <= ?) AS t;
+
+-- case: target_rows with fingerprints made for rows without
+SELECT t."order_id", t."updated_at", t."region", substr(t."updated_at", 1, 10) AS "_pipeledger_window", coalesce(t."_pipeledger_row_hash", f."_pipeledger_row_hash") AS "_pipeledger_row_hash" FROM (SELECT * FROM "analytics.orders" WHERE 1=1) AS t LEFT JOIN (SELECT "order_id", "_pipeledger_row_hash" FROM temp."_pipeledger_stage" WHERE "_pipeledger_side" = 't') AS f ON f."order_id" = t."order_id";
+
+-- case: target_windows
+SELECT v."_pipeledger_window", count(*), sum(v."_pipeledger_row_hash" >> 32), sum(v."_pipeledger_row_hash" & 4294967295) FROM (SELECT t."order_id", t."updated_at", t."region", substr(t."updated_at", 1, 10) AS "_pipeledger_window", t."_pipeledger_row_hash" AS "_pipeledger_row_hash" FROM (SELECT * FROM "analytics.orders" WHERE 1=1) AS t) AS v GROUP BY v."_pipeledger_window";
+
+-- case: create_windows
+CREATE TEMP TABLE "_pipeledger_reconcile_windows" ("_pipeledger_window" text);
+
+-- case: insert_windows of two
+INSERT INTO temp."_pipeledger_reconcile_windows" ("_pipeledger_window") VALUES (?), (?);
+
+-- case: keep_target_rows of the windows that differ
+CREATE TEMP TABLE "_pipeledger_reconcile_target" AS SELECT * FROM (SELECT t."order_id", t."updated_at", t."region", substr(t."updated_at", 1, 10) AS "_pipeledger_window", t."_pipeledger_row_hash" AS "_pipeledger_row_hash" FROM (SELECT * FROM "analytics.orders" WHERE 1=1) AS t) AS v WHERE v."_pipeledger_window" IN (SELECT "_pipeledger_window" FROM temp."_pipeledger_reconcile_windows");
+CREATE INDEX temp."_pipeledger_reconcile_target_key" ON "_pipeledger_reconcile_target" ("order_id");
+
+-- case: differences
+CREATE TEMP TABLE "_pipeledger_reconcile_differences" AS SELECT 'missing' AS kind, s."_pipeledger_window" AS "_pipeledger_window", s."order_id", s."updated_at", s."region", s."_pipeledger_row_hash" FROM temp."_pipeledger_reconcile_source" AS s WHERE s."_pipeledger_pick" = 1 AND s."_pipeledger_window" IN (SELECT "_pipeledger_window" FROM temp."_pipeledger_reconcile_windows") AND NOT EXISTS (SELECT 1 FROM temp."_pipeledger_reconcile_target" AS t WHERE t."order_id" = s."order_id" AND t."_pipeledger_window" = s."_pipeledger_window") UNION ALL SELECT 'extra', t."_pipeledger_window", t."order_id", t."updated_at", t."region", t."_pipeledger_row_hash" FROM temp."_pipeledger_reconcile_target" AS t WHERE NOT EXISTS (SELECT 1 FROM temp."_pipeledger_reconcile_source" AS s WHERE t."order_id" = s."order_id" AND t."_pipeledger_window" = s."_pipeledger_window") UNION ALL SELECT 'changed', t."_pipeledger_window", s."order_id", s."updated_at", s."region", s."_pipeledger_row_hash" FROM temp."_pipeledger_reconcile_target" AS t JOIN temp."_pipeledger_reconcile_source" AS s ON t."order_id" = s."order_id" AND t."_pipeledger_window" = s."_pipeledger_window" AND s."_pipeledger_pick" = 1 WHERE NOT EXISTS (SELECT 1 FROM temp."_pipeledger_reconcile_source" AS o WHERE o."order_id" = t."order_id" AND o."_pipeledger_row_hash" = t."_pipeledger_row_hash");
+
+-- case: count_differences
+SELECT "_pipeledger_window", kind, count(*) FROM temp."_pipeledger_reconcile_differences" GROUP BY "_pipeledger_window", kind;
+
+-- case: sample_keys, ten a window
+SELECT v."_pipeledger_window", v."order_id" FROM (SELECT "_pipeledger_window", "order_id", row_number() OVER (PARTITION BY "_pipeledger_window" ORDER BY CASE kind WHEN 'missing' THEN 0 WHEN 'changed' THEN 1 ELSE 2 END, "order_id") AS n FROM temp."_pipeledger_reconcile_differences") AS v WHERE v.n <= 10 ORDER BY v."_pipeledger_window", v.n;
+
+-- case: unhashed_count up to the watermark
+SELECT count(*) FROM "analytics.orders" WHERE "_pipeledger_row_hash" IS NULL AND "updated_at" <= ?;
+
+-- case: unhashed_rows, the first page
+SELECT "order_id", "region", "amount", "status", "updated_at" FROM "analytics.orders" WHERE "_pipeledger_row_hash" IS NULL AND 1=1 ORDER BY "order_id" LIMIT 50000;
+
+-- case: unhashed_rows, the page after a composite key
+SELECT "order_id", "region", "amount", "status", "updated_at" FROM "analytics.orders" WHERE "_pipeledger_row_hash" IS NULL AND 1=1 AND ("order_id", "region") > (?, ?) ORDER BY "order_id", "region" LIMIT 50000;
+
+-- case: cap_predicate of an unpartitioned pipeline
+SELECT 1 FROM "analytics.orders" WHERE "updated_at" <= ?;
+
+-- case: cap_predicate of two partitions
+SELECT 1 FROM "analytics.orders" WHERE ((CAST("region" AS TEXT) = ? AND "updated_at" <= ?) OR (CAST("region" AS TEXT) = ? AND "updated_at" <= ?));
