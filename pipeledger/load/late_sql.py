@@ -103,6 +103,11 @@ def unheld_rows(
     )
 
 
+def drop_stage_table(d: Dialect) -> str:
+    """The stage, dropped: its name is free for another table of this transaction."""
+    return f"DROP TABLE IF EXISTS {d.stage()}"
+
+
 def keep_stage_as(d: Dialect, name: str) -> str:
     """The stage, renamed: what was staged stays for the transaction under ``name`` and the
     stage's own name is free for the load."""

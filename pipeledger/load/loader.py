@@ -219,7 +219,8 @@ class Load:
             types = {c.name: c.arrow for c in self.shape.columns}
         else:
             types = {name: arrow_type(kind) for name, kind in self.pipeline.columns.items()}
-        return ReadSpec(window, self.pipeline.cursor, self.pipeline.partition_by, types)
+        outside = self.late.outside if self.late is not None else frozenset()
+        return ReadSpec(window, self.pipeline.cursor, self.pipeline.partition_by, types, outside)
 
     def _stage(self, session: Session, window: Window, tracker: WatermarkTracker) -> None:
         source = open_source(self.pipeline, self.config)
@@ -274,6 +275,11 @@ class Load:
                 self.clock.finish("extract", "transform")
                 return
             if item.batch.num_rows == 0:
+                continue
+            if item.outside:  # of a file new to the pipeline: maybe later than the buffer
+                assert self.late is not None, "asked for by the late-row watch only"
+                with self.clock.measure("transform"):
+                    self.late.collect(item)
                 continue
             with self.clock.measure("transform"):
                 batch = self._transform(session, item)

@@ -747,6 +747,8 @@ def _load_late_sql() -> list[Case]:
              world=_w("target", "stage"), bind=lambda d: [AT]),
         Case(m, "keep_stage_as", lambda d: text(late_sql.keep_stage_as(d, late_sql.CANDIDATES)),
              world=_w("stage")),
+        Case(m, "drop_stage_table", lambda d: text(late_sql.drop_stage_table(d)),
+             world=_w("stage")),
     ]  # fmt: skip
 
 

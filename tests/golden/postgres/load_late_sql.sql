@@ -28,3 +28,6 @@ SELECT c."_pipeledger_row_hash", c."updated_at" FROM "_pipeledger_stage" AS c WH
 
 -- case: keep_stage_as
 ALTER TABLE "_pipeledger_stage" RENAME TO "_pipeledger_late";
+
+-- case: drop_stage_table
+DROP TABLE IF EXISTS "_pipeledger_stage";

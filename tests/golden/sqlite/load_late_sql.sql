@@ -28,3 +28,6 @@ SELECT c."_pipeledger_row_hash", c."updated_at" FROM temp."_pipeledger_stage" AS
 
 -- case: keep_stage_as
 ALTER TABLE temp."_pipeledger_stage" RENAME TO "_pipeledger_late";
+
+-- case: drop_stage_table
+DROP TABLE IF EXISTS temp."_pipeledger_stage";
