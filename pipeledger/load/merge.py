@@ -132,10 +132,6 @@ def merge_staged(
     """Merge the staged rows into the target under ``spec.policy``, apply the run's deletes
     (``vanished``: the keys a full snapshot lacks) and count what happened; ``filtered``:
     join the target first, for rows that are mostly unchanged (``sql.merge``)."""
-    if not filtered and not (spec.history or spec.before_images or spec.markers or vanished):
-        counts = _merge_as_staged(session, spec, staged, run_id, loaded_at)
-        if counts is not None:
-            return counts
     source, unique = _unique_source(session, spec, staged)
     if spec.policy == "error":
         _refuse_conflicts(session, spec, source)
@@ -151,27 +147,6 @@ def merge_staged(
         counts, unchanged=counts.unchanged - marked, deleted=deleted,
         net_rows=counts.inserted if spec.soft_delete else counts.inserted - deleted,
     )  # fmt: skip
-
-
-def _merge_as_staged(
-    session: Session, spec: sql.MergeSpec, staged: int, run_id: str, loaded_at: datetime
-) -> MergeCounts | None:
-    """The unfiltered merge straight from the stage, without first proving its keys unique
-    (the index that does it costs a few % of an incremental run): where an upsert refuses
-    to update a row twice, a key staged twice fails it, and then nothing was written and
-    None says so. Not for policies that never update (nothing would fail)."""
-    d = session.dialect
-    if not d.upsert_refuses_repeats or sql.update_condition(d, spec) is None:
-        return None
-    try:
-        with session.savepoint():
-            return _upsert(
-                session, spec, d.stage(), staged, staged, run_id, loaded_at, filtered=False
-            )
-    except WarehouseError as exc:
-        if exc.sqlstate != WarehouseError.CARDINALITY_VIOLATION:
-            raise
-    return None
 
 
 def keep_replaced(session: Session, spec: sql.MergeSpec, source: str, run_id: str) -> None:

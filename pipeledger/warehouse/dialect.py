@@ -58,8 +58,6 @@ class Dialect:
     proves_keys_by_index: ClassVar[bool]
     #: the merge statement returns (inserted, updated) itself
     merge_returns_counts: ClassVar[bool]
-    #: an upsert that would update one row twice (a key staged twice) fails instead
-    upsert_refuses_repeats: ClassVar[bool]
     #: storage options of a table whose rows get updated: room on each page for a row's new
     #: version (PostgreSQL then updates in place of the page, without a new index entry)
     room_for_updates: ClassVar[str]
@@ -199,7 +197,6 @@ class _Postgres(Dialect):
     promotes_stage = True
     proves_keys_by_index = True
     merge_returns_counts = True
-    upsert_refuses_repeats = True
     room_for_updates = " WITH (fillfactor = 90)"
     array_params = True
     heartbeat_while_loading = True
@@ -260,7 +257,6 @@ class _Sqlite(Dialect):
     promotes_stage = False
     proves_keys_by_index = False
     merge_returns_counts = False
-    upsert_refuses_repeats = False
     room_for_updates = ""
     array_params = False
     heartbeat_while_loading = False
