@@ -76,7 +76,7 @@ def print_failure(failure: runner.RunFailure) -> None:
 
 def _report(outcomes: Sequence[runner.Outcome], as_json: bool) -> None:
     from pipeledger import runner
-    from pipeledger.models.model import ModelResult
+    from pipeledger.load.result import LoadResult  # not the models' module: it loads sqlglot
 
     if as_json:
         print_json([o.to_json() for o in outcomes])
@@ -85,7 +85,7 @@ def _report(outcomes: Sequence[runner.Outcome], as_json: bool) -> None:
         if isinstance(outcome, runner.RunFailure):
             print_failure(outcome)
             continue
-        lines = model_lines(outcome) if isinstance(outcome, ModelResult) else result_lines(outcome)
+        lines = result_lines(outcome) if isinstance(outcome, LoadResult) else model_lines(outcome)
         for line in lines:
             out.print(line, soft_wrap=True, highlight=False)
         if outcome.ledger_error:  # committed, but not recorded (exit 5)

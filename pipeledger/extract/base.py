@@ -9,11 +9,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeledger.errors import SourceError
-from pipeledger.watermark import Window, arrow_filter
+from pipeledger.watermark import Window, window_mask
 
 # rows per batch through conform, fingerprint and staging: a load holds a few copies of
 # one batch at a time (32k rows of the benchmark's orders: ~12 MB less peak memory than
@@ -113,22 +113,14 @@ def _split(items: Iterator[SourceBatch], spec: ReadSpec) -> Iterator[SourceBatch
     and those outside it (marked ``outside``)."""
     for item in items:
         batch = item.batch
-        expression = None
+        mask = None
         if spec.cursor in batch.schema.names:
-            kind = batch.schema.field(spec.cursor).type
-            expression = arrow_filter(spec.window, spec.cursor, kind, spec.partition_by)
-        if expression is None:
+            mask = window_mask(spec.window, batch, spec.cursor, spec.partition_by)
+        if mask is None:
             yield item
             continue
-        rows = pa.array(np.arange(batch.num_rows, dtype=np.int64))
-        table = pa.Table.from_batches([batch.append_column("__row", rows)])
-        for part, outside in ((table.filter(expression), False), (table.filter(~expression), True)):
-            if part.num_rows:
-                yield _part(item, part.combine_chunks(), outside)
-
-
-def _part(item: SourceBatch, part: pa.Table, outside: bool) -> SourceBatch:
-    rows = part.column("__row")
-    numbers = None if item.row_numbers is None else item.row_numbers.take(rows)
-    batch = part.drop_columns(["__row"]).to_batches()[0]
-    return SourceBatch(batch, item.origin, numbers, item.unfiltered, outside)
+        for part, outside in ((mask, False), (pc.invert(mask), True)):
+            kept = batch.filter(part)
+            if kept.num_rows:
+                numbers = None if item.row_numbers is None else item.row_numbers.filter(part)
+                yield SourceBatch(kept, item.origin, numbers, item.unfiltered, outside)

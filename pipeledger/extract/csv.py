@@ -31,7 +31,7 @@ import pyarrow.csv as pacsv
 from pipeledger.errors import SourceError
 from pipeledger.extract.base import BATCH_ROWS, FileSource, ReadSpec, SourceBatch
 from pipeledger.schema import sql_type_for
-from pipeledger.watermark import arrow_filter, coerce, is_whole_day
+from pipeledger.watermark import coerce, is_whole_day, window_mask
 
 # pyarrow reads ~40 blocks ahead: small blocks keep memory low and flat whatever the file
 # size (measured on 1M rows, a whole load: 8 MiB blocks 207 MB peak, 1 MiB 126 MB; reading
@@ -277,18 +277,12 @@ def _in_window(batch: pa.RecordBatch, path: Path, first_row: int, spec: ReadSpec
     numbers = pa.array(np.arange(first_row, first_row + batch.num_rows, dtype=np.int64))
     if spec.cursor in batch.schema.names:
         _refuse_null_cursor(batch, spec.cursor, str(path), first_row)
-    expression = None
-    if spec.cursor in batch.schema.names:
-        expression = arrow_filter(
-            spec.window, spec.cursor, batch.schema.field(spec.cursor).type, spec.partition_by
-        )
-    if expression is None or _wholly_inside(batch, spec):
+    mask = None
+    if spec.cursor in batch.schema.names and not _wholly_inside(batch, spec):
+        mask = window_mask(spec.window, batch, spec.cursor, spec.partition_by)
+    if mask is None:
         return SourceBatch(batch, str(path), numbers)
-    table = pa.Table.from_batches([batch.append_column("__row", numbers)]).filter(expression)
-    rows = table.column("__row").combine_chunks()
-    kept = table.drop_columns(["__row"]).combine_chunks()
-    out = kept.to_batches()[0] if kept.num_rows else pa.RecordBatch.from_pylist([], kept.schema)
-    return SourceBatch(out, str(path), rows)
+    return SourceBatch(batch.filter(mask), str(path), numbers.filter(mask))
 
 
 def _wholly_inside(batch: pa.RecordBatch, spec: ReadSpec) -> bool:

@@ -61,9 +61,9 @@ from pipeledger.watermark import (
     UNPARTITIONED,
     CursorValue,
     Window,
-    arrow_filter,
     incremental_window,
     to_text,
+    window_mask,
 )
 
 log = logging.getLogger("pipeledger.load")
@@ -275,12 +275,10 @@ class LateWatch:
                     yield self._candidate_rows(below, seen.path)
 
     def _below_window(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        kind = batch.schema.field(self._shape.cursor).type
-        inside = arrow_filter(self.window, self._shape.cursor, kind, self._shape.partition_by)
+        inside = window_mask(self.window, batch, self._shape.cursor, self._shape.partition_by)
         if inside is None:
             return batch.slice(0, 0)
-        below = pa.Table.from_batches([batch]).filter(~inside).combine_chunks()
-        return below.to_batches()[0] if below.num_rows else batch.slice(0, 0)
+        return batch.filter(pc.invert(inside))
 
     def _candidate_rows(self, batch: pa.RecordBatch, origin: str) -> pa.RecordBatch:
         """Every row below the window is below its partition's watermark: how late it is."""

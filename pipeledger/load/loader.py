@@ -63,10 +63,10 @@ from pipeledger.watermark import (
     CursorValue,
     WatermarkTracker,
     Window,
-    arrow_filter,
     incremental_window,
     is_whole_day,
     to_text,
+    window_mask,
 )
 
 log = logging.getLogger("pipeledger.load")
@@ -346,9 +346,8 @@ class Load:
         p, window = self.pipeline, self.window
         if window is None:
             return batch
-        cursor_type = batch.schema.field(p.cursor).type
-        expression = arrow_filter(window, p.cursor, cursor_type, p.partition_by)
-        return batch if expression is None else batch.filter(expression)
+        mask = window_mask(window, batch, p.cursor, p.partition_by)
+        return batch if mask is None else batch.filter(mask)
 
     def _resolve_drift(
         self, session: Session, schemas: list[pa.Schema], shape: Shape, checks: ChecksConfig
