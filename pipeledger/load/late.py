@@ -232,13 +232,15 @@ class LateWatch:
         if self.held_rows > HELD_ROWS:  # too many to hold: read the files again instead
             self.overflowed, self.held, self.held_rows = True, [], 0
 
-    def _stage_candidates(self, session: Session) -> None:
+    def _stage_candidates(self, session: Session, stage_taken: bool) -> None:
         """The rows below the window of the new files, with their fingerprints and how late
-        they are, as a temporary table. The merge is done: the stage's name is free."""
+        they are, as a temporary table. The load's stage (``stage_taken``: there is one;
+        what happens after the merge may read it) is set aside meanwhile."""
         if not self.checked:
             return
         d = session.dialect
-        session.execute(lsql.drop_stage_table(d))
+        if stage_taken:
+            session.execute(lsql.keep_stage_as(d, lsql.STAGE_ASIDE))
         session.execute(create_stage(d, [*self._identity, ROW_HASH, LATENESS, ORIGIN]))
         if self.overflowed and self.source is not None:
             session.stage(self._candidates_in(self.source, self.checked))
@@ -247,6 +249,8 @@ class LateWatch:
             session.stage(_handed_on(self.held))
         statement = lsql.keep_stage_as(d, lsql.CANDIDATES) if self.candidates else None
         session.execute(statement or lsql.drop_stage_table(d))
+        if stage_taken:
+            session.execute(lsql.restore_stage(d, lsql.STAGE_ASIDE))
 
     @property
     def _measuring(self) -> bool:
@@ -346,13 +350,13 @@ class LateWatch:
                             self.marks, session.dialect.stage())  # fmt: skip
         self._missed(*found.count(session, self.name, self.run_id))
 
-    def after_merge(self, session: Session) -> None:
+    def after_merge(self, session: Session, stage_taken: bool) -> None:
         """Incremental: the rows of new files below the window that the target still lacks
         were dropped; then the files this run read are recorded as read."""
         if self.mode != "incremental":
             return
         d = session.dialect
-        self._stage_candidates(session)
+        self._stage_candidates(session, stage_taken)
         if self.candidates:
             columns = [ROW_HASH_COLUMN, LATENESS.name, ORIGIN.name, self._shape.cursor]
             statement = lsql.unheld_rows(d, self.target, self._shape.key, self._shape.cursor,

@@ -112,6 +112,7 @@ class Load:
     part_schemas: list[pa.Schema] = field(default_factory=list)
     tracker: WatermarkTracker | None = None
     promotable: bool = False  # staged into a table that becomes the new target
+    stage_started: bool = False  # the staging table exists (created in this transaction)
     guard: Guard | None = None  # the existing target's fingerprints (load.guard)
     known: KnownRows | None = None  # backfill: what the target already holds
     restaged: int = 0  # rows the shortcut skipped that the merge needed after all
@@ -159,7 +160,7 @@ class Load:
                     self.late.before_merge(session)
                 self._publish(session, self.shape, tracker)
         if self.late is not None:
-            self.late.after_merge(session)
+            self.late.after_merge(session, self.stage_started)
         self.clock.finish("quality", "load")
         if self.known is not None:
             unchanged, superseded = self.known.counts(self.restaged)
@@ -475,6 +476,7 @@ class Load:
         return isinstance(source, ParquetSource)
 
     def _start_stage(self, session: Session, shape: Shape) -> None:
+        self.stage_started = True
         d = session.dialect
         flag = [sql.DELETED] if self.pipeline.deleted else []
         columns = [*shape.columns, sql.ROW_HASH, *flag]

@@ -749,6 +749,9 @@ def _load_late_sql() -> list[Case]:
              world=_w("stage")),
         Case(m, "drop_stage_table", lambda d: text(late_sql.drop_stage_table(d)),
              world=_w("stage")),
+        Case(m, "restore_stage set aside",
+             lambda d: text(late_sql.restore_stage(d, late_sql.STAGE_ASIDE)),
+             world=_w("stage"), setup=lambda d: [late_sql.keep_stage_as(d, late_sql.STAGE_ASIDE)]),
     ]  # fmt: skip
 
 

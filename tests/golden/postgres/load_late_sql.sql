@@ -31,3 +31,6 @@ ALTER TABLE "_pipeledger_stage" RENAME TO "_pipeledger_late";
 
 -- case: drop_stage_table
 DROP TABLE IF EXISTS "_pipeledger_stage";
+
+-- case: restore_stage set aside
+ALTER TABLE "_pipeledger_stage_aside" RENAME TO "_pipeledger_stage";

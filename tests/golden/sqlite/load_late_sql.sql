@@ -31,3 +31,6 @@ ALTER TABLE temp."_pipeledger_stage" RENAME TO "_pipeledger_late";
 
 -- case: drop_stage_table
 DROP TABLE IF EXISTS temp."_pipeledger_stage";
+
+-- case: restore_stage set aside
+ALTER TABLE temp."_pipeledger_stage_aside" RENAME TO "_pipeledger_stage";
