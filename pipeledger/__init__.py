@@ -1,29 +1,77 @@
 """pipeledger: idempotent, incremental batch loads whose watermark commits with the rows.
 
 The public API is what ``__all__`` lists; everything else may change without notice.
+Names are imported on first use, so that ``import pipeledger`` (and every ``pipeledger``
+command, which imports it first) does not load pyarrow, numpy or the loader before a
+command needs them.
 """
 
+import importlib
+import typing
+
 from pipeledger.__about__ import __version__
-from pipeledger.config import Config, PipelineConfig, load_config, parse_config
-from pipeledger.errors import (
-    BackfillRangeError,
-    ConcurrentRunError,
-    ConfigError,
-    ConflictError,
-    DuplicateRun,
-    NothingToRetry,
-    PipeledgerError,
-    RunAbandonedError,
-    SchemaError,
-    SourceError,
-    Terminal,
-    Transient,
-    WarehouseError,
-)
-from pipeledger.ledger.api import Ledger, PipelineInfo, Run, RunCancelled
-from pipeledger.ledger.model import RunStatus, TriggerType
-from pipeledger.load.result import LoadResult, MergeCounts
-from pipeledger.runner import WatermarkRow, backfill, lateness, reconcile, run, run_one, state
+
+if typing.TYPE_CHECKING:
+    from pipeledger.config import Config, PipelineConfig, load_config, parse_config
+    from pipeledger.errors import (
+        BackfillRangeError,
+        ConcurrentRunError,
+        ConfigError,
+        ConflictError,
+        DuplicateRun,
+        NothingToRetry,
+        PipeledgerError,
+        RunAbandonedError,
+        SchemaError,
+        SourceError,
+        Terminal,
+        Transient,
+        WarehouseError,
+    )
+    from pipeledger.ledger.api import Ledger, PipelineInfo, Run, RunCancelled
+    from pipeledger.ledger.model import RunStatus, TriggerType
+    from pipeledger.load.result import LoadResult, MergeCounts
+    from pipeledger.runner import (
+        WatermarkRow,
+        backfill,
+        lateness,
+        reconcile,
+        run,
+        run_one,
+        state,
+    )
+
+_HOMES = {
+    "pipeledger.config": ("Config", "PipelineConfig", "load_config", "parse_config"),
+    "pipeledger.errors": (
+        "BackfillRangeError",
+        "ConcurrentRunError",
+        "ConfigError",
+        "ConflictError",
+        "DuplicateRun",
+        "NothingToRetry",
+        "PipeledgerError",
+        "RunAbandonedError",
+        "SchemaError",
+        "SourceError",
+        "Terminal",
+        "Transient",
+        "WarehouseError",
+    ),
+    "pipeledger.ledger.api": ("Ledger", "PipelineInfo", "Run", "RunCancelled"),
+    "pipeledger.ledger.model": ("RunStatus", "TriggerType"),
+    "pipeledger.load.result": ("LoadResult", "MergeCounts"),
+    "pipeledger.runner": (
+        "WatermarkRow",
+        "backfill",
+        "lateness",
+        "reconcile",
+        "run",
+        "run_one",
+        "state",
+    ),
+}
+_HOME = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
     "BackfillRangeError",
@@ -60,3 +108,26 @@ __all__ = [
     "run_one",
     "state",
 ]
+
+
+# ``pipeledger.run``, ``.lateness`` and ``.reconcile`` name both public functions and
+# modules. Importing a module for the first time sets it as an attribute of its parent, so
+# they are imported here, first (none loads pyarrow), and those attributes removed: the
+# names then stay the functions'.
+for _module in ("run", "lateness", "reconcile"):
+    importlib.import_module(f"pipeledger.{_module}")
+    del globals()[_module]
+del _module
+
+
+def __getattr__(name: str) -> typing.Any:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pipeledger' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # imported once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOME})

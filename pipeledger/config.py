@@ -14,7 +14,7 @@ from datetime import timedelta
 from functools import cached_property
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -31,7 +31,9 @@ from pipeledger.errors import ConfigError
 from pipeledger.redact import redact, register_secret, register_url
 from pipeledger.schedule.cron import Cron, check_cron, check_zone
 from pipeledger.schema import TableName, canonical_type, check_identifier
-from pipeledger.sqltext import ModelSql
+
+if TYPE_CHECKING:  # sqlglot is imported when a model's query is read: not for a config alone
+    from pipeledger.sqltext import ModelSql
 
 DEFAULT_CONFIG = "pipeledger.toml"
 EMBEDDED_DIR = ".pipeledger"
@@ -511,6 +513,8 @@ class Config(_Strict):
 
     def model_sql(self, name: str) -> ModelSql:
         """A model's query, read from its file or its config."""
+        from pipeledger.sqltext import ModelSql
+
         model = self.model(name)
         if model.query is not None:
             return ModelSql(model.query, f"models.{name}.query")

@@ -26,31 +26,37 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from typing import Any
-
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING, Any
 
 from pipeledger.watermark import CursorValue, coerce, from_text
 
+# numpy and pyarrow are imported where rows are measured: reading a report needs neither
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+
 Histogram = Mapping[int, int]  # rounded lateness -> rows
-_POWERS = np.array([10**n for n in range(19)], dtype=np.int64)
+_POWERS = [10**n for n in range(19)]
 _PER_UNIT = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 DAY_S = 86_400
 
 
 def rounded(values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """Each (positive integer) value rounded up to two significant digits."""
+    import numpy as np
+
+    powers = np.array(_POWERS, dtype=np.int64)
     values = np.asarray(values, dtype=np.int64)
-    digits = np.searchsorted(_POWERS, values, side="right")  # 1234 -> 4
-    scale = _POWERS[np.maximum(digits - 2, 0)]
+    digits = np.searchsorted(powers, values, side="right")  # 1234 -> 4
+    scale = powers[np.maximum(digits - 2, 0)]
     out: np.ndarray[Any, Any] = (values + scale - 1) // scale * scale
     return out
 
 
 def histogram(values: np.ndarray[Any, Any]) -> dict[int, int]:
     """How many values fall in each rounded bucket."""
+    import numpy as np
+
     if not len(values):
         return {}
     buckets, counts = np.unique(rounded(values), return_counts=True)
@@ -110,6 +116,10 @@ def stored_cursor(value: object) -> CursorValue:
 
 def late_by_array(watermark: CursorValue, cursors: pa.Array) -> np.ndarray[Any, Any]:
     """:func:`late_by` of every value of an Arrow cursor column (no Python per row)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     kind = cursors.type
     ticks_type = pa.int32() if pa.types.is_date32(kind) else pa.int64()  # days, or ticks
     mark = int(pc.cast(coerce(watermark, kind), ticks_type).as_py())

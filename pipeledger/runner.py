@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from pipeledger import alerts
 from pipeledger.adapters import open_warehouse
@@ -35,19 +35,9 @@ from pipeledger.errors import (
 from pipeledger.lateness import LatenessReport, report, seconds
 from pipeledger.ledger.queries import lateness_report
 from pipeledger.ledger.schema import LEDGER
-from pipeledger.load.loader import LoadRequest, ProgressCallback
-from pipeledger.load.replay import ReplayResult
 from pipeledger.load.result import LoadResult
 from pipeledger.load.state import STATE_TABLE, read_all_state
-from pipeledger.models.model import ModelMode, ModelRequest, ModelResult
-from pipeledger.quality.quarantine import check_run_filter
-from pipeledger.reconcile.compare import ReconcileRequest
-from pipeledger.reconcile.result import Reconciliation, Repair
 from pipeledger.redact import redact
-from pipeledger.run.loads import LoadJob
-from pipeledger.run.models import ModelJob
-from pipeledger.run.reconciles import ReconcileJob
-from pipeledger.run.replays import ReplayJob
 from pipeledger.run.scaffold import (
     RunSpec,
     Trigger,
@@ -60,6 +50,16 @@ from pipeledger.run.scaffold import (
 )
 from pipeledger.warehouse.migrations import is_migrated
 from pipeledger.watermark import Window, from_text, is_whole_day
+
+# The loader, the models and reconciliation (and with them pyarrow, numpy and sqlglot) are
+# imported by the functions that run them, so that reading state (``pipeledger state``)
+# does not load them.
+if TYPE_CHECKING:
+    from pipeledger.load.loader import LoadRequest, ProgressCallback
+    from pipeledger.load.replay import ReplayResult
+    from pipeledger.models.model import ModelMode, ModelResult
+    from pipeledger.reconcile.compare import ReconcileRequest
+    from pipeledger.reconcile.result import Reconciliation
 
 __all__ = [
     "Outcome",
@@ -132,7 +132,7 @@ class RunFailure:
         return payload
 
 
-Outcome = LoadResult | ModelResult | RunFailure
+Outcome: TypeAlias = "LoadResult | ModelResult | RunFailure"
 
 
 def failure(pipeline: str, exc: BaseException) -> RunFailure:
@@ -295,6 +295,8 @@ def retry_delay(base: timedelta, cap: timedelta, attempt: int) -> float:
 def outcome_of(pipeline: str, exc: BaseException) -> Outcome:
     """The outcome of a run that raised ``exc``: a load that committed but that the ledger
     could not record is still a success (exit 5, with its ``ledger_error``)."""
+    from pipeledger.models.model import ModelResult
+
     if isinstance(exc, LedgerNotWritten) and isinstance(exc.result, LoadResult | ModelResult):
         notes = getattr(exc, "__notes__", [])
         return exc.result.with_ledger_error(redact("\n".join([str(exc), *notes])))
@@ -321,6 +323,9 @@ def run_model(
 ) -> ModelResult:
     """One run of model ``name``: incremental (what its upstreams changed since it last
     ran), ``full_refresh`` (rebuilt from scratch) or ``backfill`` (``window``)."""
+    from pipeledger.models.model import ModelRequest
+    from pipeledger.run.models import ModelJob
+
     config.model(name)
     request = ModelRequest(name, mode, window)
     kind = "backfill" if mode == "backfill" else None
@@ -337,6 +342,8 @@ def run_one(
 ) -> LoadResult:
     """One incremental run of ``name``, recorded in the ledger. ``trigger.retry`` makes it
     the next attempt of the pipeline's latest logical run, which must have failed."""
+    from pipeledger.load.loader import LoadRequest
+
     return _load(config, LoadRequest(name), RunSpec(name, trigger or Trigger()), on_progress)
 
 
@@ -352,6 +359,8 @@ def backfill(
     """Reprocess exactly ``start <= cursor <= end`` with the same merge; the live
     watermark does not move. Source rows identical to the target's (by stored fingerprint)
     are not staged unless ``full_compare`` (see ``pipeledger.load.known``)."""
+    from pipeledger.load.loader import LoadRequest
+
     if name in config.models:
         window = backfill_window(start, end, None, name)
         return run_model(config, name, mode="backfill", window=window, trigger=Trigger("backfill"))
@@ -365,6 +374,8 @@ def backfill(
 def check(config: Config, name: str) -> LoadResult:
     """A dry run: extract, stage and run the quality gate, then roll everything back; the
     ledger records nothing. Raises GateFailed (with its report) when the gate would halt."""
+    from pipeledger.load.loader import LoadRequest
+
     pipeline = config.pipeline(name)
     if pipeline.checks is None:
         raise ConfigError(f"pipeline {name} declares no [pipelines.{name}.checks]")
@@ -377,6 +388,9 @@ def replay(config: Config, name: str, *, run: str | None = None) -> ReplayResult
     """Push pipeline ``name``'s unresolved quarantined rows (of one run, if ``run``: a run
     id or its first 8+ characters) through today's config, in one transaction, recorded
     in the ledger with ``trigger_type = "replay"`` (see :mod:`pipeledger.load.replay`)."""
+    from pipeledger.quality.quarantine import check_run_filter
+    from pipeledger.run.replays import ReplayJob
+
     config.pipeline(name)
     check_run_filter(run)
     spec = RunSpec(name, Trigger("replay"))
@@ -398,6 +412,9 @@ def reconcile(
     ledger with ``trigger_type = "reconcile"``. ``repair`` backfills exactly the windows
     that differ (in ranges no wider than ``max_backfill``), then compares again: the
     result is that second comparison, with what was found first in ``found``."""
+    from pipeledger.reconcile.compare import ReconcileRequest
+    from pipeledger.reconcile.result import Repair
+
     if name in config.models:
         raise ConfigError(f"{name} is a model: reconcile compares a load's source and target")
     at_most = config.pipeline(name).max_backfill
@@ -418,6 +435,8 @@ def reconcile(
 
 
 def _reconcile(config: Config, request: ReconcileRequest) -> Reconciliation:
+    from pipeledger.run.reconciles import ReconcileJob
+
     spec = RunSpec(request.pipeline, Trigger("reconcile"))
     return run_job(
         config, spec, lambda run_id, warehouse: ReconcileJob(request, config, run_id, warehouse)
@@ -440,6 +459,9 @@ def lateness(config: Config, name: str) -> LatenessReport:
 def _load(
     config: Config, request: LoadRequest, spec: RunSpec, on_progress: ProgressCallback | None
 ) -> LoadResult:
+    from pipeledger.load.loader import LoadRequest
+    from pipeledger.run.loads import LoadJob
+
     if request.mode == "incremental" and request.history is None:
         request = LoadRequest(request.pipeline, history=_history(config, request.pipeline))
     return run_job(

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
+if TYPE_CHECKING:  # imported where Arrow types are made: reading a config needs no pyarrow
+    import pyarrow as pa
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 RESERVED_PREFIX = "_pipeledger_"
@@ -21,23 +24,23 @@ LOADED_AT_COLUMN = "_pipeledger_loaded_at"
 ROW_HASH_COLUMN = "_pipeledger_row_hash"  # see pipeledger.transform.fingerprint
 DELETED_AT_COLUMN = "_pipeledger_deleted_at"  # soft_delete: when a run deleted the row
 
-_SIMPLE_TYPES: dict[str, pa.DataType] = {
-    "smallint": pa.int16(),
-    "integer": pa.int32(),
-    "bigint": pa.int64(),
-    "real": pa.float32(),
-    "double precision": pa.float64(),
-    "boolean": pa.bool_(),
-    "text": pa.string(),
-    "date": pa.date32(),
-    "timestamp": pa.timestamp("us"),
-    "timestamptz": pa.timestamp("us", tz="UTC"),
-    "bytea": pa.binary(),
-    "uuid": pa.uuid(),
-    "jsonb": pa.json_(),  # JSON text (pipeledger/values.py renders nested values as JSON)
-    "time": pa.time64("us"),
-    "interval": pa.duration("us"),  # a fixed length: no months (they have no fixed length)
-}
+_SIMPLE_TYPES = (
+    "smallint",
+    "integer",
+    "bigint",
+    "real",
+    "double precision",
+    "boolean",
+    "text",
+    "date",
+    "timestamp",
+    "timestamptz",
+    "bytea",
+    "uuid",
+    "jsonb",  # JSON text (pipeledger/values.py renders nested values as JSON)
+    "time",
+    "interval",  # a fixed length: no months (they have no fixed length)
+)
 _ALIASES = {
     "int": "integer",
     "int2": "smallint",
@@ -119,15 +122,27 @@ def canonical_type(text: str) -> str:
     return cleaned
 
 
+@cache
+def _simple_arrow_types() -> dict[str, pa.DataType]:
+    import pyarrow as pa
+
+    kinds = [pa.int16(), pa.int32(), pa.int64(), pa.float32(), pa.float64(), pa.bool_()]
+    kinds += [pa.string(), pa.date32(), pa.timestamp("us"), pa.timestamp("us", tz="UTC")]
+    kinds += [pa.binary(), pa.uuid(), pa.json_(), pa.time64("us"), pa.duration("us")]
+    return dict(zip(_SIMPLE_TYPES, kinds, strict=True))  # in the order of the names
+
+
 def arrow_type(sql_type: str) -> pa.DataType:
     """The Arrow type a canonical SQL type is carried as."""
     numeric = _NUMERIC.match(sql_type)
     if numeric:
+        import pyarrow as pa
+
         precision, scale = int(numeric.group(1)), int(numeric.group(2) or 0)
         if precision > _DECIMAL128_PRECISION:
             return pa.decimal256(precision, scale)
         return pa.decimal128(precision, scale)
-    return _SIMPLE_TYPES[sql_type]
+    return _simple_arrow_types()[sql_type]
 
 
 class UnmappedType(ValueError):
@@ -144,6 +159,8 @@ _STORAGE_EXTENSIONS = frozenset(
 
 def is_nested(arrow: pa.DataType) -> bool:
     """Lists, structs and maps of any kind: they land as JSON."""
+    import pyarrow as pa
+
     return bool(
         pa.types.is_list(arrow)
         or pa.types.is_large_list(arrow)
@@ -158,6 +175,8 @@ def is_nested(arrow: pa.DataType) -> bool:
 def value_type(arrow: pa.DataType) -> pa.DataType:
     """The type of a column's values once decoded: a dictionary's or a run-end encoded
     column's value type, a canonical extension's storage where it means nothing more."""
+    import pyarrow as pa
+
     while True:
         if pa.types.is_dictionary(arrow) or pa.types.is_run_end_encoded(arrow):
             arrow = arrow.value_type
@@ -174,6 +193,8 @@ def value_type(arrow: pa.DataType) -> pa.DataType:
 def sql_type_for(arrow: pa.DataType) -> str:
     """Infer the canonical SQL type for an Arrow type seen in a source, or raise
     :class:`UnmappedType`."""
+    import pyarrow as pa
+
     arrow = value_type(arrow)
     if isinstance(arrow, pa.BaseExtensionType):
         if arrow.extension_name == UUID_EXTENSION:
@@ -249,6 +270,8 @@ class Column:
 
 def target_schema(columns: tuple[Column, ...]) -> pa.Schema:
     """The Arrow schema rows are conformed to before they are staged."""
+    import pyarrow as pa
+
     return pa.schema([pa.field(c.name, c.arrow) for c in columns])
 
 

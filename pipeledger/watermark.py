@@ -22,9 +22,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
-import pyarrow.compute as pc
+if TYPE_CHECKING:  # imported by the functions on Arrow data: reading state needs no pyarrow
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
 CursorValue = int | date | datetime
 UNPARTITIONED = ""
@@ -93,6 +95,8 @@ def from_text(text: str) -> CursorValue:
 
 def coerce(value: CursorValue, arrow_type: pa.DataType) -> pa.Scalar:
     """``value`` as an Arrow scalar of the cursor column's type, for comparisons."""
+    import pyarrow as pa
+
     if pa.types.is_timestamp(arrow_type):
         if not isinstance(value, datetime):
             if isinstance(value, int):
@@ -118,6 +122,8 @@ def arrow_filter(
     """The window as an Arrow expression (also used for Parquet row-group pruning)."""
     if window.is_full:
         return None
+    import pyarrow.compute as pc
+
     column = pc.field(cursor)
     conditions: list[pc.Expression] = []
     if window.lower is not None:
@@ -136,9 +142,50 @@ def arrow_filter(
     return expression
 
 
+def window_mask(
+    window: Window, batch: pa.RecordBatch, cursor: str, partition_by: str | None
+) -> pa.ChunkedArray | pa.Array | None:
+    """:func:`arrow_filter` evaluated on ``batch``: which rows are in the window (null:
+    not known, and dropped by a filter, as the expression's). Compute kernels on the
+    columns: filtering with the expression itself loads Arrow's query engine (acero and
+    the dataset module, ~25 MB resident)."""
+    if window.is_full:
+        return None
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    column = batch.column(cursor)
+    kind = column.type
+    conditions = []
+    if window.lower is not None:
+        conditions.append(pc.greater_equal(column, coerce(window.lower, kind)))
+    if window.upper is not None:
+        upper = window.upper
+        if isinstance(upper, date) and is_whole_day(upper):  # the whole day of a date end
+            conditions.append(pc.less(column, coerce(upper + timedelta(days=1), kind)))
+        else:
+            conditions.append(pc.less_equal(column, coerce(upper, kind)))
+    if window.partition_lower and partition_by is not None:
+        partition = pc.cast(batch.column(partition_by), pa.string())
+        known = pa.array(list(window.partition_lower), pa.string())
+        mask = pc.invert(pc.is_in(partition, value_set=known))
+        for value, lower in window.partition_lower.items():
+            here = pc.and_kleene(pc.equal(partition, value),
+                                 pc.greater_equal(column, coerce(lower, kind)))  # fmt: skip
+            mask = pc.or_kleene(mask, here)
+        conditions.append(mask)
+    result = conditions[0]
+    for condition in conditions[1:]:
+        result = pc.and_kleene(result, condition)
+    return result
+
+
 def _partition_filter(
     window: Window, column: pc.Expression, cursor_type: pa.DataType, partition_by: str
 ) -> pc.Expression:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     partition = pc.field(partition_by).cast(pa.string())
     known = list(window.partition_lower)
     expression = ~partition.isin(known)
@@ -159,6 +206,9 @@ class WatermarkTracker:
     def observe(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
             return
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         bounds = pc.min_max(batch.column(self._cursor))
         low, high = bounds["min"].as_py(), bounds["max"].as_py()
         if low is not None and (self.least is None or low < self.least):

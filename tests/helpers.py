@@ -238,23 +238,24 @@ def write_big_orders_csv(path: Path, rows: int, first_id: int, start: str) -> No
     import datetime as dt
 
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.csv as pacsv
 
     base = dt.datetime.fromisoformat(start)
     ids = pa.array(range(first_id, first_id + rows), pa.int64())
     seconds = pa.array(range(rows), pa.int64())
-    cursor = pa.compute.add(
+    cursor = pc.add(
         pa.scalar(base, pa.timestamp("us", tz="UTC")),
-        pa.compute.cast(pa.compute.multiply(seconds, 1_000_000), pa.duration("us")),
+        pc.cast(pc.multiply(seconds, 1_000_000), pa.duration("us")),
     )
     table = pa.table(
         {
             "order_id": ids,
-            "qty": pa.compute.add(pa.compute.bit_wise_and(seconds, 7), 1),
+            "qty": pc.add(pc.bit_wise_and(seconds, 7), 1),
             "order_date": pa.array([base.date()] * rows, pa.date32()),
             "amount": pa.array(["19.99"] * rows),
             "status": pa.array(["completed"] * rows),
-            "customer_id": pa.compute.bit_wise_and(ids, 1023),
+            "customer_id": pc.bit_wise_and(ids, 1023),
             "updated_at": cursor,
         }
     )

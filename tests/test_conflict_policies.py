@@ -137,6 +137,50 @@ def test_error_policy_refuses_two_versions_of_a_key_in_one_run(project: Project)
 
 
 @pytest.mark.parametrize("policy", ["update", "newer_wins", "ignore"])
+def test_duplicate_keys_in_an_incremental_batch_resolve_to_the_greatest_cursor(
+    project: Project, policy: str
+) -> None:
+    """Into an existing target: the staged keys are proven unique first, and a key staged
+    twice is resolved to its greatest cursor before the merge."""
+    project.configure(orders=orders_pipeline(on_conflict=policy))
+    project.write_csv(
+        "orders_1.csv",
+        [order(1, "2024-01-01T10:00:00Z", status="processing"), order(2, "2024-01-01T10:00:00Z")],
+    )
+    project.run()
+    project.write_csv(
+        "orders_2.csv",
+        [
+            order(1, "2024-01-03T10:00:00Z", status="completed"),
+            order(1, "2024-01-02T10:00:00Z", status="shipped"),
+            order(3, "2024-01-05T10:00:00Z", status="new"),
+            order(3, "2024-01-04T10:00:00Z", status="old"),
+        ],
+    )
+    result = project.run()  # also re-reads the two rows at the watermark
+    updated = 0 if policy == "ignore" else 1
+    counted = ("rows_read", "rows_inserted", "rows_updated", "rows_unchanged", "rows_superseded")
+    assert tuple(result[k] for k in counted) == (6, 1, updated, 2 - updated, 3)
+    statuses = {row[0]: row[1] for row in project.rows()}
+    assert statuses == {"1": "completed" if updated else "processing", "2": "completed", "3": "new"}
+
+
+def test_an_older_version_beside_the_reread_stored_one_does_not_win(project: Project) -> None:
+    """The stored version is re-read (at the watermark) in the same run as an older one:
+    the first changes nothing, and an upsert would not refuse the second; the versions
+    are resolved first, so the stored newest stays."""
+    project.configure(orders=orders_pipeline(lateness="1d"))
+    project.write_csv("orders_1.csv", [order(1, "2024-01-02T10:00:00Z", status="completed")])
+    project.run()
+    project.write_csv("orders_2.csv", [order(1, "2024-01-02T09:00:00Z", status="shipped")])
+
+    result = project.run()
+
+    assert (result["rows_updated"], result["rows_superseded"]) == (0, 1)
+    assert [(row[0], row[1]) for row in project.rows()] == [("1", "completed")]
+
+
+@pytest.mark.parametrize("policy", ["update", "newer_wins", "ignore"])
 def test_duplicate_keys_in_one_batch_resolve_to_the_greatest_cursor(
     project: Project, policy: str
 ) -> None:

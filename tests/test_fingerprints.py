@@ -15,7 +15,7 @@ import psycopg
 import pyarrow as pa
 import pytest
 
-from pipeledger.load import guard_sql
+from pipeledger.load import guard_sql, known
 from pipeledger.schema import Column, TableName, sql_type_for
 from pipeledger.transform.fingerprint import row_hashes, with_row_hash
 from pipeledger.warehouse.dialect import SQLITE
@@ -508,6 +508,39 @@ def test_the_shortcut_counts_and_merges_exactly_like_a_full_compare(
     assert project.rows(columns, "analytics.orders_short") == project.rows(
         columns, "analytics.orders_full"
     )
+
+
+def test_a_range_over_the_limit_holds_a_slice_and_merges_like_a_full_compare(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More target rows in range than the shortcut holds: it keeps the fingerprints of a
+    slice of them (memory stays bounded), stages the other rows, and the outcome is the
+    one a full comparison gives. Over twice as many: every row is compared."""
+    monkeypatch.setattr(known, "LIMIT", 200)
+    pipelines = {
+        name: orders_pipeline(on_conflict="update", target=f"analytics.orders_{name}")
+        for name in ("short", "full")
+    }
+    project.configure(**pipelines)
+    rows = [order(i, day(1 + i % 28)) for i in range(1, 301)]
+    project.write_csv("orders_1.csv", rows)
+    project.run()
+    rows[6] = order(7, day(8), status="refunded")  # a correction
+    project.write_csv("orders_1.csv", [*rows, order(301, day(3)), order(7, day(2))])
+    short = project.run_json("backfill", "short", *BACKFILL)[0]
+    full = project.run_json("backfill", "full", *BACKFILL, "--full-compare")[0]
+    assert (short["rows_read"], full["rows_staged"]) == (302, 302)
+    assert 302 - 200 <= short["rows_staged"] < 302 - 100  # the slice: ~190 of 300 rows
+    counted = ("rows_inserted", "rows_updated", "rows_unchanged", "rows_superseded")
+    assert {k: short[k] for k in counted} == {k: full[k] for k in counted}
+    assert (short["rows_inserted"], short["rows_updated"]) == (1, 1)
+    columns = "order_id, status, amount, updated_at"
+    assert project.rows(columns, "analytics.orders_short") == project.rows(
+        columns, "analytics.orders_full"
+    )
+    monkeypatch.setattr(known, "LIMIT", 100)  # 301 rows in range: a slice would not pay
+    again = project.run_json("backfill", "short", *BACKFILL)[0]
+    assert (again["rows_staged"], again["rows_unchanged"]) == (302, 301)
 
 
 def test_a_role_that_may_write_but_not_alter_an_old_target_still_loads(

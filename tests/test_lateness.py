@@ -8,9 +8,11 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 import numpy as np
+import pytest
 
 from pipeledger.lateness import RunLateness, histogram, late_by, percentile, rounded
 from pipeledger.lateness import report as lateness_report
+from pipeledger.load import late
 from tests.helpers import Project, order, orders_pipeline
 
 
@@ -93,6 +95,28 @@ def test_a_rewritten_file_costs_a_read_but_finds_only_what_is_new(project: Proje
 
     assert (run["rows_inserted"], run["late_rows_dropped"]) == (1, 1)
     assert lateness(project)["late_rows_missed"] == 1
+
+
+def test_late_rows_are_found_in_the_runs_own_read_or_read_again_when_too_many(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new file is read once: its rows in the window are staged, those below it held
+    until the merge. More than ``HELD_ROWS`` below it: the files are read again after."""
+    project.configure(orders=orders_pipeline(lateness="1h"))
+    project.write_csv("orders_1.csv", [order(1, "2024-01-01T12:00:00Z")])
+    project.run()
+    project.write_csv("orders_2.csv", [order(2, "2024-01-01T09:00:00Z"),
+                                       order(3, "2024-01-01T12:30:00Z")])  # fmt: skip
+    held = project.run()
+    monkeypatch.setattr(late, "HELD_ROWS", 1)
+    project.write_csv("orders_3.csv", [order(4, "2024-01-01T09:10:00Z"),
+                                       order(5, "2024-01-01T09:20:00Z"),
+                                       order(6, "2024-01-01T12:40:00Z")])  # fmt: skip
+    read_again = project.run()
+
+    assert (held["rows_inserted"], held["late_rows_dropped"]) == (1, 1)
+    assert (read_again["rows_inserted"], read_again["late_rows_dropped"]) == (1, 2)
+    assert lateness(project)["late_rows_missed"] == 3
 
 
 def test_a_pipeline_without_late_rows_suggests_no_buffer(project: Project) -> None:

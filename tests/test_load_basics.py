@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tests.helpers import Project, order, orders_pipeline
 
 
@@ -143,3 +145,20 @@ def test_integer_cursor_and_date_cursor(project: Project) -> None:
     assert project.run("by_version")["rows_read"] == 2 + 1  # versions >= 4
     assert project.run("by_day")["rows_read"] == 1 + 2  # days >= 2024-01-02
     assert project.count("versions") == project.count("days") == 4
+
+
+def test_a_postgresql_target_that_gets_updates_has_room_for_them(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    project = Project(tmp_path, postgres_url)
+    project.configure(
+        orders=orders_pipeline(on_conflict="newer_wins"),
+        events=orders_pipeline(on_conflict="ignore", target="analytics.events"),
+    )
+    project.write_csv("orders_1.csv", [order(1, "2024-01-01T10:00:00Z")])
+    project.run_json("run")
+    options = project.query(
+        "SELECT relname, reloptions FROM pg_class WHERE relname IN ('orders', 'events') "
+        "ORDER BY relname"
+    )
+    assert options == [("events", None), ("orders", ["fillfactor=90"])]

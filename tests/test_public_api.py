@@ -8,6 +8,8 @@ import pipeledger
 
 
 def test_all_lists_exactly_the_public_names() -> None:
+    for name in pipeledger.__all__:  # imported on first use
+        getattr(pipeledger, name)
     public = {
         name
         for name, value in vars(pipeledger).items()
@@ -21,3 +23,10 @@ def test_every_error_is_a_pipeledger_error() -> None:
         value = getattr(pipeledger, name)
         if isinstance(value, type) and issubclass(value, Exception):
             assert issubclass(value, pipeledger.PipeledgerError)
+
+
+def test_run_is_the_function_also_after_its_subpackage_is_imported() -> None:
+    import pipeledger.run.scaffold
+    import pipeledger.runner
+
+    assert pipeledger.run is pipeledger.runner.run

@@ -162,6 +162,29 @@ def test_merge_sql_postgres_skips_identical_rows_and_counts() -> None:
     assert "RETURNING (xmax = 0) AS inserted" in text
 
 
+def test_an_incremental_merge_goes_straight_from_the_stage() -> None:
+    """Unfiltered (an incremental batch): no join before ON CONFLICT; filtered (a backfill):
+    the staged keys are joined to the target first."""
+    stage = '"_pipeledger_stage"'
+    text = sql.merge(POSTGRES, SPEC, stage, filtered=False)
+    assert f'FROM {stage} AS s ON CONFLICT ("id") DO UPDATE SET' in text
+    assert "JOIN" not in text and "RETURNING (xmax = 0) AS inserted" in text
+    assert f'FROM {stage} AS s LEFT JOIN "analytics"."orders" AS cur' in sql.merge(
+        POSTGRES, SPEC, stage
+    )
+
+
+def test_targets_of_policies_that_update_leave_room_on_each_page() -> None:
+    """PostgreSQL then updates a row within its page (no new index entry)."""
+    assert sql.create_target(POSTGRES, SPEC).endswith("\n) WITH (fillfactor = 90)")
+    ignore = sql.MergeSpec(SPEC.target, SPEC.columns, SPEC.key, SPEC.cursor, "ignore")
+    assert sql.create_target(POSTGRES, ignore).endswith("\n)")
+    assert sql.create_target(SQLITE, SPEC).endswith("\n)")
+    run_id = "00000000-0000-4000-8000-000000000000"
+    stage = sql.create_promotable_stage(run_id, SPEC.columns, "updated_at", updates=True)
+    assert stage[-1].endswith(") WITH (fillfactor = 90)")
+
+
 def test_update_policy_compares_every_value_column() -> None:
     spec = sql.MergeSpec(SPEC.target, SPEC.columns, SPEC.key, SPEC.cursor, "update")
     assert sql.update_condition(POSTGRES, spec) == (

@@ -11,20 +11,15 @@ import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import psycopg
-import pyarrow as pa
-import pyarrow.csv as pacsv
 from psycopg import errors as pgerrors
 from psycopg.abc import Buffer
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.datetime import IntervalLoader
 from psycopg.types.string import TextLoader
 
-from pipeledger import values
-from pipeledger.adapters import pg_binary
 from pipeledger.clients import client_gone, client_name, client_process
 from pipeledger.errors import (
     CommitUnknown,
@@ -40,6 +35,12 @@ from pipeledger.schema import TableName, arrow_type
 from pipeledger.warehouse.dialect import POSTGRES
 from pipeledger.warehouse.stage import copy_stage
 
+# numpy, pyarrow and the COPY encoder are imported by the methods that handle Arrow data,
+# so that reading state or the ledger (the CLI's quick commands) does not load them
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+
 # what a retry of the same run may get past: the connection, a lock, a timeout, a conflict
 _TRANSIENT = (
     psycopg.OperationalError,
@@ -51,7 +52,6 @@ _TRANSIENT = (
     pgerrors.CannotConnectNow,
     pgerrors.TooManyConnections,
 )
-_CSV = pacsv.WriteOptions(include_header=False, batch_size=65_536)
 TEMP_BUFFERS = "256MB"
 # how often the server checks that the client of a running statement is still there: a
 # statement whose client died (SIGKILL, OOM) is aborted within this, releasing its locks
@@ -165,6 +165,8 @@ class PostgresSession:
 
     def fetch_int64(self, statement: str, params: Sequence[Any] = ()) -> np.ndarray[Any, Any]:
         # one bytea of big-endian int8s: a row per COPY message would cost ~0.6 us each
+        import numpy as np
+
         packed = f"SELECT string_agg(int8send(v), ''::bytea) FROM ({statement}) AS fetched(v)"
         data = self._scalar_bytes(packed, params)
         if data is None:
@@ -179,21 +181,25 @@ class PostgresSession:
         return None if row is None or row[0] is None else bytes(row[0])
 
     def stage(self, batches: Iterable[pa.RecordBatch]) -> None:
+        from pipeledger.adapters import pg_binary
+
         stream = iter(batches)
-        first = next(stream, None)
-        if first is None:
+        head = list(itertools.islice(stream, 1))  # popped when written: not held to the end
+        if not head:
             return
-        binary = pg_binary.supports(first.schema)  # every batch has the target's columns
+        schema = head[0].schema  # every batch has the target's columns
+        binary = pg_binary.supports(schema)
+        encode = pg_binary.encode if binary else _csv_bytes
         try:
             with (
                 self._conn.cursor() as cursor,
-                cursor.copy(copy_stage(first.schema.names, binary)) as copy,
+                cursor.copy(copy_stage(schema.names, binary)) as copy,
             ):
                 if binary:
                     copy.write(pg_binary.HEADER)
-                for batch in itertools.chain([first], stream):
+                for batch in itertools.chain(_handed_on(head), stream):
                     self._check()
-                    copy.write(pg_binary.encode(batch) if binary else _csv_bytes(batch))
+                    copy.write(encode(batch))
                 if binary:
                     copy.write(pg_binary.TRAILER)
         except psycopg.Error as exc:
@@ -288,17 +294,31 @@ def _held_by(name: str | None) -> str:
     return f" (process {process[0]} on {process[1]}: {redact(name or '')})"
 
 
+def _handed_on(items: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The items of a list, each dropped from it as it is handed on."""
+    while items:
+        yield items.pop(0)
+
+
 def _csv_bytes(batch: pa.RecordBatch) -> memoryview:
     """CSV for COPY. Aware timestamps go out as UTC wall time (the session is in UTC):
     pyarrow formats zoned timestamps an order of magnitude slower than naive ones. Types
     CSV has no form for go out as the text PostgreSQL reads (``pipeledger/values.py``)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
     columns = [_csv_column(column) for column in batch.columns]
     buffer = io.BytesIO()
-    pacsv.write_csv(pa.RecordBatch.from_arrays(columns, names=batch.schema.names), buffer, _CSV)
+    options = pacsv.WriteOptions(include_header=False, batch_size=65_536)
+    pacsv.write_csv(pa.RecordBatch.from_arrays(columns, names=batch.schema.names), buffer, options)
     return buffer.getbuffer()
 
 
 def _csv_column(column: pa.Array) -> pa.Array:
+    import pyarrow as pa
+
+    from pipeledger import values
+
     kind = column.type
     if pa.types.is_timestamp(kind) and kind.tz is not None:
         return column.cast(pa.timestamp(kind.unit))
@@ -345,29 +365,30 @@ class PostgresWarehouse:
             conn.close()
 
 
-_OIDS: dict[int, pa.DataType] = {
-    16: pa.bool_(),
-    17: pa.binary(),  # bytea
-    114: pa.json_(),  # json
-    3802: pa.json_(),  # jsonb
-    2950: pa.uuid(),
-    1083: pa.time64("us"),
-    1186: pa.duration("us"),  # interval
-    20: pa.int64(),
-    21: pa.int16(),
-    23: pa.int32(),
-    700: pa.float32(),
-    701: pa.float64(),
-    1082: pa.date32(),
-    1114: pa.timestamp("us"),
-    1184: pa.timestamp("us", tz="UTC"),
+# PostgreSQL type oids and the canonical SQL type (pipeledger.schema) their values load as
+_OIDS = {
+    16: "boolean",
+    17: "bytea",
+    114: "jsonb",  # json
+    3802: "jsonb",
+    2950: "uuid",
+    1083: "time",
+    1186: "interval",
+    20: "bigint",
+    21: "smallint",
+    23: "integer",
+    700: "real",
+    701: "double precision",
+    1082: "date",
+    1114: "timestamp",
+    1184: "timestamptz",
 }
 
 
 def _arrow_type(column: psycopg.Column) -> pa.DataType:
     if column.type_code == 1700 and column.precision is not None:
         return arrow_type(f"numeric({column.precision},{column.scale or 0})")
-    return _OIDS.get(column.type_code, pa.string())
+    return arrow_type(_OIDS.get(column.type_code, "text"))
 
 
 class _JsonText(TextLoader):
@@ -422,6 +443,8 @@ class PostgresReader:
 
 
 def _batches(cursor: psycopg.ServerCursor[Any], batch_rows: int) -> Iterator[pa.RecordBatch]:
+    import pyarrow as pa
+
     description = cursor.description or []
     schema = pa.schema([pa.field(c.name, _arrow_type(c)) for c in description])
     while rows := cursor.fetchmany(batch_rows):
@@ -434,6 +457,8 @@ def _batches(cursor: psycopg.ServerCursor[Any], batch_rows: int) -> Iterator[pa.
 
 
 def _plain(items: Sequence[Any], arrow: pa.DataType) -> Sequence[Any]:
+    import pyarrow as pa
+
     if pa.types.is_string(arrow):
         return [None if v is None else str(v) for v in items]
     return items

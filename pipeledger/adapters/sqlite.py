@@ -31,14 +31,9 @@ from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-
-from pipeledger import values
 from pipeledger.errors import (
     ConfigError,
     SourceError,
@@ -51,6 +46,12 @@ from pipeledger.interrupts import cancellable
 from pipeledger.schema import TableName, from_sqlite_declared
 from pipeledger.warehouse.dialect import SQLITE, quote
 from pipeledger.warehouse.stage import insert_stage
+
+# numpy and pyarrow are imported by the functions that handle Arrow data, so that reading
+# state or the ledger (the CLI's quick commands) does not load them
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
 
 BUSY_TIMEOUT_S = 5.0
 
@@ -76,6 +77,11 @@ def _value(value: Any) -> Any:
 
 
 def _column(array: pa.Array) -> list[Any]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from pipeledger import values
+
     kind = array.type
     if pa.types.is_timestamp(kind):
         text = pc.strftime(array.cast(pa.timestamp("us", tz=kind.tz)), format="%Y-%m-%dT%H:%M:%S")
@@ -167,6 +173,8 @@ class SqliteSession:
             raise _translate(exc, "query failed") from exc
 
     def fetch_int64(self, statement: str, params: Sequence[Any] = ()) -> np.ndarray[Any, Any]:
+        import numpy as np
+
         try:
             rows = self._conn.execute(statement, [_value(p) for p in params])
             return np.fromiter((value for (value,) in rows), dtype=np.int64)
@@ -299,6 +307,8 @@ class SqliteWarehouse:
 
 
 def _batch(names: list[str], rows: list[Any], path: Path) -> pa.RecordBatch:
+    import pyarrow as pa
+
     try:
         return pa.RecordBatch.from_pylist([dict(zip(names, r, strict=True)) for r in rows])
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:

@@ -5,22 +5,27 @@ configuration error, 3 a quality gate halted, 4 skipped (another run held the lo
 5 committed but not recorded in the ledger, 6 outcome unknown (connection lost at
 COMMIT), 75 failed (transient: a retry may succeed), 124 timed out, 130 cancelled (by
 SIGINT or ``pipeledger cancel``), 143 cancelled by SIGTERM.
+
+Each command imports what it needs when it runs: ``--help`` and the commands that only
+read state or the ledger start without the loader, pyarrow or numpy
+(``tests/test_cli_startup.py``).
 """
 
 from __future__ import annotations
 
+import atexit
+import logging
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.markup import escape
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from pipeledger import operate, runner
 from pipeledger.cli.common import (
     JsonOption,
     app,
@@ -38,12 +43,17 @@ from pipeledger.cli.common import (
 from pipeledger.cli.render import dag_lines, state_lines
 from pipeledger.errors import ConfigError, GateFailed
 
+if TYPE_CHECKING:
+    from pipeledger import operate, runner
+
 
 @contextmanager
 def _progress(enabled: bool) -> Iterator[Callable[[str, int], None] | None]:
     if not enabled or not err.is_terminal:
         yield None
         return
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True) as progress:
         tasks: dict[str, Any] = {}
@@ -128,6 +138,8 @@ def run(
     watermark; a model processes what its upstreams changed since it last ran. A node
     whose upstream failed is skipped; the other branches go on. Transient failures are
     retried as each node's ``retries`` say."""
+    from pipeledger import operate, runner
+
     with guard(as_json), cancellable():
         if due and (retry or idempotency_key or full_refresh):
             raise ConfigError(
@@ -159,6 +171,8 @@ def run(
 
 
 def _plain(outcome: runner.Outcome | operate.ScheduledOutcome) -> runner.Outcome:
+    from pipeledger import operate
+
     return outcome.outcome if isinstance(outcome, operate.ScheduledOutcome) else outcome
 
 
@@ -178,6 +192,8 @@ def backfill(
     as_json: JsonOption = False,
 ) -> None:
     """Reprocess exactly start <= cursor <= end; the live watermark does not move."""
+    from pipeledger import runner
+
     with guard(as_json), cancellable():
         config = load()
         outcome: runner.Outcome
@@ -197,6 +213,8 @@ def backfill(
 @app.command()
 def dag(as_json: JsonOption = False) -> None:
     """The graph of loads and models: nodes, what each reads from, and its last run."""
+    from pipeledger import runner
+
     with guard(as_json):
         config = load()
         graph = runner.graph(config)
@@ -214,6 +232,8 @@ def state(
     as_json: JsonOption = False,
 ) -> None:
     """Watermarks per pipeline and partition."""
+    from pipeledger import runner
+
     with guard(as_json):
         rows = runner.state(load(), name)
         if as_json:
@@ -232,6 +252,8 @@ def check(
 ) -> None:
     """Dry run of the quality gate: extract, stage and check, then roll back. Exit 3 when
     the gate would not publish everything."""
+    from pipeledger import runner
+
     with guard(as_json):
         try:
             report = runner.check(load(), name).quality
@@ -251,6 +273,8 @@ def check(
 def watchdog(as_json: JsonOption = False) -> None:
     """Replay the ledger's spool, then settle runs whose lease expired or whose process is
     gone: success if the warehouse shows they committed, else abandoned. Runs do this too."""
+    from pipeledger import runner
+
     with guard(as_json):
         settled = runner.watchdog(load())
         if as_json:
@@ -276,13 +300,16 @@ def demo(
         run_demo(directory, out)
 
 
-def main() -> None:
-    runner.prefer_system_allocator()
+def main() -> NoReturn:
+    # Arrow's allocator for the whole process, set before pyarrow is imported (a command
+    # that loads imports it later); see pipeledger.runner.prefer_system_allocator
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     args = sys.argv[1:]
-    if "--json" not in args:
-        app()
-        return
-    sys.exit(_main_json(args))
+    try:
+        code = _main_json(args) if "--json" in args else app()
+    except SystemExit as exc:
+        _exit(exc.code)
+    _exit(code)
 
 
 def _main_json(args: list[str]) -> int:
@@ -296,6 +323,24 @@ def _main_json(args: list[str]) -> int:
         print_json(usage_error_json(exc))
         return exc.exit_code
     return code if isinstance(code, int) else 0
+
+
+def _exit(code: str | int | None) -> NoReturn:
+    """End the process without tearing down every module it imported (pyarrow, psycopg,
+    pydantic: ~15% of a quick command's CPU). By now every connection, transaction and
+    file of the command is closed; the exit handlers still run (the alert watcher's wait,
+    :mod:`pipeledger.alerts.watch`), then the output streams are flushed."""
+    if isinstance(code, str):  # as Python does for sys.exit("message")
+        print(code, file=sys.stderr)
+        code = 1
+    atexit._run_exitfuncs()
+    logging.shutdown()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:  # a reader that went away (a closed pipe): nothing more to say
+        code = code or 1
+    os._exit(code or 0)
 
 
 from pipeledger.cli import history_cli  # noqa: E402  (registers reconcile and lateness)

@@ -10,24 +10,26 @@ import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
-from pipeledger import operate, runner
-from pipeledger.cli.render import model_lines, result_lines
-from pipeledger.config import Config, load_config
 from pipeledger.errors import PipeledgerError
-from pipeledger.ledger.api import RunCancelled
-from pipeledger.models.model import ModelResult
 from pipeledger.redact import redact
 
+if TYPE_CHECKING:  # imported by the commands that use them: --help needs none
+    from pipeledger import operate, runner
+    from pipeledger.config import Config
+
+# Help and usage errors are plain text: typer's boxed help would load rich's Markdown
+# renderer, a third of what `pipeledger --help` costs.
 app = typer.Typer(
     help="Idempotent, incremental loads with watermarks that commit with the rows.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 out = Console()
 err = Console(stderr=True)
@@ -115,6 +117,8 @@ def guard(as_json: bool = False) -> Iterator[None]:
 
 
 def load() -> Config:
+    from pipeledger.config import load_config  # pydantic: only for commands that read one
+
     return load_config(OPTIONS.config_path)
 
 
@@ -134,10 +138,14 @@ def print_failure(failure: runner.RunFailure) -> None:
 
 def print_outcome(outcome: runner.Outcome) -> None:
     """One outcome in words: its lines, or its error and what happens next."""
+    from pipeledger import runner
+    from pipeledger.cli.render import model_lines, result_lines
+    from pipeledger.load.result import LoadResult  # not the models' module: it loads sqlglot
+
     if isinstance(outcome, runner.RunFailure):
         print_failure(outcome)
         return
-    lines = model_lines(outcome) if isinstance(outcome, ModelResult) else result_lines(outcome)
+    lines = result_lines(outcome) if isinstance(outcome, LoadResult) else model_lines(outcome)
     for line in lines:
         out.print(line, soft_wrap=True, highlight=False)
     if outcome.ledger_error:  # committed, but not recorded (exit 5)
@@ -164,6 +172,7 @@ def report_scheduled(outcomes: Sequence[operate.ScheduledOutcome], as_json: bool
 def cancellable() -> Iterator[None]:
     """SIGTERM and Ctrl-C cancel the run: its transaction rolls back, the ledger says
     ``cancelled``, and the exit code is 130 (SIGINT) or 143 (SIGTERM)."""
+    from pipeledger.ledger.api import RunCancelled
 
     def on_sigterm(signum: int, frame: object) -> None:
         raise RunCancelled("terminated by SIGTERM")

@@ -14,23 +14,23 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
 from pipeledger.adapters import open_warehouse
-from pipeledger.alerts import outbox
 from pipeledger.cli.common import JsonOption, err, guard, load, out, print_json
-from pipeledger.config import parse_duration
 from pipeledger.errors import ConfigError, PipeledgerError
 from pipeledger.ledger import queries as q
-from pipeledger.ledger import sla as slas
 from pipeledger.ledger.model import RunStatus
 from pipeledger.ledger.schema import DAYS, LEDGER
-from pipeledger.load.state import STATE
 from pipeledger.warehouse.migrations import is_migrated, migrate
 from pipeledger.warehouse.session import Session
+
+if TYPE_CHECKING:  # imported by the commands that use them (alerts' events read a config)
+    from pipeledger.alerts import outbox
+    from pipeledger.ledger import sla as slas
 
 NO_RUNS = "no runs recorded yet"
 COLOURS = {
@@ -56,6 +56,8 @@ def _now() -> datetime:
 
 def parse_since(text: str, now: datetime) -> datetime:
     """``7d`` (back from ``now``) or an ISO-8601 time (UTC when it has no offset)."""
+    from pipeledger.config import parse_duration
+
     try:
         return now - parse_duration(text)
     except ValueError:
@@ -360,6 +362,8 @@ def register(app: typer.Typer) -> None:
     def sla(as_json: JsonOption = False) -> None:
         """SLA breaches of the last 30 days (and open ones), and per pipeline its success
         rate, mean time to recovery and p95 duration over 7 and 30 days."""
+        from pipeledger.ledger import sla as slas
+
         with guard(as_json), _ledger(current=True) as session:
             now = _now()
             found = slas.breaches(session, now) if session else []
@@ -374,6 +378,8 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def alerts(since: SinceOption = None, as_json: JsonOption = False) -> None:
         """Alerts raised (default: in the last 7 days) and whether each was delivered."""
+        from pipeledger.alerts import outbox
+
         with guard(as_json), _ledger(current=True) as session:
             now = _now()
             start = parse_since(since or "7d", now)
@@ -422,6 +428,8 @@ def _ledger_app() -> typer.Typer:
     ) -> None:
         """Delete old runs with their tasks, events, snapshots and check results (keeps
         running runs and each pipeline's last success)."""
+        from pipeledger.config import parse_duration
+
         with guard(as_json):
             age = parse_duration(older_than)
             with _ledger(write=True) as session:
@@ -437,6 +445,8 @@ def _ledger_app() -> typer.Typer:
     def migrate_command(as_json: JsonOption = False) -> None:
         """Create or upgrade the ledger tables (ledger database) and the watermark table
         (warehouse)."""
+        from pipeledger.load.state import STATE
+
         with guard(as_json):
             config = load()
             targets = ((LEDGER, config.ledger_url), (STATE, config.warehouse_url))

@@ -6,7 +6,6 @@ from typing import Annotated, Any
 
 import typer
 
-from pipeledger import operate
 from pipeledger.cli.common import (
     JsonOption,
     app,
@@ -18,13 +17,14 @@ from pipeledger.cli.common import (
     print_json,
     report_scheduled,
 )
-from pipeledger.config import parse_duration
 
 
 @app.command()
 def schedule(as_json: JsonOption = False) -> None:
     """Each scheduled node: its schedule, its next firing, its latest scheduled run and
     what is overdue now (run it with `pipeledger run --due`)."""
+    from pipeledger import operate
+
     with guard(as_json):
         rows = operate.schedule_status(load())
         if as_json:
@@ -66,6 +66,9 @@ def serve(
     --poll), run the watchdog, run what is due; a failed run is reported and the loop goes
     on. SIGTERM or Ctrl-C stops it: at once when it waits (exit 0); a run in progress is
     rolled back and recorded cancelled (exit 143 or 130, as for `run`)."""
+    from pipeledger import operate
+    from pipeledger.config import parse_duration
+
     with guard(), cancellable():
         config = load()
         every = parse_duration(poll)
@@ -85,6 +88,8 @@ def cancel(
 ) -> None:
     """Stop a running run, from any host: it sees the request at its next heartbeat
     ([ledger] heartbeat), cancels its statement, rolls back and ends cancelled."""
+    from pipeledger import operate
+
     with guard(as_json):
         config = load()
         record = operate.cancel(config, run_id, reason)

@@ -9,16 +9,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 from typer.core import TyperGroup
 
 from pipeledger.cli.common import JsonOption, app, guard, load, out, print_json
-from pipeledger.load.replay import ReplayResult
-from pipeledger.quality.quarantine import QuarantineEntry, quarantined
-from pipeledger.runner import replay
+
+if TYPE_CHECKING:  # imported by the commands: listing the others needs no loader
+    from pipeledger.load.replay import ReplayResult
+    from pipeledger.quality.quarantine import QuarantineEntry
 
 
 class _ListByDefault(TyperGroup):
@@ -37,6 +38,7 @@ quarantine_app = typer.Typer(
     cls=_ListByDefault,
     no_args_is_help=True,
     help="Rows the quality gate set aside: list them, or replay them through today's config.",
+    rich_markup_mode=None,
 )
 
 NameArgument = Annotated[str, typer.Argument(help="Pipeline.")]
@@ -86,6 +88,8 @@ def list_entries(
     as_json: JsonOption = False,
 ) -> None:
     """What is set aside (unresolved unless --all), oldest first."""
+    from pipeledger.quality.quarantine import quarantined
+
     with guard(as_json):
         entries = quarantined(load(), name, run=run, include_resolved=include_resolved)
         if as_json:
@@ -102,6 +106,8 @@ def list_entries(
 @quarantine_app.command("replay")
 def replay_entries(name: NameArgument, run: RunOption = None, as_json: JsonOption = False) -> None:
     """Check the unresolved rows again with today's config; publish those that pass."""
+    from pipeledger.runner import replay
+
     with guard(as_json):
         result = replay(load(), name, run=run)
         if as_json:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
-from pipeledger.load.result import LoadResult
-from pipeledger.models.model import ModelResult
-from pipeledger.runner import WatermarkRow
+if TYPE_CHECKING:
+    from pipeledger.load.result import LoadResult
+    from pipeledger.models.model import ModelResult
+    from pipeledger.runner import WatermarkRow
 
 
 def _mark(value: str | dict[str, str] | None) -> str:

@@ -16,11 +16,17 @@ Only fingerprints the target's trigger has guarded are used (``load.guard``): a 
 in the target by hand has none, so it is staged and compared in full, and the backfill
 repairs the edit.
 
+Memory is bounded: at most :data:`LIMIT` fingerprints are held (8 bytes each, and a flag).
+A range with more target rows than that, up to twice as many, holds those in the lowest
+slice of the fingerprint space that fits (fingerprints are uniform, so a slice of the space
+is a share of the rows); source rows outside the slice are staged and compared in full. A
+bigger range is compared in full: a slice of under half its rows saves less than finding
+and checking it costs (10M rows: 185 s with a 10% slice, 131 s compared in full).
+
 The shortcut is not taken, and every row is staged and compared, when quality checks are
 configured (the gate judges every row a run reads), for ``backfill --full-compare`` (for
 what the trigger cannot see, such as a fingerprint set by hand), for a target without a
-guard, and when the range holds more than :data:`LIMIT` rows (to bound memory: 8 bytes a
-row).
+guard, and for a range of over ``2 * LIMIT`` target rows.
 """
 
 from __future__ import annotations
@@ -41,21 +47,25 @@ from pipeledger.watermark import Window
 
 log = logging.getLogger("pipeledger.load")
 
-LIMIT = 8_000_000
+LIMIT = 1 << 20  # fingerprints held at most: 9 MB with their flags (+ 8 MB the driver read them in)
+_SHARE = 0.95  # of LIMIT, expected in the slice of a bigger range (it may hold a few more)
+_SPACE = 1 << 64
 _CHUNK = 500
 
 
 @dataclass
 class KnownRows:
-    """The sorted fingerprints of the target rows in a backfill's range, and which of them
-    a source row matched."""
+    """The sorted fingerprints of the target rows in a backfill's range (or in the lowest
+    slice of them that fits in :data:`LIMIT`), and which of them a source row matched."""
 
     hashes: np.ndarray[Any, Any]
+    scope: str  # SQL: the target rows they are of (sql.stored_scope)
+    params: list[Any]  # the scope's parameters
     matched: np.ndarray[Any, Any] = field(init=False)
     skipped: int = 0
 
     def __post_init__(self) -> None:
-        self.hashes = np.sort(self.hashes)
+        self.hashes.sort()  # in place: no second copy
         self.matched = np.zeros(len(self.hashes), dtype=bool)
 
     @classmethod
@@ -63,15 +73,45 @@ class KnownRows:
         cls, session: Session, target: TableName, cursor: str, window: Window, since: datetime
     ) -> KnownRows | None:
         """The fingerprints of the target's rows in ``window`` written since ``since``
-        (``load.guard``)."""
+        (``load.guard``), or of the lowest slice of them that fits in :data:`LIMIT`; None
+        for a range too big for a slice to pay (module docstring)."""
         d = session.dialect
         where, params = window_predicate(d, Window(window.lower, window.upper), cursor, None)
-        statement = sql.stored_hashes(d, target, where)
-        hashes = session.fetch_int64(statement, [*params, since, LIMIT + 1])
-        if len(hashes) > LIMIT:
-            log.info("target %s: over %d rows in range; every row is staged", target, LIMIT)
+        scope, params = sql.stored_scope(d, where), [*params, since]
+        hashes = session.fetch_int64(sql.stored_hashes(d, target, scope), [*params, LIMIT + 1])
+        if len(hashes) <= LIMIT:
+            return cls(hashes, scope, params)
+        del hashes  # before the slice is fetched
+        return cls._slice(session, target, where, params)
+
+    @classmethod
+    def _slice(
+        cls, session: Session, target: TableName, where: str, params: list[Any]
+    ) -> KnownRows | None:
+        """The fingerprints in the lowest slice of the fingerprint space that holds at most
+        :data:`LIMIT` of the range's rows: a share of the space a little under LIMIT's share
+        of the rows (halved while it holds more). None when that is under half of them."""
+        d = session.dialect
+        scope = sql.stored_scope(d, where)
+        total = int(session.query(sql.count_stored(d, target, scope), params)[0][0])
+        if total > 2 * LIMIT:
+            log.info("target %s: %d rows in range; every row is staged", target, total)
             return None
-        return cls(hashes)
+        scope, share = sql.stored_scope(d, where, below=True), _SHARE * LIMIT / total
+        while True:
+            sliced = [*params, -(1 << 63) + int(_SPACE * share)]  # the bound comes last
+            hashes = session.fetch_int64(sql.stored_hashes(d, target, scope), [*sliced, LIMIT + 1])
+            if len(hashes) <= LIMIT:
+                log.info(
+                    "target %s: %d rows in range; the lowest %d fingerprints are held, "
+                    "source rows above them are staged",
+                    target,
+                    total,
+                    len(hashes),
+                )
+                return cls(hashes, scope, sliced)
+            del hashes
+            share /= 2
 
     def _lookup(self, values: np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], ...]:
         at = np.minimum(np.searchsorted(self.hashes, values), len(self.hashes) - 1)
@@ -93,7 +133,10 @@ class KnownRows:
         another version); return how many rows that added to the stage."""
         if not self.skipped:
             return 0
-        held = session.fetch_int64(sql.staged_key_hashes(session.dialect, spec))
+        # only fingerprints in scope can have been matched: the fetch stays as small
+        held = session.fetch_int64(
+            sql.staged_key_hashes(session.dialect, spec, self.scope), self.params
+        )
         if not len(held):
             return 0
         at, found = self._lookup(held)

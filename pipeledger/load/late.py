@@ -8,12 +8,14 @@ An incremental run measures, against the watermarks it started from (definitions
 * **re-read**: rows it read below the watermark that the target held unchanged;
 * **missed**, for file sources: a file the pipeline's incremental runs have not read before
   (by path, size and modification time; ``pipeledger.files_read``, written in the run's
-  transaction) is read once more, whole, before the load stages: its rows below the window
-  that the target still lacks after the merge arrived later than the buffer. The run warns
-  and records a ``LATE_ROW_DROPPED`` count instead of staying silent. The target "lacks" a
-  row when it holds no row of its key with the same fingerprint, an unknown one (edited by
-  hand: it cannot tell) or a newer cursor (then the row was superseded, not lost); so a
-  file rewritten or appended to costs a second read but finds only what is really new.
+  transaction) is read whole, in the load's own read (``ReadSpec.outside``): its rows below
+  the window that the target still lacks after the merge arrived later than the buffer.
+  The run warns and records a ``LATE_ROW_DROPPED`` count instead of staying silent. The
+  target "lacks" a row when it holds no row of its key with the same fingerprint, an
+  unknown one (edited by hand: it cannot tell) or a newer cursor (then the row was
+  superseded, not lost); so a file rewritten or appended to finds only what is really new.
+  The rows below the window are held until the merge is done, up to ``HELD_ROWS`` (a few
+  MB); beyond that the new files are read a second time after the merge instead.
 
 A SQL source does not say when a row arrived, and every run reads only its window: there
 a backfill counts the rows it stages below the live window that the target lacks, and
@@ -36,7 +38,7 @@ import pyarrow.compute as pc
 
 from pipeledger.config import PipelineConfig, SqlSource
 from pipeledger.extract import ReadSpec, Source
-from pipeledger.extract.base import FileSource
+from pipeledger.extract.base import FileSource, SourceBatch
 from pipeledger.extract.sql import window_predicate
 from pipeledger.lateness import (
     RunLateness,
@@ -59,9 +61,9 @@ from pipeledger.watermark import (
     UNPARTITIONED,
     CursorValue,
     Window,
-    arrow_filter,
     incremental_window,
     to_text,
+    window_mask,
 )
 
 log = logging.getLogger("pipeledger.load")
@@ -70,6 +72,9 @@ Array = np.ndarray[Any, Any]
 LATENESS = Column("_pipeledger_lateness", "bigint")
 ORIGIN = Column("_pipeledger_origin", "text")
 _CHUNK = 200  # rows per statement when counting late rows
+# rows below the window held in memory (key, cursor, fingerprint, lateness, file: ~50 bytes
+# each) until the merge is done; beyond, the new files are read again after it
+HELD_ROWS = 131_072
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,12 @@ def _partition(row: Sequence[Any], partition_by: str | None) -> str:
     return UNPARTITIONED if partition_by is None else str(row[2])
 
 
+def _handed_on(items: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The items of a list, each dropped from it as it is handed on."""
+    while items:
+        yield items.pop(0)
+
+
 @dataclass
 class LateWatch:
     """One run's view of its late rows (module docstring). The loader calls
@@ -160,6 +171,11 @@ class LateWatch:
     marks: Mapping[str, CursorValue]  # the watermarks the run started from
     window: Window
     new_files: list[FileSeen] = field(default_factory=list)
+    checked: list[FileSeen] = field(default_factory=list)  # new files whose late rows count
+    source: FileSource | None = None
+    held: list[pa.RecordBatch] = field(default_factory=list)  # their rows below the window
+    held_rows: int = 0
+    overflowed: bool = False  # more than HELD_ROWS: read again after the merge
     candidates: int = 0  # rows below the window in files new to the pipeline
     below_hashes: list[Array] = field(default_factory=list)
     below_lateness: list[Array] = field(default_factory=list)
@@ -195,19 +211,46 @@ class LateWatch:
             before = int(at.timestamp() * 1e9) if isinstance(at, datetime) else 0
             checked = [f for f in self.new_files if f.mtime_ns >= before]
         if self._measuring and checked:
-            self._stage_candidates(session, source, checked)
+            self.checked, self.source = checked, source
 
-    def _stage_candidates(
-        self, session: Session, source: FileSource, files: Sequence[FileSeen]
-    ) -> None:
-        """The rows below the window of ``files``, with their fingerprints and how late they
-        are, kept as a temporary table until the merge is done."""
+    @property
+    def outside(self) -> frozenset[str]:
+        """The files the load reads whole, handing on their rows outside its window too
+        (:meth:`collect`)."""
+        return frozenset(f.path for f in self.checked)
+
+    def collect(self, item: SourceBatch) -> None:
+        """Rows outside the load's window, of a file new to the pipeline: those below it
+        are held (as candidates of late rows) until the merge is done."""
+        if self.overflowed:
+            return
+        below = self._below_window(as_stored(item, self._shape))
+        if not below.num_rows:
+            return
+        self.held.append(self._candidate_rows(below, item.origin))
+        self.held_rows += below.num_rows
+        if self.held_rows > HELD_ROWS:  # too many to hold: read the files again instead
+            self.overflowed, self.held, self.held_rows = True, [], 0
+
+    def _stage_candidates(self, session: Session, stage_taken: bool) -> None:
+        """The rows below the window of the new files, with their fingerprints and how late
+        they are, as a temporary table. The load's stage (``stage_taken``: there is one;
+        what happens after the merge may read it) is set aside meanwhile."""
+        if not self.checked:
+            return
         d = session.dialect
-        columns = [*self._identity, ROW_HASH, LATENESS, ORIGIN]
-        session.execute(create_stage(d, columns))
-        session.stage(self._candidates_in(source, files))
+        if stage_taken:
+            session.execute(lsql.keep_stage_as(d, lsql.STAGE_ASIDE))
+        session.execute(create_stage(d, [*self._identity, ROW_HASH, LATENESS, ORIGIN]))
+        if self.overflowed and self.source is not None:
+            session.stage(self._candidates_in(self.source, self.checked))
+        else:
+            self.candidates = self.held_rows
+            session.stage(_handed_on(self.held))
         statement = lsql.keep_stage_as(d, lsql.CANDIDATES) if self.candidates else None
-        session.execute(statement or f"DROP TABLE {d.stage()}")
+        session.execute(statement or lsql.drop_stage_table(d))
+        if stage_taken:
+            session.execute(lsql.restore_stage(d, lsql.STAGE_ASIDE))
 
     @property
     def _measuring(self) -> bool:
@@ -236,12 +279,10 @@ class LateWatch:
                     yield self._candidate_rows(below, seen.path)
 
     def _below_window(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        kind = batch.schema.field(self._shape.cursor).type
-        inside = arrow_filter(self.window, self._shape.cursor, kind, self._shape.partition_by)
+        inside = window_mask(self.window, batch, self._shape.cursor, self._shape.partition_by)
         if inside is None:
             return batch.slice(0, 0)
-        below = pa.Table.from_batches([batch]).filter(~inside).combine_chunks()
-        return below.to_batches()[0] if below.num_rows else batch.slice(0, 0)
+        return batch.filter(pc.invert(inside))
 
     def _candidate_rows(self, batch: pa.RecordBatch, origin: str) -> pa.RecordBatch:
         """Every row below the window is below its partition's watermark: how late it is."""
@@ -309,12 +350,13 @@ class LateWatch:
                             self.marks, session.dialect.stage())  # fmt: skip
         self._missed(*found.count(session, self.name, self.run_id))
 
-    def after_merge(self, session: Session) -> None:
+    def after_merge(self, session: Session, stage_taken: bool) -> None:
         """Incremental: the rows of new files below the window that the target still lacks
         were dropped; then the files this run read are recorded as read."""
         if self.mode != "incremental":
             return
         d = session.dialect
+        self._stage_candidates(session, stage_taken)
         if self.candidates:
             columns = [ROW_HASH_COLUMN, LATENESS.name, ORIGIN.name, self._shape.cursor]
             statement = lsql.unheld_rows(d, self.target, self._shape.key, self._shape.cursor,

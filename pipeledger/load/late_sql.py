@@ -7,12 +7,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pipeledger.schema import ROW_HASH_COLUMN, TableName
-from pipeledger.warehouse.dialect import Dialect, quote
+from pipeledger.warehouse.dialect import STAGE, Dialect, quote
 from pipeledger.warehouse.migrations import SCHEMA
 
 FILES_TABLE = TableName(SCHEMA, "files_read")
 LATE_TABLE = TableName(SCHEMA, "late_rows")
 CANDIDATES = "_pipeledger_late"  # a run's rows below its window, from files new to it
+STAGE_ASIDE = "_pipeledger_stage_aside"  # the load's stage while the candidates are staged
 
 
 def files_read_table(d: Dialect) -> str:
@@ -101,6 +102,16 @@ def unheld_rows(
         f"SELECT {selected} FROM {rows} AS c WHERE {where} AND NOT EXISTS (SELECT 1 FROM "
         f"{d.table(target)} AS t WHERE {_same_key(key, 't', 'c')} AND ({held}))"
     )
+
+
+def drop_stage_table(d: Dialect) -> str:
+    """The stage, dropped (it held nothing worth keeping)."""
+    return f"DROP TABLE IF EXISTS {d.stage()}"
+
+
+def restore_stage(d: Dialect, name: str) -> str:
+    """The table ``name`` (set aside by :func:`keep_stage_as`) becomes the stage again."""
+    return f"ALTER TABLE {d.temp(name)} RENAME TO {quote(STAGE)}"
 
 
 def keep_stage_as(d: Dialect, name: str) -> str:

@@ -63,10 +63,10 @@ from pipeledger.watermark import (
     CursorValue,
     WatermarkTracker,
     Window,
-    arrow_filter,
     incremental_window,
     is_whole_day,
     to_text,
+    window_mask,
 )
 
 log = logging.getLogger("pipeledger.load")
@@ -112,6 +112,7 @@ class Load:
     part_schemas: list[pa.Schema] = field(default_factory=list)
     tracker: WatermarkTracker | None = None
     promotable: bool = False  # staged into a table that becomes the new target
+    stage_started: bool = False  # the staging table exists (created in this transaction)
     guard: Guard | None = None  # the existing target's fingerprints (load.guard)
     known: KnownRows | None = None  # backfill: what the target already holds
     restaged: int = 0  # rows the shortcut skipped that the merge needed after all
@@ -159,7 +160,7 @@ class Load:
                     self.late.before_merge(session)
                 self._publish(session, self.shape, tracker)
         if self.late is not None:
-            self.late.after_merge(session)
+            self.late.after_merge(session, self.stage_started)
         self.clock.finish("quality", "load")
         if self.known is not None:
             unchanged, superseded = self.known.counts(self.restaged)
@@ -219,7 +220,8 @@ class Load:
             types = {c.name: c.arrow for c in self.shape.columns}
         else:
             types = {name: arrow_type(kind) for name, kind in self.pipeline.columns.items()}
-        return ReadSpec(window, self.pipeline.cursor, self.pipeline.partition_by, types)
+        outside = self.late.outside if self.late is not None else frozenset()
+        return ReadSpec(window, self.pipeline.cursor, self.pipeline.partition_by, types, outside)
 
     def _stage(self, session: Session, window: Window, tracker: WatermarkTracker) -> None:
         source = open_source(self.pipeline, self.config)
@@ -237,16 +239,16 @@ class Load:
         with self.clock.measure("load"):
             self.known = self._known_rows(session, window)
         batches = self._conformed(session, source, window, tracker)
-        first = next(batches, None)
-        if first is None and self._snapshot and self.shape is not None:
+        head = list(itertools.islice(batches, 1))  # read to know the shape: held till staged
+        if not head and self._snapshot and self.shape is not None:
             with self.clock.measure("load"):  # an empty snapshot: every key is lacking
                 self._start_stage(session, self.shape)
-        if first is None or self.shape is None:
+        if not head or self.shape is None:
             return
         with self.clock.measure("load"):
             self.promotable = self.new_target and session.dialect.promotes_stage and self._plain
             self._start_stage(session, self.shape)
-            session.stage(itertools.chain([first], batches))
+            session.stage(itertools.chain(_handed_on(head), batches))
 
     @property
     def _plain(self) -> bool:
@@ -274,6 +276,11 @@ class Load:
                 self.clock.finish("extract", "transform")
                 return
             if item.batch.num_rows == 0:
+                continue
+            if item.outside:  # of a file new to the pipeline: maybe later than the buffer
+                assert self.late is not None, "asked for by the late-row watch only"
+                with self.clock.measure("transform"):
+                    self.late.collect(item)
                 continue
             with self.clock.measure("transform"):
                 batch = self._transform(session, item)
@@ -304,7 +311,13 @@ class Load:
         before = self.guard
         if before is None or before.since is None:
             return None
-        known = KnownRows.fetch(session, self.target, p.cursor, window, before.since)
+        if session.dialect.concurrent_transactions:
+            # read beside the load (which has not written the target yet, so it sees the
+            # same rows): the driver's buffer for them goes with that connection
+            with self.warehouse.session(write=False) as beside:
+                known = KnownRows.fetch(beside, self.target, p.cursor, window, before.since)
+        else:
+            known = KnownRows.fetch(session, self.target, p.cursor, window, before.since)
         if read_guard(session, self.target) != before:  # its trigger changed meanwhile
             return None
         return known
@@ -334,9 +347,8 @@ class Load:
         p, window = self.pipeline, self.window
         if window is None:
             return batch
-        cursor_type = batch.schema.field(p.cursor).type
-        expression = arrow_filter(window, p.cursor, cursor_type, p.partition_by)
-        return batch if expression is None else batch.filter(expression)
+        mask = window_mask(window, batch, p.cursor, p.partition_by)
+        return batch if mask is None else batch.filter(mask)
 
     def _resolve_drift(
         self, session: Session, schemas: list[pa.Schema], shape: Shape, checks: ChecksConfig
@@ -409,7 +421,11 @@ class Load:
             return first_load(
                 session, spec, kept, self.run_id, self.started_at, True, self.promotable
             )
-        return merge_staged(session, spec, kept, self.run_id, self.started_at, self.vanished)
+        # an incremental batch is mostly new or changed rows: no join to filter them first
+        filtered = self.mode != "incremental"
+        return merge_staged(
+            session, spec, kept, self.run_id, self.started_at, self.vanished, filtered
+        )
 
     def _scope(self, session: Session) -> tuple[str, list[Any]]:
         """The target rows a full snapshot speaks for: all of them, or a backfill's range."""
@@ -460,6 +476,7 @@ class Load:
         return isinstance(source, ParquetSource)
 
     def _start_stage(self, session: Session, shape: Shape) -> None:
+        self.stage_started = True
         d = session.dialect
         flag = [sql.DELETED] if self.pipeline.deleted else []
         columns = [*shape.columns, sql.ROW_HASH, *flag]
@@ -469,7 +486,8 @@ class Load:
             return
         self.target = _qualified(session, self.target)
         ensure_schema(self.warehouse, self.target)
-        for statement in sql.create_promotable_stage(self.run_id, columns, shape.cursor):
+        updates = self._merge_spec(shape).updates
+        for statement in sql.create_promotable_stage(self.run_id, columns, shape.cursor, updates):
             session.execute(statement)
 
     def steps(self, failed: bool = False) -> list[StepResult]:
@@ -579,6 +597,13 @@ class Load:
         if self.report is not None and self.report.new_entries:
             return "partial"
         return "success"
+
+
+def _handed_on(items: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The items of a list, each dropped from it as it is handed on (a batch read ahead is
+    not held until the end of the stage)."""
+    while items:
+        yield items.pop(0)
 
 
 def _instants(

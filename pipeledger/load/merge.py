@@ -127,9 +127,11 @@ def merge_staged(
     run_id: str,
     loaded_at: datetime,
     vanished: Vanished | None = None,
+    filtered: bool = True,
 ) -> MergeCounts:
     """Merge the staged rows into the target under ``spec.policy``, apply the run's deletes
-    (``vanished``: the keys a full snapshot lacks) and count what happened."""
+    (``vanished``: the keys a full snapshot lacks) and count what happened; ``filtered``:
+    join the target first, for rows that are mostly unchanged (``sql.merge``)."""
     source, unique = _unique_source(session, spec, staged)
     if spec.policy == "error":
         _refuse_conflicts(session, spec, source)
@@ -138,7 +140,7 @@ def merge_staged(
     if spec.before_images:
         keep_replaced(session, spec, source, run_id)
     marked = delete_marked(session, spec, source, run_id, loaded_at) if spec.markers else 0
-    counts = _upsert(session, spec, source, staged, unique, run_id, loaded_at)
+    counts = _upsert(session, spec, source, staged, unique, run_id, loaded_at, filtered=filtered)
     lacking = delete_vanished(session, spec, run_id, loaded_at) if vanished else 0
     deleted = marked + lacking
     return replace(
@@ -195,13 +197,17 @@ def _upsert(
     unique: int,
     run_id: str,
     loaded_at: datetime,
+    *,
+    filtered: bool,
 ) -> MergeCounts:
     d = session.dialect
     if d.merge_returns_counts:
-        for setting in sql.MERGE_PLANNER_SETTINGS:
+        settings = sql.merge_planner(_small_beside(session, spec, unique)) if filtered else []
+        for setting in settings:
             session.execute(setting)
-        inserted, updated = session.query(sql.merge(d, spec, source), [run_id, loaded_at])[0]
-        for setting in sql.MERGE_PLANNER_RESET:
+        statement = sql.merge(d, spec, source, filtered)
+        inserted, updated = session.query(statement, [run_id, loaded_at])[0]
+        for setting in sql.MERGE_PLANNER_RESET if settings else ():
             session.execute(setting)
     else:
         inserted = int(session.query(sql.count_new_keys(d, spec, source))[0][0])
@@ -212,6 +218,18 @@ def _upsert(
         unchanged=unique - int(inserted) - int(updated),
         superseded=staged - unique,
     )
+
+
+def _small_beside(session: Session, spec: sql.MergeSpec, rows: int) -> bool:
+    """Whether ``rows`` staged rows are few beside the target's (by the catalog's estimate):
+    then the merge probes the target's key rather than reading all of it."""
+    d = session.dialect
+    statement = sql.estimated_rows(d)
+    if statement is None:
+        return False
+    found = session.query(statement, [d.table(spec.target)])
+    estimate = float(found[0][0]) if found and found[0][0] is not None else -1.0
+    return estimate > 0 and rows <= sql.PROBE_SHARE * estimate
 
 
 def _refuse_conflicts(session: Session, spec: sql.MergeSpec, source: str) -> None:

@@ -58,6 +58,9 @@ class Dialect:
     proves_keys_by_index: ClassVar[bool]
     #: the merge statement returns (inserted, updated) itself
     merge_returns_counts: ClassVar[bool]
+    #: storage options of a table whose rows get updated: room on each page for a row's new
+    #: version (PostgreSQL then updates in place of the page, without a new index entry)
+    room_for_updates: ClassVar[str]
     #: an array can be bound as one parameter (``= ANY(%s)``)
     array_params: ClassVar[bool]
     #: another transaction can renew a lease while a load holds its write lock
@@ -196,6 +199,7 @@ class _Postgres(Dialect):
     promotes_stage = True
     proves_keys_by_index = True
     merge_returns_counts = True
+    room_for_updates = " WITH (fillfactor = 90)"
     array_params = True
     heartbeat_while_loading = True
     concurrent_transactions = True
@@ -256,6 +260,7 @@ class _Sqlite(Dialect):
     promotes_stage = False
     proves_keys_by_index = False
     merge_returns_counts = False
+    room_for_updates = ""
     array_params = False
     heartbeat_while_loading = False
     concurrent_transactions = False

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
-
-import numpy as np
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pipeledger.schema import TableName
 from pipeledger.warehouse.dialect import Dialect
+
+if TYPE_CHECKING:  # for annotations only: reading state or the ledger needs neither
+    import numpy as np
+    import pyarrow as pa
 
 
 class Session(Protocol):

@@ -144,6 +144,11 @@ def _w(*parts: str) -> frozenset[str]:
     return frozenset(parts)
 
 
+def _scope(d: Dialect, below: bool = False) -> str:
+    """The target rows a backfill over ``updated_at >= ?`` trusts (``load_sql.stored_scope``)."""
+    return load_sql.stored_scope(d, f'"updated_at" >= {d.param}', below)
+
+
 def _load_sql() -> list[Case]:
     m = "load_sql"
     merges = [
@@ -176,6 +181,10 @@ def _load_sql() -> list[Case]:
         Case(m, "create_promotable_stage",
              lambda d: texts(load_sql.create_promotable_stage(RUN_ID, COLUMNS, "updated_at")),
              POSTGRES_ONLY, world=_w("schema")),
+        Case(m, "create_promotable_stage of a policy that updates rows",
+             lambda d: texts(
+                 load_sql.create_promotable_stage(RUN_ID, COLUMNS, "updated_at", True)),
+             POSTGRES_ONLY, world=_w("schema")),
         Case(m, "promote_stage into the target",
              lambda d: texts(load_sql.promote_stage(spec(), RUN_ID, AT)), POSTGRES_ONLY,
              world=_w("schema"),
@@ -185,10 +194,17 @@ def _load_sql() -> list[Case]:
              world=_w("schema"),
              setup=lambda d: load_sql.create_promotable_stage(RUN_ID, COLUMNS, "updated_at")),
         Case(m, "stored_hashes of a backfill window",
-             lambda d: text(load_sql.stored_hashes(d, TARGET, f'"updated_at" >= {d.param}')),
+             lambda d: text(load_sql.stored_hashes(d, TARGET, _scope(d))),
              world=_w("target"), bind=lambda d: [LOWER, AT, 1001]),
-        Case(m, "staged_key_hashes", lambda d: text(load_sql.staged_key_hashes(d, spec())),
-             world=_w("target", "stage")),
+        Case(m, "stored_hashes of a slice of a backfill window",
+             lambda d: text(load_sql.stored_hashes(d, TARGET, _scope(d, below=True))),
+             world=_w("target"), bind=lambda d: [LOWER, AT, 0, 1001]),
+        Case(m, "count_stored of a backfill window",
+             lambda d: text(load_sql.count_stored(d, TARGET, _scope(d))),
+             world=_w("target"), bind=lambda d: [LOWER, AT]),
+        Case(m, "staged_key_hashes",
+             lambda d: text(load_sql.staged_key_hashes(d, spec(), _scope(d))),
+             world=_w("target", "stage"), bind=lambda d: [LOWER, AT]),
         Case(m, "restage_from_target of three fingerprints",
              lambda d: text(load_sql.restage_from_target(d, spec(), 3)),
              world=_w("target", "stage"),
@@ -215,9 +231,18 @@ def _load_sql() -> list[Case]:
              world=_w("schema", "stage"),
              setup=lambda d: [load_sql.create_target(d, spec(key=COMPOSITE_KEY))],
              bind=lambda d: [RUN_ID, AT]),
-        Case(m, "merge planner settings",
-             lambda d: texts([*load_sql.MERGE_PLANNER_SETTINGS, *load_sql.MERGE_PLANNER_RESET]),
+        Case(m, "merge unfiltered (an incremental batch) under on_conflict=newer_wins",
+             lambda d: text(load_sql.merge(d, spec("newer_wins"), d.stage(), filtered=False)),
+             world=_w("target", "stage"), bind=lambda d: [RUN_ID, AT]),
+        Case(m, "merge planner settings of a merge join",
+             lambda d: texts([*load_sql.merge_planner(False), *load_sql.MERGE_PLANNER_RESET]),
              POSTGRES_ONLY),
+        Case(m, "merge planner settings of index probes",
+             lambda d: texts([*load_sql.merge_planner(True), *load_sql.MERGE_PLANNER_RESET]),
+             POSTGRES_ONLY),
+        Case(m, "estimated_rows of the target",
+             lambda d: text(load_sql.estimated_rows(d) or ""), POSTGRES_ONLY,
+             world=_w("target"), bind=lambda d: [d.table(TARGET)]),
     ]  # fmt: skip
 
 
@@ -768,6 +793,11 @@ def _load_late_sql() -> list[Case]:
              world=_w("target", "stage"), bind=lambda d: [AT]),
         Case(m, "keep_stage_as", lambda d: text(late_sql.keep_stage_as(d, late_sql.CANDIDATES)),
              world=_w("stage")),
+        Case(m, "drop_stage_table", lambda d: text(late_sql.drop_stage_table(d)),
+             world=_w("stage")),
+        Case(m, "restore_stage set aside",
+             lambda d: text(late_sql.restore_stage(d, late_sql.STAGE_ASIDE)),
+             world=_w("stage"), setup=lambda d: [late_sql.keep_stage_as(d, late_sql.STAGE_ASIDE)]),
     ]  # fmt: skip
 
 

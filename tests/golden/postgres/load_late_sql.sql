@@ -28,3 +28,9 @@ SELECT c."_pipeledger_row_hash", c."updated_at" FROM "_pipeledger_stage" AS c WH
 
 -- case: keep_stage_as
 ALTER TABLE "_pipeledger_stage" RENAME TO "_pipeledger_late";
+
+-- case: drop_stage_table
+DROP TABLE IF EXISTS "_pipeledger_stage";
+
+-- case: restore_stage set aside
+ALTER TABLE "_pipeledger_stage_aside" RENAME TO "_pipeledger_stage";

@@ -13,7 +13,7 @@ CREATE TABLE "analytics"."orders" (
   "_pipeledger_run_id" text NOT NULL,
   "_pipeledger_loaded_at" timestamptz NOT NULL,
   PRIMARY KEY ("order_id")
-);
+) WITH (fillfactor = 90);
 
 -- case: create_target with the primary key deferred
 CREATE TABLE "analytics"."orders" (
@@ -25,7 +25,7 @@ CREATE TABLE "analytics"."orders" (
   "_pipeledger_row_hash" bigint,
   "_pipeledger_run_id" text NOT NULL,
   "_pipeledger_loaded_at" timestamptz NOT NULL
-);
+) WITH (fillfactor = 90);
 
 -- case: add_primary_key after a bulk insert
 ALTER TABLE "analytics"."orders" ADD PRIMARY KEY ("order_id");
@@ -47,6 +47,11 @@ CREATE SCHEMA "_pipeledger_6f1c7f0e3c554b7e9a55";
 SET LOCAL search_path = "_pipeledger_6f1c7f0e3c554b7e9a55", public;
 CREATE TABLE "_pipeledger_6f1c7f0e3c554b7e9a55"."_pipeledger_stage" ("order_id" bigint, "region" text, "amount" numeric(12,2), "status" text, "updated_at" timestamptz NOT NULL);
 
+-- case: create_promotable_stage of a policy that updates rows
+CREATE SCHEMA "_pipeledger_6f1c7f0e3c554b7e9a55";
+SET LOCAL search_path = "_pipeledger_6f1c7f0e3c554b7e9a55", public;
+CREATE TABLE "_pipeledger_6f1c7f0e3c554b7e9a55"."_pipeledger_stage" ("order_id" bigint, "region" text, "amount" numeric(12,2), "status" text, "updated_at" timestamptz NOT NULL) WITH (fillfactor = 90);
+
 -- case: promote_stage into the target
 ALTER TABLE "_pipeledger_6f1c7f0e3c554b7e9a55"."_pipeledger_stage" ADD COLUMN "_pipeledger_run_id" text NOT NULL DEFAULT '6f1c7f0e-3c55-4b7e-9a55-0c6f1b0d2a11', ADD COLUMN "_pipeledger_loaded_at" timestamptz NOT NULL DEFAULT '2024-06-15T12:00:00+00:00';
 ALTER TABLE "_pipeledger_6f1c7f0e3c554b7e9a55"."_pipeledger_stage" ALTER COLUMN "_pipeledger_run_id" DROP DEFAULT, ALTER COLUMN "_pipeledger_loaded_at" DROP DEFAULT;
@@ -63,10 +68,16 @@ DROP SCHEMA "_pipeledger_6f1c7f0e3c554b7e9a55";
 SET LOCAL search_path TO DEFAULT;
 
 -- case: stored_hashes of a backfill window
-SELECT "_pipeledger_row_hash" FROM "analytics"."orders" WHERE "_pipeledger_row_hash" IS NOT NULL AND "updated_at" >= %s AND "_pipeledger_loaded_at" >= %s LIMIT %s;
+SELECT "_pipeledger_row_hash" FROM "analytics"."orders" WHERE "updated_at" >= %s AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= %s LIMIT %s;
+
+-- case: stored_hashes of a slice of a backfill window
+SELECT "_pipeledger_row_hash" FROM "analytics"."orders" WHERE "updated_at" >= %s AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= %s AND "_pipeledger_row_hash" < %s LIMIT %s;
+
+-- case: count_stored of a backfill window
+SELECT count(*) FROM "analytics"."orders" WHERE "updated_at" >= %s AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= %s;
 
 -- case: staged_key_hashes
-SELECT t."_pipeledger_row_hash" FROM "analytics"."orders" AS t JOIN "_pipeledger_stage" AS s ON t."order_id" = s."order_id" WHERE t."_pipeledger_row_hash" IS NOT NULL;
+SELECT t."_pipeledger_row_hash" FROM (SELECT * FROM "analytics"."orders" WHERE "updated_at" >= %s AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= %s) AS t JOIN "_pipeledger_stage" AS s ON t."order_id" = s."order_id";
 
 -- case: restage_from_target of three fingerprints
 INSERT INTO "_pipeledger_stage" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash") SELECT t."order_id", t."region", t."amount", t."status", t."updated_at", t."_pipeledger_row_hash" FROM (SELECT DISTINCT "order_id" FROM "_pipeledger_stage") AS s JOIN "analytics"."orders" AS t ON t."order_id" = s."order_id" WHERE t."_pipeledger_row_hash" = ANY(%s);
@@ -104,9 +115,22 @@ WITH merged AS (INSERT INTO "analytics"."orders" AS t ("order_id", "region", "am
 -- case: merge of a composite key into a target without fingerprints
 WITH merged AS (INSERT INTO "analytics"."orders" AS t ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", %s, %s FROM "_pipeledger_stage" AS s LEFT JOIN "analytics"."orders" AS cur ON cur."order_id" = s."order_id" AND cur."region" = s."region" WHERE (cur."order_id" IS NULL OR s."updated_at" > cur."updated_at" OR (s."updated_at" = cur."updated_at" AND (cur."amount", cur."status", cur."updated_at") IS DISTINCT FROM (s."amount", s."status", s."updated_at") AND (ROW(s."amount", s."status", s."updated_at")::text COLLATE "C") > (ROW(cur."amount", cur."status", cur."updated_at")::text COLLATE "C"))) ON CONFLICT ("order_id", "region") DO UPDATE SET "amount" = excluded."amount", "status" = excluded."status", "updated_at" = excluded."updated_at", "_pipeledger_run_id" = excluded."_pipeledger_run_id", "_pipeledger_loaded_at" = excluded."_pipeledger_loaded_at" WHERE excluded."updated_at" > t."updated_at" OR (excluded."updated_at" = t."updated_at" AND (t."amount", t."status", t."updated_at") IS DISTINCT FROM (excluded."amount", excluded."status", excluded."updated_at") AND (ROW(excluded."amount", excluded."status", excluded."updated_at")::text COLLATE "C") > (ROW(t."amount", t."status", t."updated_at")::text COLLATE "C")) RETURNING (xmax = 0) AS inserted) SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM merged;
 
--- case: merge planner settings
+-- case: merge unfiltered (an incremental batch) under on_conflict=newer_wins
+WITH merged AS (INSERT INTO "analytics"."orders" AS t ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", s."_pipeledger_row_hash", %s, %s FROM "_pipeledger_stage" AS s ON CONFLICT ("order_id") DO UPDATE SET "region" = excluded."region", "amount" = excluded."amount", "status" = excluded."status", "updated_at" = excluded."updated_at", "_pipeledger_row_hash" = excluded."_pipeledger_row_hash", "_pipeledger_run_id" = excluded."_pipeledger_run_id", "_pipeledger_loaded_at" = excluded."_pipeledger_loaded_at" WHERE excluded."updated_at" > t."updated_at" OR (excluded."updated_at" = t."updated_at" AND (t."region", t."amount", t."status", t."updated_at") IS DISTINCT FROM (excluded."region", excluded."amount", excluded."status", excluded."updated_at") AND (ROW(excluded."region", excluded."amount", excluded."status", excluded."updated_at")::text COLLATE "C") > (ROW(t."region", t."amount", t."status", t."updated_at")::text COLLATE "C")) RETURNING (xmax = 0) AS inserted) SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE NOT inserted) FROM merged;
+
+-- case: merge planner settings of a merge join
 SET LOCAL enable_hashjoin = off;
 RESET enable_hashjoin;
+RESET enable_mergejoin;
+
+-- case: merge planner settings of index probes
+SET LOCAL enable_hashjoin = off;
+SET LOCAL enable_mergejoin = off;
+RESET enable_hashjoin;
+RESET enable_mergejoin;
+
+-- case: estimated_rows of the target
+SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s);
 
 -- case: create_target of an SCD2 history
 CREATE TABLE "analytics"."orders" (
@@ -122,7 +146,7 @@ CREATE TABLE "analytics"."orders" (
   "_pipeledger_run_id" text NOT NULL,
   "_pipeledger_loaded_at" timestamptz NOT NULL,
   PRIMARY KEY ("order_id", "valid_from")
-);
+) WITH (fillfactor = 90);
 
 -- case: create_target of a soft-deleting pipeline
 CREATE TABLE "analytics"."orders" (
@@ -136,7 +160,7 @@ CREATE TABLE "analytics"."orders" (
   "_pipeledger_run_id" text NOT NULL,
   "_pipeledger_loaded_at" timestamptz NOT NULL,
   PRIMARY KEY ("order_id")
-);
+) WITH (fillfactor = 90);
 
 -- case: create_temp of the keys a snapshot lacks
 DROP TABLE IF EXISTS "_pipeledger_vanished";

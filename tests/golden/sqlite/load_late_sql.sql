@@ -28,3 +28,9 @@ SELECT c."_pipeledger_row_hash", c."updated_at" FROM temp."_pipeledger_stage" AS
 
 -- case: keep_stage_as
 ALTER TABLE temp."_pipeledger_stage" RENAME TO "_pipeledger_late";
+
+-- case: drop_stage_table
+DROP TABLE IF EXISTS temp."_pipeledger_stage";
+
+-- case: restore_stage set aside
+ALTER TABLE temp."_pipeledger_stage_aside" RENAME TO "_pipeledger_stage";

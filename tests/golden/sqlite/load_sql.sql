@@ -37,10 +37,16 @@ ALTER TABLE "analytics.orders" ADD COLUMN "note" text;
 INSERT INTO "analytics.orders" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT "order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", ?, ? FROM temp."_pipeledger_stage";
 
 -- case: stored_hashes of a backfill window
-SELECT "_pipeledger_row_hash" FROM "analytics.orders" WHERE "_pipeledger_row_hash" IS NOT NULL AND "updated_at" >= ? AND "_pipeledger_loaded_at" >= ? LIMIT ?;
+SELECT "_pipeledger_row_hash" FROM "analytics.orders" WHERE "updated_at" >= ? AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= ? LIMIT ?;
+
+-- case: stored_hashes of a slice of a backfill window
+SELECT "_pipeledger_row_hash" FROM "analytics.orders" WHERE "updated_at" >= ? AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= ? AND "_pipeledger_row_hash" < ? LIMIT ?;
+
+-- case: count_stored of a backfill window
+SELECT count(*) FROM "analytics.orders" WHERE "updated_at" >= ? AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= ?;
 
 -- case: staged_key_hashes
-SELECT t."_pipeledger_row_hash" FROM "analytics.orders" AS t JOIN temp."_pipeledger_stage" AS s ON t."order_id" = s."order_id" WHERE t."_pipeledger_row_hash" IS NOT NULL;
+SELECT t."_pipeledger_row_hash" FROM (SELECT * FROM "analytics.orders" WHERE "updated_at" >= ? AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= ?) AS t JOIN temp."_pipeledger_stage" AS s ON t."order_id" = s."order_id";
 
 -- case: restage_from_target of three fingerprints
 INSERT INTO temp."_pipeledger_stage" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash") SELECT t."order_id", t."region", t."amount", t."status", t."updated_at", t."_pipeledger_row_hash" FROM (SELECT DISTINCT "order_id" FROM temp."_pipeledger_stage") AS s JOIN "analytics.orders" AS t ON t."order_id" = s."order_id" WHERE t."_pipeledger_row_hash" IN (?, ?, ?);
@@ -77,6 +83,9 @@ INSERT INTO "analytics.orders" AS t ("order_id", "region", "amount", "status", "
 
 -- case: merge of a composite key into a target without fingerprints
 INSERT INTO "analytics.orders" AS t ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT "order_id", "region", "amount", "status", "updated_at", ?, ? FROM temp."_pipeledger_stage" AS s WHERE true ON CONFLICT ("order_id", "region") DO UPDATE SET "amount" = excluded."amount", "status" = excluded."status", "updated_at" = excluded."updated_at", "_pipeledger_run_id" = excluded."_pipeledger_run_id", "_pipeledger_loaded_at" = excluded."_pipeledger_loaded_at" WHERE excluded."updated_at" > t."updated_at" OR (excluded."updated_at" = t."updated_at" AND (t."amount", t."status", t."updated_at") IS NOT (excluded."amount", excluded."status", excluded."updated_at") AND (quote(excluded."amount") || ',' || quote(excluded."status") || ',' || quote(excluded."updated_at")) > (quote(t."amount") || ',' || quote(t."status") || ',' || quote(t."updated_at")));
+
+-- case: merge unfiltered (an incremental batch) under on_conflict=newer_wins
+INSERT INTO "analytics.orders" AS t ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT "order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", ?, ? FROM temp."_pipeledger_stage" AS s WHERE true ON CONFLICT ("order_id") DO UPDATE SET "region" = excluded."region", "amount" = excluded."amount", "status" = excluded."status", "updated_at" = excluded."updated_at", "_pipeledger_row_hash" = excluded."_pipeledger_row_hash", "_pipeledger_run_id" = excluded."_pipeledger_run_id", "_pipeledger_loaded_at" = excluded."_pipeledger_loaded_at" WHERE excluded."updated_at" > t."updated_at" OR (excluded."updated_at" = t."updated_at" AND (t."region", t."amount", t."status", t."updated_at") IS NOT (excluded."region", excluded."amount", excluded."status", excluded."updated_at") AND (quote(excluded."region") || ',' || quote(excluded."amount") || ',' || quote(excluded."status") || ',' || quote(excluded."updated_at")) > (quote(t."region") || ',' || quote(t."amount") || ',' || quote(t."status") || ',' || quote(t."updated_at")));
 
 -- case: create_target of an SCD2 history
 CREATE TABLE "analytics.orders" (

@@ -1,0 +1,69 @@
+"""The quick commands start without the loader: ``--help`` and the commands that read state
+or the ledger import neither pyarrow nor numpy, which are most of a load's start-up."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.helpers import Project, order, orders_pipeline
+
+HEAVY = ("pyarrow", "numpy", "pipeledger.load.loader", "pipeledger.transform")
+MARK = "-- modules --"
+# runs each argument list as a `pipeledger` command in one process, then lists its modules
+PROBE = f"""
+import json, sys
+from pipeledger.cli.app import app
+for argv in json.loads(sys.argv[1]):
+    sys.argv = ["pipeledger", *argv]
+    try:
+        app()
+    except SystemExit as exc:
+        print("exit", exc.code)
+print({MARK!r})
+print("\\n".join(sorted(sys.modules)))
+"""
+
+
+def probe(cwd: Path, *commands: list[str]) -> tuple[str, set[str]]:
+    """What the commands printed, and every module they imported."""
+    command = [sys.executable, "-c", PROBE, json.dumps(commands)]
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=True)
+    printed, _, modules = done.stdout.partition(MARK)
+    return printed, set(modules.split())
+
+
+def heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m.split(".")[0] in HEAVY or m.startswith(HEAVY))
+
+
+def test_help_imports_neither_pyarrow_nor_the_loader(tmp_path: Path) -> None:
+    printed, modules = probe(tmp_path, ["--help"])
+    assert "Usage: pipeledger" in printed and "backfill" in printed
+    assert heavy(modules) == []
+
+
+def test_state_runs_and_status_read_without_the_loader(project: Project) -> None:
+    project.configure(orders=orders_pipeline())
+    project.write_csv("orders_1.csv", [order(1, "2024-01-01T10:00:00Z")])
+    run_id = project.run()["run_id"]
+
+    printed, modules = probe(project.root, ["state"], ["runs"], ["status"], ["show", run_id])
+
+    assert "2024-01-01T10:00:00.000000+00:00" in printed  # state: the watermark
+    assert printed.count(run_id[:8]) >= 2  # runs and show list the run
+    assert "HEALTHY" in printed or "INSUFFICIENT_HISTORY" in printed  # status
+    assert "exit 0" in printed and "exit 1" not in printed
+    assert heavy(modules) == []
+
+
+def test_the_command_ends_with_its_output_flushed_and_its_exit_code(tmp_path: Path) -> None:
+    """The process ends without tearing its modules down (``cli.app._exit``): what it
+    printed still arrives whole through a pipe, with the command's exit code."""
+    Project(tmp_path, None).configure(orders=orders_pipeline())
+    argv = [sys.executable, "-m", "pipeledger", "run", "--json", "nosuch"]
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 2
+    assert json.loads(done.stdout)["exit_code"] == 2 and "nosuch" in done.stderr
