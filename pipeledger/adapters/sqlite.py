@@ -135,7 +135,9 @@ def read_only_reason(path: Path) -> tuple[str, str] | None:
     if path.exists() and not os.access(path, os.W_OK):
         return "the file is read-only", f"make it writable (chmod u+w {path})"
     for side in _sidecars(path):
-        if side.exists() and not os.access(side, os.W_OK):
+        # access() first: a reader that closes removes its -shm, and access() says "not
+        # writable" of a file that is gone; only one still there after it is read-only
+        if not os.access(side, os.W_OK) and side.exists():
             return (
                 f"{side.name} beside it is read-only (left by a reader of the read-only file)",
                 f"delete {side} while no process has the database open, or make it writable",
