@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import load_bench as lb  # the sibling script: data generator and database helpers
+from results_block import replace_block
 
 CHECKS: dict[str, Any] = {
     "row_count": {"min": 1, "max": 10_000_000},
@@ -108,14 +109,7 @@ def report(rounds: list[tuple[dict[str, Any], dict[str, Any]]], rows: int) -> li
 
 
 def write(lines: list[str]) -> None:
-    block = "\n".join([BEGIN, *lines, END])
-    text = RESULTS.read_text() if RESULTS.exists() else ""
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip() + "\n\n" + block + "\n"
-    RESULTS.write_text(text)
+    replace_block(RESULTS, BEGIN, END, "\n".join([BEGIN, *lines, END]))
 
 
 def main() -> None:

@@ -35,6 +35,7 @@ from typing import Any
 import psycopg
 import pyarrow as pa
 import pyarrow.parquet as pq
+from results_block import replace_block
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "RESULTS.md"
@@ -158,14 +159,7 @@ def report(found: dict[str, dict[str, Any]], rows: int) -> list[str]:
 
 
 def write_results(lines: list[str]) -> None:
-    block = "\n".join([BEGIN, *lines, END])
-    text = RESULTS.read_text() if RESULTS.exists() else ""
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip() + "\n\n" + block + "\n"
-    RESULTS.write_text(text)
+    replace_block(RESULTS, BEGIN, END, "\n".join([BEGIN, *lines, END]))
 
 
 def main() -> None:

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.results_block import replace_block
+
 RESULTS = Path(__file__).resolve().parents[1] / "RESULTS.md"
 BEGIN, END = "<!-- BEGIN DRILL -->", "<!-- END DRILL -->"
 NAMES = {"pg": "PostgreSQL", "sqlite": "SQLite"}
@@ -113,13 +115,7 @@ def block(summaries: list[dict[str, Any]], start: Start) -> str:
 
 def write(text: str, path: Path = RESULTS) -> None:
     """Put the block in place of the previous one (or at the end)."""
-    old = path.read_text() if path.exists() else ""
-    if BEGIN in old and END in old:
-        head, rest = old.split(BEGIN, 1)
-        new = head + text + rest.split(END, 1)[1]
-    else:
-        new = old.rstrip() + "\n\n" + text + "\n"
-    path.write_text(new)
+    replace_block(path, BEGIN, END, text)
 
 
 def commit() -> str:
