@@ -7,9 +7,7 @@ are never printed).
 
 from __future__ import annotations
 
-import os
 import re
-import tomllib
 from datetime import timedelta
 from functools import cached_property
 from graphlib import CycleError, TopologicalSorter
@@ -28,16 +26,21 @@ from pydantic import (
 )
 
 from pipeledger.errors import ConfigError
-from pipeledger.redact import redact, register_secret, register_url
+from pipeledger.locate import (
+    DEFAULT_CONFIG,
+    EMBEDDED_DIR,
+    embedded_url,
+    interpolate,
+    read_document,
+    register_urls,
+)
+from pipeledger.redact import redact, register_secret
 from pipeledger.schedule.cron import Cron, check_cron, check_zone
 from pipeledger.schema import TableName, canonical_type, check_identifier
 
 if TYPE_CHECKING:  # sqlglot is imported when a model's query is read: not for a config alone
     from pipeledger.sqltext import ModelSql
 
-DEFAULT_CONFIG = "pipeledger.toml"
-EMBEDDED_DIR = ".pipeledger"
-EMBEDDED_FILE = "warehouse.db"
 
 ConflictPolicy = Literal["update", "newer_wins", "ignore", "error"]
 _DURATION = re.compile(r"(\d+)\s*(ms|w|d|h|m|s)")
@@ -49,7 +52,6 @@ _UNITS = {
     "s": "seconds",
     "ms": "milliseconds",
 }
-_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def parse_duration(text: str) -> timedelta:
@@ -598,7 +600,7 @@ class Config(_Strict):
         """The warehouse URL, or the embedded default file next to the config."""
         if self.warehouse.url:
             return self.warehouse.url
-        return f"sqlite:///{self.base_dir / EMBEDDED_DIR / EMBEDDED_FILE}"
+        return embedded_url(self.base_dir)
 
     def resolve(self, path: str) -> Path:
         candidate = Path(path).expanduser()
@@ -609,23 +611,6 @@ class Config(_Strict):
             known = ", ".join(sorted(self.pipelines)) or "none"
             raise ConfigError(f"{self.source_file}: no pipeline named {name!r} (defined: {known})")
         return self.pipelines[name]
-
-
-def _interpolate(value: Any, where: str) -> Any:
-    if isinstance(value, dict):
-        return {k: _interpolate(v, f"{where}.{k}" if where else k) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_interpolate(v, f"{where}[{i}]") for i, v in enumerate(value)]
-    if isinstance(value, str):
-        return _ENV.sub(lambda m: _env_value(m.group(1), where), value)
-    return value
-
-
-def _env_value(name: str, where: str) -> str:
-    if name not in os.environ:
-        raise ConfigError(f"{where}: environment variable {name} is not set")
-    register_secret(os.environ[name])
-    return os.environ[name]
 
 
 def _describe(error: dict[str, Any]) -> str:
@@ -639,27 +624,14 @@ def _describe(error: dict[str, Any]) -> str:
     return f"{where}: {message}" if where else message
 
 
-def _register_urls(value: Any) -> None:
-    """Every ``url`` in the document may carry a password: mask it everywhere from now on."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key == "url" and isinstance(item, str):
-                register_url(item)
-            else:
-                _register_urls(item)
-    elif isinstance(value, list):
-        for item in value:
-            _register_urls(item)
-
-
 def parse_config(data: dict[str, Any], source_file: Path) -> Config:
     """Validate a parsed TOML document. Raises ``ConfigError`` listing every problem."""
     where = source_file.name
     try:
-        data = _interpolate(data, "")
+        data = interpolate(data, "")
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    _register_urls(data)
+    register_urls(data)
     try:
         return Config.model_validate(
             {**data, "base_dir": source_file.parent.resolve(), "source_file": source_file}
@@ -672,13 +644,5 @@ def parse_config(data: dict[str, Any], source_file: Path) -> Config:
 
 def load_config(path: Path | None = None) -> Config:
     """Read and validate ``pipeledger.toml`` (or ``path``). Nothing else is touched."""
-    source_file = path or Path(DEFAULT_CONFIG)
-    try:
-        text = source_file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{source_file}: config file not found") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{source_file}: not valid TOML: {exc}") from None
-    return parse_config(data, source_file)
+    document = read_document(path)
+    return parse_config(document.data, document.source_file)

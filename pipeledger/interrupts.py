@@ -12,12 +12,9 @@ scaffold then raises the reason instead of the statement's error.
 from __future__ import annotations
 
 import contextvars
-import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-
-log = logging.getLogger("pipeledger.run")
 
 Hook = Callable[[], None]
 
@@ -61,7 +58,9 @@ def _call(hook: Hook) -> None:
     try:
         hook()
     except Exception as exc:  # stopping is best effort: the run's own check still stops it
-        log.warning("could not cut a statement short: %s", exc)
+        import logging  # only here: quick commands start without it
+
+        logging.getLogger("pipeledger.run").warning("could not cut a statement short: %s", exc)
 
 
 _CURRENT: contextvars.ContextVar[Stop | None] = contextvars.ContextVar("stop", default=None)

@@ -36,7 +36,7 @@ from pipeledger.lateness import LatenessReport, report, seconds
 from pipeledger.ledger.queries import lateness_report
 from pipeledger.ledger.schema import LEDGER
 from pipeledger.load.result import LoadResult
-from pipeledger.load.state import STATE_TABLE, read_all_state
+from pipeledger.load.state import WatermarkRow, watermarks
 from pipeledger.redact import redact
 from pipeledger.run.scaffold import (
     RunSpec,
@@ -554,39 +554,9 @@ def _utc_naive(value: date) -> datetime:
 # -- state ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class WatermarkRow:
-    pipeline: str
-    partition: str
-    cursor_column: str
-    cursor_type: str
-    watermark: str
-    run_id: str
-    updated_at: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "pipeline": self.pipeline,
-            "partition": self.partition or None,
-            "cursor_column": self.cursor_column,
-            "cursor_type": self.cursor_type,
-            "watermark": self.watermark,
-            "run_id": self.run_id,
-            "updated_at": self.updated_at,
-        }
-
-
 def state(config: Config, name: str | None = None) -> list[WatermarkRow]:
     """Watermarks per pipeline and partition, read without taking any lock."""
     if name is not None:
         config.pipeline(name)
-    warehouse = open_warehouse(config.warehouse_url)
-    with warehouse.session(write=False) as session:
-        if session.table_columns(STATE_TABLE) is None:
-            return []
-        rows = session.query(read_all_state(session.dialect))
-    out = [
-        WatermarkRow(*(str(v) if not isinstance(v, datetime) else v.isoformat() for v in r))
-        for r in rows
-    ]
-    return [row for row in out if name is None or row.pipeline == name]
+    with open_warehouse(config.warehouse_url).session(write=False) as session:
+        return watermarks(session, name)

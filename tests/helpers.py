@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from pipeledger.cli.app import app
 

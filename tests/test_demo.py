@@ -6,7 +6,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from pipeledger.cli.app import app
 

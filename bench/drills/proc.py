@@ -168,7 +168,7 @@ def launch_many(folder: Path, args: Sequence[str], n: int) -> list[Launch]:
 def run_inline(folder: Path, args: Sequence[str]) -> Outcome:
     """Run a ``pipeledger`` command in this process, for upkeep commands (``watchdog``) that
     are never killed: it saves a new interpreter's imports."""
-    from typer.testing import CliRunner
+    from click.testing import CliRunner
 
     import pipeledger.cli.app  # noqa: F401  (defines the commands of the app)
     from pipeledger.cli.common import app

@@ -20,7 +20,6 @@ BLOB and jsonb its JSON text. Each is declared by a type name that maps back
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import itertools
 import os
 import re
@@ -45,7 +44,6 @@ from pipeledger.errors import (
 from pipeledger.interrupts import cancellable
 from pipeledger.schema import TableName, from_sqlite_declared
 from pipeledger.warehouse.dialect import SQLITE, quote
-from pipeledger.warehouse.stage import insert_stage
 
 # numpy and pyarrow are imported by the functions that handle Arrow data, so that reading
 # state or the ledger (the CLI's quick commands) does not load them
@@ -100,6 +98,8 @@ def _column(array: pa.Array) -> list[Any]:
 
 
 def _md5(text: str | None) -> str | None:
+    import hashlib  # imported when the function is first called: reads need none
+
     return None if text is None else hashlib.md5(text.encode()).hexdigest()
 
 
@@ -184,6 +184,8 @@ class SqliteSession:
             raise _translate(exc, "query failed") from exc
 
     def stage(self, batches: Iterable[pa.RecordBatch]) -> None:
+        from pipeledger.warehouse.stage import insert_stage  # writes only
+
         for batch in batches:
             self._check()
             columns = [_column(batch.column(i)) for i in range(batch.num_columns)]

@@ -33,9 +33,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pipeledger.config import AlertKind
-from pipeledger.ledger.model import stored_datetime
 from pipeledger.ledger.queries import Level, VolumeAnomaly, span, volume_anomalies
-from pipeledger.ledger.schema import RECONCILIATIONS, RUNS
+from pipeledger.ledger.schema import RECONCILIATIONS, RUNS, stored_datetime
 from pipeledger.ledger.sla import Breach, breaches
 from pipeledger.redact import redact
 from pipeledger.warehouse.dialect import Dialect

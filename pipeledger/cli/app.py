@@ -14,26 +14,27 @@ read state or the ledger start without the loader, pyarrow or numpy
 from __future__ import annotations
 
 import atexit
-import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import typer
-from rich.markup import escape
+import click
 
 from pipeledger.cli.common import (
-    JsonOption,
     app,
     cancellable,
     err,
+    escape,
+    fail,
     guard,
+    json_option,
     load,
+    locate,
     out,
+    positive,
     print_json,
     print_message,
     print_outcome,
@@ -55,7 +56,7 @@ def _progress(enabled: bool) -> Iterator[Callable[[str, int], None] | None]:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
-    with Progress(*columns, console=err, transient=True) as progress:
+    with Progress(*columns, console=err.console, transient=True) as progress:
         tasks: dict[str, Any] = {}
 
         def update(pipeline: str, rows: int) -> None:
@@ -74,65 +75,47 @@ def _report(outcomes: Sequence[runner.Outcome], as_json: bool) -> None:
         print_outcome(outcome)
 
 
-class TriggerKind(StrEnum):
-    MANUAL = "manual"
-    SCHEDULED = "scheduled"
-    EVENT = "event"
-
-
-TriggerOption = Annotated[TriggerKind, typer.Option("--trigger", help="Why this run happens.")]
+TRIGGERS = ("manual", "scheduled", "event")
 
 
 @app.command()
+@click.argument("selectors", nargs=-1, metavar="[SELECTOR]...")
+@json_option
+@click.option("--retry", is_flag=True, help="Run as the next attempt of the latest failed run.")
+@click.option(
+    "--trigger", type=click.Choice(TRIGGERS), default="manual", help="Why this run happens."
+)
+@click.option("--correlation-id", help="The triggering request or event.")
+@click.option("--strict", is_flag=True, help="Exit 3 when rows were quarantined.")
+@positive("--threads", "Independent nodes at once (default 4 on PostgreSQL, 1 on SQLite).")
+@click.option("--full-refresh", is_flag=True, help="Rebuild the selected models from scratch.")
+@click.option(
+    "--due",
+    is_flag=True,
+    help="Run what the schedules say is due now (with catchup: each missed interval once, "
+    "oldest first).",
+)
+@click.option(
+    "--idempotency-key",
+    help="A second trigger with the same key does not run again while the first runs or "
+    "after it succeeded; it reports the first run.",
+)
 def run(
-    selectors: Annotated[
-        list[str] | None,
-        typer.Argument(
-            help="What to run (default: everything): NAME, NAME+ (and downstream), +NAME "
-            "(and upstream), tag:TAG.",
-            metavar="[SELECTOR]...",
-        ),
-    ] = None,
-    as_json: JsonOption = False,
-    retry: Annotated[
-        bool, typer.Option("--retry", help="Run as the next attempt of the latest failed run.")
-    ] = False,
-    trigger: TriggerOption = TriggerKind.MANUAL,
-    correlation_id: Annotated[
-        str | None, typer.Option("--correlation-id", help="The triggering request or event.")
-    ] = None,
-    strict: Annotated[
-        bool, typer.Option("--strict", help="Exit 3 when rows were quarantined.")
-    ] = False,
-    threads: Annotated[
-        int | None,
-        typer.Option(
-            "--threads",
-            min=1,
-            help="Independent nodes at once (default 4 on PostgreSQL, 1 on SQLite).",
-        ),
-    ] = None,
-    full_refresh: Annotated[
-        bool, typer.Option("--full-refresh", help="Rebuild the selected models from scratch.")
-    ] = False,
-    due: Annotated[
-        bool,
-        typer.Option(
-            "--due",
-            help="Run what the schedules say is due now (with catchup: each missed "
-            "interval once, oldest first).",
-        ),
-    ] = False,
-    idempotency_key: Annotated[
-        str | None,
-        typer.Option(
-            "--idempotency-key",
-            help="A second trigger with the same key does not run again while the first "
-            "runs or after it succeeded; it reports the first run.",
-        ),
-    ] = None,
+    selectors: tuple[str, ...],
+    as_json: bool,
+    retry: bool,
+    trigger: str,
+    correlation_id: str | None,
+    strict: bool,
+    threads: int | None,
+    full_refresh: bool,
+    due: bool,
+    idempotency_key: str | None,
 ) -> None:
     """Incremental run of loads and models, in dependency order.
+
+    SELECTOR (default: everything): NAME, NAME+ (and downstream), +NAME (and upstream),
+    tag:TAG.
 
     A load reads rows with cursor >= watermark - lateness, merges them and advances its
     watermark; a model processes what its upstreams changed since it last ran. A node
@@ -154,9 +137,8 @@ def run(
                 )
                 outcomes: Sequence[runner.Outcome | operate.ScheduledOutcome] = scheduled
             else:
-                why = runner.Trigger(
-                    trigger.value, retry, correlation_id, idempotency_key=idempotency_key
-                )
+                key = idempotency_key
+                why = runner.Trigger(trigger, retry, correlation_id, idempotency_key=key)
                 outcomes = runner.run(
                     config, selectors or (), on_progress=on_progress, trigger=why,
                     threads=threads, full_refresh=full_refresh,
@@ -167,7 +149,7 @@ def run(
             _report([o for o in outcomes if not isinstance(o, operate.ScheduledOutcome)], as_json)
         code = runner.exit_code([_plain(o) for o in outcomes], strict)
         if code:
-            raise typer.Exit(code)
+            raise fail(code)
 
 
 def _plain(outcome: runner.Outcome | operate.ScheduledOutcome) -> runner.Outcome:
@@ -177,20 +159,17 @@ def _plain(outcome: runner.Outcome | operate.ScheduledOutcome) -> runner.Outcome
 
 
 @app.command()
-def backfill(
-    name: Annotated[str, typer.Argument(help="Pipeline to backfill.")],
-    start: Annotated[str, typer.Option("--start", help="First cursor value (inclusive).")],
-    end: Annotated[str, typer.Option("--end", help="Last cursor value (inclusive).")],
-    full_compare: Annotated[
-        bool,
-        typer.Option(
-            "--full-compare",
-            help="Stage and compare every row, also those whose stored fingerprint matches "
-            "(repairs target rows edited outside pipeledger).",
-        ),
-    ] = False,
-    as_json: JsonOption = False,
-) -> None:
+@click.argument("name")
+@click.option("--start", required=True, help="First cursor value (inclusive).")
+@click.option("--end", required=True, help="Last cursor value (inclusive).")
+@click.option(
+    "--full-compare",
+    is_flag=True,
+    help="Stage and compare every row, also those whose stored fingerprint matches (repairs "
+    "target rows edited outside pipeledger).",
+)
+@json_option
+def backfill(name: str, start: str, end: str, full_compare: bool, as_json: bool) -> None:
     """Reprocess exactly start <= cursor <= end; the live watermark does not move."""
     from pipeledger import runner
 
@@ -207,11 +186,12 @@ def backfill(
         _report([outcome], as_json)
         code = runner.exit_code([outcome])
         if code:
-            raise typer.Exit(code)
+            raise fail(code)
 
 
 @app.command()
-def dag(as_json: JsonOption = False) -> None:
+@json_option
+def dag(as_json: bool) -> None:
     """The graph of loads and models: nodes, what each reads from, and its last run."""
     from pipeledger import runner
 
@@ -227,15 +207,19 @@ def dag(as_json: JsonOption = False) -> None:
 
 
 @app.command()
-def state(
-    name: Annotated[str | None, typer.Argument(help="Pipeline (default: all).")] = None,
-    as_json: JsonOption = False,
-) -> None:
+@click.argument("name", required=False)
+@json_option
+def state(name: str | None, as_json: bool) -> None:
     """Watermarks per pipeline and partition."""
-    from pipeledger import runner
+    from pipeledger.adapters import open_warehouse
+    from pipeledger.load.state import watermarks
 
     with guard(as_json):
-        rows = runner.state(load(), name)
+        located = locate()
+        if name is not None:
+            located.check_pipeline(name)
+        with open_warehouse(located.warehouse_url).session(write=False) as session:
+            rows = watermarks(session, name)
         if as_json:
             print_json([r.to_json() for r in rows])
         elif rows:
@@ -246,10 +230,9 @@ def state(
 
 
 @app.command()
-def check(
-    name: Annotated[str, typer.Argument(help="Pipeline to check.")],
-    as_json: JsonOption = False,
-) -> None:
+@click.argument("name")
+@json_option
+def check(name: str, as_json: bool) -> None:
     """Dry run of the quality gate: extract, stage and check, then roll back. Exit 3 when
     the gate would not publish everything."""
     from pipeledger import runner
@@ -266,11 +249,12 @@ def check(
             for line in report.lines():
                 out.print(f"  {escape(line)}", soft_wrap=True, highlight=False)
         if report is not None and report.decision != "publish":
-            raise typer.Exit(3)
+            raise fail(3)
 
 
 @app.command()
-def watchdog(as_json: JsonOption = False) -> None:
+@json_option
+def watchdog(as_json: bool) -> None:
     """Replay the ledger's spool, then settle runs whose lease expired or whose process is
     gone: success if the warehouse shows they committed, else abandoned. Runs do this too."""
     from pipeledger import runner
@@ -288,16 +272,18 @@ def watchdog(as_json: JsonOption = False) -> None:
 
 
 @app.command()
-def demo(
-    directory: Annotated[
-        Path | None, typer.Option("--dir", help="Empty folder to run in (default: a new temp one).")
-    ] = None,
-) -> None:
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Empty folder to run in (default: a new temp one).",
+)
+def demo(directory: Path | None) -> None:
     """A guided tour on the embedded default: load, re-run, increment, late row, backfill."""
     from pipeledger.demo import run_demo
 
     with guard():
-        run_demo(directory, out)
+        run_demo(directory, out.console)
 
 
 def main() -> NoReturn:
@@ -306,7 +292,7 @@ def main() -> NoReturn:
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     args = sys.argv[1:]
     try:
-        code = _main_json(args) if "--json" in args else app()
+        code = _main_json(args) if "--json" in args else app.main(prog_name="pipeledger")
     except SystemExit as exc:
         _exit(exc.code)
     _exit(code)
@@ -317,8 +303,8 @@ def _main_json(args: list[str]) -> int:
     line itself is wrong (an unknown option, a missing argument, a bad value), which the
     parser reports before any command runs."""
     try:
-        code = app(args=args, standalone_mode=False)
-    except typer.TyperException as exc:
+        code = app.main(args=args, prog_name="pipeledger", standalone_mode=False)
+    except click.ClickException as exc:
         print_message("usage error" if exc.exit_code == 2 else "error", exc.format_message())
         print_json(usage_error_json(exc))
         return exc.exit_code
@@ -334,7 +320,8 @@ def _exit(code: str | int | None) -> NoReturn:
         print(code, file=sys.stderr)
         code = 1
     atexit._run_exitfuncs()
-    logging.shutdown()
+    if "logging" in sys.modules:  # flush what the command logged
+        sys.modules["logging"].shutdown()
     try:
         sys.stdout.flush()
         sys.stderr.flush()

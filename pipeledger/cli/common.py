@@ -1,38 +1,71 @@
-"""What every command shares: the app, consoles, global options, error and JSON output."""
+"""What every command shares: the app, consoles, global options, error and JSON output.
+
+The command line is click's; rich prints the output. Neither rich nor the library is
+imported before a command needs it: ``pipeledger --help`` loads click and a few small
+modules of ours, and the consoles below are created on their first use."""
 
 from __future__ import annotations
 
 import json
-import logging
-import signal
 import sys
-import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import typer
-from rich.console import Console
+import click
 
 from pipeledger.errors import PipeledgerError
 from pipeledger.redact import redact
 
 if TYPE_CHECKING:  # imported by the commands that use them: --help needs none
+    from rich.console import Console
+
     from pipeledger import operate, runner
     from pipeledger.config import Config
+    from pipeledger.locate import Located
 
-# Help and usage errors are plain text: typer's boxed help would load rich's Markdown
-# renderer, a third of what `pipeledger --help` costs.
-app = typer.Typer(
-    help="Idempotent, incremental loads with watermarks that commit with the rows.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
-out = Console()
-err = Console(stderr=True)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class LazyConsole:
+    """A rich console made when something is first printed (rich costs a quick command
+    about a fifth of its start-up, and ``--help`` prints nothing with it)."""
+
+    def __init__(self, stderr: bool = False) -> None:
+        self._stderr = stderr
+
+    @cached_property
+    def console(self) -> Console:
+        from rich.console import Console
+
+        return Console(stderr=self._stderr, emoji=False)  # ":name:" in data stays text
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        self.console.print(*objects, **options)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.console.is_terminal
+
+
+out = LazyConsole()
+err = LazyConsole(stderr=True)
+
+
+def escape(text: str) -> str:
+    """Escape rich markup in ``text`` (rich's own escape, imported on first use)."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+class _Group(click.Group):
+    """Commands listed in the order they are defined (``run`` first), not sorted."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
 
 
 class _Options:
@@ -41,31 +74,65 @@ class _Options:
 
 
 OPTIONS = _Options()
-ConfigOption = Annotated[
-    Path | None, typer.Option("--config", "-c", help="Config file (default ./pipeledger.toml).")
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
 
-@app.callback()
-def main_options(
-    config: ConfigOption = None,
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress.")] = False,
-) -> None:
+@click.group(
+    "pipeledger", cls=_Group, context_settings={"max_content_width": 100}, no_args_is_help=True
+)
+@click.option(
+    "--config",
+    "-c",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Config file (default ./pipeledger.toml).",
+)
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@click.option("--verbose", "-v", is_flag=True, help="Log progress.")
+def app(config: Path | None, debug: bool, verbose: bool) -> None:
+    """Idempotent, incremental loads with watermarks that commit with the rows."""
     OPTIONS.config_path = config
     OPTIONS.debug = debug
     if verbose:
+        import logging
+
         logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
+
+
+def json_option(command: F) -> F:
+    """``--json``: print one machine-readable JSON document (the ``as_json`` parameter)."""
+    return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")(
+        command
+    )
+
+
+def since_option(command: F) -> F:
+    return click.option("--since", help="A duration back from now (7d, 12h) or an ISO time.")(
+        command
+    )
+
+
+def positive(name: str, help: str, default: int | None = None) -> Callable[[F], F]:
+    """An integer option of at least 1."""
+    return click.option(name, type=click.IntRange(min=1), default=default, help=help)
+
+
+def fail(code: int) -> click.exceptions.Exit:
+    """The exception that ends a command with exit ``code`` (raise it)."""
+    return click.exceptions.Exit(code)
 
 
 def exit_code_of(exc: BaseException) -> int:
     return exc.exit_code if isinstance(exc, PipeledgerError) else 1
 
 
+def _traceback(exc: BaseException) -> str:
+    import traceback  # --debug only
+
+    return redact("".join(traceback.format_exception(exc)))
+
+
 def print_error(exc: BaseException) -> None:
     if OPTIONS.debug:
-        err.print(redact("".join(traceback.format_exception(exc))), markup=False)
+        err.print(_traceback(exc), markup=False)
     kind = "error" if isinstance(exc, PipeledgerError) else f"unexpected {type(exc).__name__}"
     notes = [redact(note) for note in getattr(exc, "__notes__", [])]
     print_message(kind, redact(str(exc)), notes)
@@ -90,7 +157,7 @@ def error_json(exc: BaseException) -> dict[str, Any]:
     }
 
 
-def usage_error_json(exc: typer.TyperException) -> dict[str, Any]:
+def usage_error_json(exc: click.ClickException) -> dict[str, Any]:
     """The JSON document of a command line the parser refused (exit 2)."""
     usage = exc.exit_code == 2
     return {
@@ -107,19 +174,27 @@ def guard(as_json: bool = False) -> Iterator[None]:
     ``--json`` also as one JSON document on stdout (stdout stays valid JSON)."""
     try:
         yield
-    except typer.Exit:
+    except click.exceptions.Exit:
         raise
     except Exception as exc:
         print_error(exc)
         if as_json:
             print_json(error_json(exc))
-        raise typer.Exit(exit_code_of(exc)) from None
+        raise fail(exit_code_of(exc)) from None
 
 
 def load() -> Config:
     from pipeledger.config import load_config  # pydantic: only for commands that read one
 
     return load_config(OPTIONS.config_path)
+
+
+def locate() -> Located:
+    """Where the warehouse and the ledger are, without validating the rest of the config:
+    what the commands that only read state or the ledger need (no pydantic)."""
+    from pipeledger.locate import locate as locate_config
+
+    return locate_config(OPTIONS.config_path)
 
 
 def print_json(payload: Any) -> None:
@@ -129,7 +204,7 @@ def print_json(payload: Any) -> None:
 
 def print_failure(failure: runner.RunFailure) -> None:
     if OPTIONS.debug and failure.cause is not None:
-        err.print(redact("".join(traceback.format_exception(failure.cause))), markup=False)
+        err.print(_traceback(failure.cause), markup=False)
     kind = f"unexpected {failure.unexpected}" if failure.unexpected else "error"
     if failure.status == "skipped":
         kind = "skipped"
@@ -172,6 +247,8 @@ def report_scheduled(outcomes: Sequence[operate.ScheduledOutcome], as_json: bool
 def cancellable() -> Iterator[None]:
     """SIGTERM and Ctrl-C cancel the run: its transaction rolls back, the ledger says
     ``cancelled``, and the exit code is 130 (SIGINT) or 143 (SIGTERM)."""
+    import signal
+
     from pipeledger.ledger.api import RunCancelled
 
     def on_sigterm(signum: int, frame: object) -> None:
@@ -183,6 +260,6 @@ def cancellable() -> Iterator[None]:
     except (KeyboardInterrupt, RunCancelled) as exc:
         code = 143 if isinstance(exc, RunCancelled) else 130
         err.print("[bold red]cancelled:[/] the run was rolled back; nothing was written")
-        raise typer.Exit(code) from None
+        raise fail(code) from None
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -9,38 +9,29 @@ Exit codes: ``reconcile`` 0 when everything matches, 3 when a window differs (af
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-import typer
-from rich.markup import escape
+import click
 
-from pipeledger.cli.common import JsonOption, guard, load, out, print_json
+from pipeledger.cli.common import escape, fail, guard, json_option, load, out, print_json
 
 if TYPE_CHECKING:
     from pipeledger.lateness import LatenessReport
     from pipeledger.reconcile.result import Reconciliation, WindowDiff
 
 
-def register(app: typer.Typer) -> None:
+def register(app: click.Group) -> None:
     """Add ``reconcile`` and ``lateness`` to the main app."""
 
     @app.command()
+    @click.argument("name")
+    @click.option("--start", help="First cursor value (inclusive).")
+    @click.option("--end", help="Last cursor value (inclusive).")
+    @click.option("--by", help="Windows: hour, day (default), month; N: integer cursors.")
+    @click.option("--repair", is_flag=True, help="Backfill the windows that differ, then compare.")
+    @json_option
     def reconcile(
-        name: Annotated[str, typer.Argument(help="Pipeline to reconcile.")],
-        start: Annotated[
-            str | None, typer.Option("--start", help="First cursor value (inclusive).")
-        ] = None,
-        end: Annotated[
-            str | None, typer.Option("--end", help="Last cursor value (inclusive).")
-        ] = None,
-        by: Annotated[
-            str | None,
-            typer.Option("--by", help="Windows: hour, day (default), month; N: integer cursors."),
-        ] = None,
-        repair: Annotated[
-            bool, typer.Option("--repair", help="Backfill the windows that differ, then compare.")
-        ] = False,
-        as_json: JsonOption = False,
+        name: str, start: str | None, end: str | None, by: str | None, repair: bool, as_json: bool
     ) -> None:
         """Compare source and target window by window (row counts and fingerprints), up to
         the watermark; list the windows that differ. Exit 3 when one does."""
@@ -54,13 +45,12 @@ def register(app: typer.Typer) -> None:
                 for line in reconcile_lines(result):
                     out.print(line, soft_wrap=True, highlight=False)
             if result.exit_code:
-                raise typer.Exit(result.exit_code)
+                raise fail(result.exit_code)
 
     @app.command()
-    def lateness(
-        name: Annotated[str, typer.Argument(help="Pipeline.")],
-        as_json: JsonOption = False,
-    ) -> None:
+    @click.argument("name")
+    @json_option
+    def lateness(name: str, as_json: bool) -> None:
         """How late rows arrived over the pipeline's history: caught by the lateness
         buffer (percentiles), missed by it, what it costs, and a buffer that would have
         caught 99.9% of them."""

@@ -9,28 +9,32 @@ a pipeline is at or above that level, for cron and monitoring scripts.
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-import typer
-from rich.markup import escape
+import click
 
-from pipeledger.adapters import open_warehouse
-from pipeledger.cli.common import JsonOption, err, guard, load, out, print_json
+from pipeledger.cli.common import (
+    err,
+    escape,
+    fail,
+    guard,
+    json_option,
+    load,
+    locate,
+    out,
+    print_json,
+    since_option,
+)
 from pipeledger.errors import ConfigError, PipeledgerError
-from pipeledger.ledger import queries as q
-from pipeledger.ledger.model import RunStatus
-from pipeledger.ledger.schema import DAYS, LEDGER
-from pipeledger.warehouse.migrations import is_migrated, migrate
-from pipeledger.warehouse.session import Session
 
-if TYPE_CHECKING:  # imported by the commands that use them (alerts' events read a config)
+if TYPE_CHECKING:  # imported when a command runs: `--help` needs none of them
     from pipeledger.alerts import outbox
+    from pipeledger.ledger import queries as q
     from pipeledger.ledger import sla as slas
+    from pipeledger.warehouse.session import Session
 
 NO_RUNS = "no runs recorded yet"
 COLOURS = {
@@ -41,10 +45,9 @@ COLOURS = {
     "pending": "yellow", "delivered": "green",
 }  # fmt: skip
 
-NameArgument = Annotated[str | None, typer.Argument(help="Pipeline (default: all).")]
-SinceOption = Annotated[
-    str | None, typer.Option("--since", help="A duration back from now (7d, 12h) or an ISO time.")
-]
+# the values of pipeledger.ledger.model.RunStatus (tests/test_cli.py checks they agree)
+RUN_STATUSES = ("running", "success", "failed", "partial", "cancelled", "timed_out", "skipped",
+                "abandoned")  # fmt: skip
 
 
 # -- plumbing ---------------------------------------------------------------------------
@@ -76,7 +79,11 @@ def _ledger(write: bool = False, current: bool = False) -> Iterator[Session | No
     """A session on the ledger database, or None when it has no ledger tables yet.
     ``current``: the command reads tables of ledger migration 6 (rollups, alerts, SLA
     breaches), which a ledger made by an earlier release lacks until it is migrated."""
-    warehouse = open_warehouse(load().ledger_url)
+    from pipeledger.adapters import open_warehouse
+    from pipeledger.ledger.schema import DAYS, LEDGER
+    from pipeledger.warehouse.migrations import is_migrated
+
+    warehouse = open_warehouse(locate().ledger_url)
     with warehouse.session(write=write) as session:
         if not is_migrated(session, LEDGER):
             yield None
@@ -89,17 +96,19 @@ def _ledger(write: bool = False, current: bool = False) -> Iterator[Session | No
         yield session
 
 
-class HealthFloor(StrEnum):
-    DEGRADED = "degraded"
-    CRITICAL = "critical"
+_LEVEL_RANK = {"WARNING": 1, "CRITICAL": 2}
 
 
-class LevelFloor(StrEnum):
-    WARNING = "warning"
-    CRITICAL = "critical"
+def _wrap(text: str, width: int) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, width)
 
 
-_LEVEL_RANK = {q.Level.WARNING: 1, q.Level.CRITICAL: 2}
+def _span(seconds: float) -> str:
+    from pipeledger.ledger.queries import span
+
+    return span(seconds)
 
 
 def _fail_on(found: Sequence[tuple[str, str]], floor: str | None) -> None:
@@ -109,7 +118,7 @@ def _fail_on(found: Sequence[tuple[str, str]], floor: str | None) -> None:
     named = ", ".join(f"{pipeline} ({level})" for pipeline, level in found)
     err.print(f"{len(found)} pipeline(s) at or above {floor.upper()}: {escape(named)}",
               soft_wrap=True, highlight=False)  # fmt: skip
-    raise typer.Exit(1)
+    raise fail(1)
 
 
 def _report(
@@ -185,7 +194,7 @@ def detail_lines(d: q.RunDetail) -> list[str]:
         lines.append(f"  interval {_ts(r.data_interval_start)} -> {_ts(r.data_interval_end)}")
     if r.error_message:
         lines.append(f"  [red]error {escape(r.error_code or '-')}:[/]")
-        lines += [f"    [red]{escape(part)}[/]" for part in textwrap.wrap(r.error_message, 74)]
+        lines += [f"    [red]{escape(part)}[/]" for part in _wrap(r.error_message, 74)]
     lines += [
         f"  task {t.seq} {escape(t.name)} {_c(t.status)} {_secs(t.duration_ms)} "
         f"in {_n(t.rows_in)} out {_n(t.rows_out)}"
@@ -207,9 +216,9 @@ def detail_lines(d: q.RunDetail) -> list[str]:
 
 def status_lines(s: q.PipelineStatus) -> list[str]:
     rate = "-" if s.success_rate_7d is None else f"{s.success_rate_7d:.0%}"
-    fresh = "never" if s.freshness_s is None else f"{q.span(s.freshness_s)} ago"
-    data = "" if s.data_age_s is None else f" · newest data {q.span(s.data_age_s)} old"
-    sla = f" (SLA {q.span(s.freshness_sla_s)})" if s.freshness_sla_s is not None else ""
+    fresh = "never" if s.freshness_s is None else f"{_span(s.freshness_s)} ago"
+    data = "" if s.data_age_s is None else f" · newest data {_span(s.data_age_s)} old"
+    sla = f" (SLA {_span(s.freshness_sla_s)})" if s.freshness_sla_s is not None else ""
     stale = " [red]late[/]" if s.stale else ""
     volume = f"volume {_c(s.anomaly)}" if s.anomaly else "volume -"
     z = f" z {s.z_score:+.2f}" if s.z_score is not None else ""
@@ -233,19 +242,19 @@ def breach_lines(b: slas.Breach) -> list[str]:
     end = "[red]open[/]" if b.open else f"ended {_ts(b.ended_at)}"
     return [
         f"[bold]{escape(b.pipeline)}[/] {b.kind} due {_ts(b.due_at)} {end}, "
-        f"late {q.span(max(b.late_s, 0))}",
+        f"late {_span(max(b.late_s, 0))}",
         f"  {_short(b.reason, 96)}",
     ]
 
 
 def reliability_lines(r: slas.Reliability) -> list[str]:
     rate = "-" if r.success_rate is None else f"{r.success_rate:.0%}"
-    mttr = "-" if r.mttr_s is None else q.span(r.mttr_s)
+    mttr = "-" if r.mttr_s is None else _span(r.mttr_s)
     failing = f" · [red]failing since {_ts(r.failing_since)}[/]" if r.failing_since else ""
     return [
         f"[bold]{escape(r.pipeline)}[/] {r.days}d: {rate} of {r.runs} · MTTR {mttr} "
         f"({r.recoveries} recovered) · p95 {_secs(r.p95_duration_ms)} · {r.breaches} "
-        f"breach(es), late {q.span(r.late_s)}{failing}"
+        f"breach(es), late {_span(r.late_s)}{failing}"
     ]
 
 
@@ -287,32 +296,35 @@ def blocked_lines(b: q.Blocked) -> list[str]:
 # -- commands ---------------------------------------------------------------------------
 
 
-def register(app: typer.Typer) -> None:
+def register(app: click.Group) -> None:
     """Add the ledger commands to the main app."""
 
     @app.command()
+    @click.argument("name", required=False)
+    @since_option
+    @click.option("--status", type=click.Choice(RUN_STATUSES), help="Only runs in this state.")
+    @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True,
+                  help="At most this many.")  # fmt: skip
+    @json_option
     def runs(
-        name: NameArgument = None,
-        since: SinceOption = None,
-        status: Annotated[
-            RunStatus | None, typer.Option("--status", help="Only runs in this state.")
-        ] = None,
-        limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 50,
-        as_json: JsonOption = False,
+        name: str | None, since: str | None, status: str | None, limit: int, as_json: bool
     ) -> None:
-        """Recent runs, newest first."""
+        """Recent runs (of pipeline NAME, default all), newest first."""
+        from pipeledger.ledger import queries as q
+
         with guard(as_json), _ledger() as session:
             start = parse_since(since, _now()) if since else None
-            wanted = status.value if status else None
-            rows = q.list_runs(session, name, start, wanted, limit) if session else []
+            rows = q.list_runs(session, name, start, status, limit) if session else []
             _report(rows, as_json, run_lines, "no runs" if session else NO_RUNS)
 
     @app.command()
-    def show(
-        run_id: Annotated[str, typer.Argument(help="A run id, or its first 8+ characters.")],
-        as_json: JsonOption = False,
-    ) -> None:
-        """One run with its tasks, audit events and snapshots."""
+    @click.argument("run_id")
+    @json_option
+    def show(run_id: str, as_json: bool) -> None:
+        """One run with its tasks, audit events and snapshots (RUN_ID: a run id, or its
+        first 8+ characters)."""
+        from pipeledger.ledger import queries as q
+
         with guard(as_json), _ledger() as session:
             detail = q.show_run(session, run_id) if session else None
             if detail is None:
@@ -324,14 +336,13 @@ def register(app: typer.Typer) -> None:
                     out.print(line, soft_wrap=True, highlight=False)
 
     @app.command()
-    def status(
-        as_json: JsonOption = False,
-        fail_on: Annotated[
-            HealthFloor | None,
-            typer.Option("--fail-on", help="Exit 1 when a pipeline is this unhealthy or worse."),
-        ] = None,
-    ) -> None:
+    @json_option
+    @click.option("--fail-on", type=click.Choice(["degraded", "critical"]),
+                  help="Exit 1 when a pipeline is this unhealthy or worse.")  # fmt: skip
+    def status(as_json: bool, fail_on: str | None) -> None:
         """Health per pipeline: 7-day success rate, freshness, volume anomaly."""
+        from pipeledger.ledger import queries as q
+
         with guard(as_json), _ledger(current=True) as session:
             rows = q.pipeline_status(session, _now()) if session else []
             _report(rows, as_json, status_lines, NO_RUNS)
@@ -341,25 +352,25 @@ def register(app: typer.Typer) -> None:
         _fail_on(found, fail_on)
 
     @app.command()
-    def anomalies(
-        name: NameArgument = None,
-        as_json: JsonOption = False,
-        fail_on: Annotated[
-            LevelFloor | None,
-            typer.Option("--fail-on", help="Exit 1 when a volume is at this level or worse."),
-        ] = None,
-    ) -> None:
+    @click.argument("name", required=False)
+    @json_option
+    @click.option("--fail-on", type=click.Choice(["warning", "critical"]),
+                  help="Exit 1 when a volume is at this level or worse.")  # fmt: skip
+    def anomalies(name: str | None, as_json: bool, fail_on: str | None) -> None:
         """Rows written in each pipeline's latest interval against its last 30 days."""
+        from pipeledger.ledger import queries as q
+
         with guard(as_json), _ledger(current=True) as session:
             rows = q.volume_anomalies(session, _now(), name) if session else []
             _report(rows, as_json, anomaly_lines, "no successful runs" if session else NO_RUNS)
-        floor = _LEVEL_RANK[q.Level(fail_on.upper())] if fail_on else 0
+        floor = _LEVEL_RANK[fail_on.upper()] if fail_on else 0
         found = [(a.pipeline, a.level.value) for a in rows
                  if fail_on and _LEVEL_RANK.get(a.level, 0) >= floor]  # fmt: skip
         _fail_on(found, fail_on)
 
     @app.command()
-    def sla(as_json: JsonOption = False) -> None:
+    @json_option
+    def sla(as_json: bool) -> None:
         """SLA breaches of the last 30 days (and open ones), and per pipeline its success
         rate, mean time to recovery and p95 duration over 7 and 30 days."""
         from pipeledger.ledger import sla as slas
@@ -376,7 +387,9 @@ def register(app: typer.Typer) -> None:
             _report(reliable, False, reliability_lines, NO_RUNS)
 
     @app.command()
-    def alerts(since: SinceOption = None, as_json: JsonOption = False) -> None:
+    @since_option
+    @json_option
+    def alerts(since: str | None, as_json: bool) -> None:
         """Alerts raised (default: in the last 7 days) and whether each was delivered."""
         from pipeledger.alerts import outbox
 
@@ -387,48 +400,57 @@ def register(app: typer.Typer) -> None:
             _report(rows, as_json, alert_lines, "no alerts raised")
 
     @app.command()
-    def tasks(name: NameArgument = None, as_json: JsonOption = False) -> None:
+    @click.argument("name", required=False)
+    @json_option
+    def tasks(name: str | None, as_json: bool) -> None:
         """Per task and day (14 days): runs, mean and longest duration, mean rows out."""
+        from pipeledger.ledger import queries as q
+
         with guard(as_json), _ledger() as session:
             rows = q.task_trends(session, _now(), name) if session else []
             _report(rows, as_json, trend_lines, "no tasks in 14 days" if session else NO_RUNS)
 
     @app.command()
-    def audit(
-        table: Annotated[str, typer.Option("--table", help="Target table, e.g. analytics.orders.")],
-        since: SinceOption = None,
-        as_json: JsonOption = False,
-    ) -> None:
+    @click.option("--table", required=True, help="Target table, e.g. analytics.orders.")
+    @since_option
+    @json_option
+    def audit(table: str, since: str | None, as_json: bool) -> None:
         """Audit events about one target table, newest first."""
+        from pipeledger.ledger import queries as q
+
         with guard(as_json), _ledger() as session:
             start = parse_since(since, _now()) if since else None
             rows = q.audit_trail(session, table, start) if session else []
             _report(rows, as_json, audit_lines, f"no audit events for {table}")
 
     @app.command()
-    def blocked(as_json: JsonOption = False) -> None:
+    @json_option
+    def blocked(as_json: bool) -> None:
         """Pipelines waiting on an upstream that is not fresh (exit 0 either way)."""
+        from pipeledger.ledger import queries as q
+
         with guard(as_json), _ledger() as session:
             rows = q.blocked_pipelines(session, _now()) if session else []
             _report(rows, as_json, blocked_lines, "no pipeline is blocked")
 
-    app.add_typer(_ledger_app(), name="ledger")
+    app.add_command(_ledger_group())
 
 
-def _ledger_app() -> typer.Typer:
-    ledger = typer.Typer(help="Look after the ledger database.", no_args_is_help=True)
+def _ledger_group() -> click.Group:
+    @click.group(no_args_is_help=True)
+    def ledger() -> None:
+        """Look after the ledger database."""
 
     @ledger.command()
-    def prune(
-        older_than: Annotated[
-            str, typer.Option("--older-than", help="Delete runs that ended this long ago (90d).")
-        ],
-        dry_run: Annotated[bool, typer.Option("--dry-run", help="Count, then roll back.")] = False,
-        as_json: JsonOption = False,
-    ) -> None:
+    @click.option("--older-than", required=True,
+                  help="Delete runs that ended this long ago (90d).")  # fmt: skip
+    @click.option("--dry-run", is_flag=True, help="Count, then roll back.")
+    @json_option
+    def prune(older_than: str, dry_run: bool, as_json: bool) -> None:
         """Delete old runs with their tasks, events, snapshots and check results (keeps
         running runs and each pipeline's last success)."""
         from pipeledger.config import parse_duration
+        from pipeledger.ledger import queries as q
 
         with guard(as_json):
             age = parse_duration(older_than)
@@ -442,10 +464,14 @@ def _ledger_app() -> typer.Typer:
             _prune_report(result, dry_run, as_json)
 
     @ledger.command(name="migrate")
-    def migrate_command(as_json: JsonOption = False) -> None:
+    @json_option
+    def migrate_command(as_json: bool) -> None:
         """Create or upgrade the ledger tables (ledger database) and the watermark table
         (warehouse)."""
+        from pipeledger.adapters import open_warehouse
+        from pipeledger.ledger.schema import LEDGER
         from pipeledger.load.state import STATE
+        from pipeledger.warehouse.migrations import migrate
 
         with guard(as_json):
             config = load()

@@ -2,25 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-import typer
+import click
 
 from pipeledger.cli.common import (
-    JsonOption,
     app,
     cancellable,
     err,
     guard,
+    json_option,
     load,
     out,
+    positive,
     print_json,
     report_scheduled,
 )
 
 
 @app.command()
-def schedule(as_json: JsonOption = False) -> None:
+@json_option
+def schedule(as_json: bool) -> None:
     """Each scheduled node: its schedule, its next firing, its latest scheduled run and
     what is overdue now (run it with `pipeledger run --due`)."""
     from pipeledger import operate
@@ -54,14 +56,11 @@ def _schedule_lines(row: dict[str, Any]) -> list[str]:
 
 
 @app.command()
-def serve(
-    poll: Annotated[
-        str, typer.Option("--poll", help="Wake up at least this often (watchdog).")
-    ] = "1m",
-    threads: Annotated[
-        int | None, typer.Option("--threads", min=1, help="Independent nodes at once.")
-    ] = None,
-) -> None:
+@click.option(
+    "--poll", default="1m", show_default=True, help="Wake up at least this often (watchdog)."
+)
+@positive("--threads", "Independent nodes at once.")
+def serve(poll: str, threads: int | None) -> None:
     """Run the schedules until stopped: wake up when a schedule fires (and at least every
     --poll), run the watchdog, run what is due; a failed run is reported and the loop goes
     on. SIGTERM or Ctrl-C stops it: at once when it waits (exit 0); a run in progress is
@@ -81,11 +80,10 @@ def serve(
 
 
 @app.command()
-def cancel(
-    run_id: Annotated[str, typer.Argument(help="The run (or its first 8+ characters).")],
-    reason: Annotated[str | None, typer.Option("--reason", help="Why, for the ledger.")] = None,
-    as_json: JsonOption = False,
-) -> None:
+@click.argument("run_id")
+@click.option("--reason", help="Why, for the ledger.")
+@json_option
+def cancel(run_id: str, reason: str | None, as_json: bool) -> None:
     """Stop a running run, from any host: it sees the request at its next heartbeat
     ([ledger] heartbeat), cancels its statement, rolls back and ends cancelled."""
     from pipeledger import operate

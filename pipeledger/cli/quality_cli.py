@@ -9,42 +9,38 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING
 
-import typer
-from rich.markup import escape
-from typer.core import TyperGroup
+import click
 
-from pipeledger.cli.common import JsonOption, app, guard, load, out, print_json
+from pipeledger.cli.common import F, app, escape, guard, json_option, load, out, print_json
 
 if TYPE_CHECKING:  # imported by the commands: listing the others needs no loader
     from pipeledger.load.replay import ReplayResult
     from pipeledger.quality.quarantine import QuarantineEntry
 
 
-class _ListByDefault(TyperGroup):
+class _ListByDefault(click.Group):
     """A first word that names no subcommand is a pipeline: ``quarantine orders`` runs
     ``quarantine list orders``. (A group with its own NAME argument would read the word
     ``replay`` in ``quarantine replay orders`` as that NAME.)"""
 
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # a click.Context
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         first = next((a for a in args if not a.startswith("-")), None)
         if first is not None and first not in self.commands:
             args = ["list", *args]
         return super().parse_args(ctx, args)
 
 
-quarantine_app = typer.Typer(
-    cls=_ListByDefault,
-    no_args_is_help=True,
-    help="Rows the quality gate set aside: list them, or replay them through today's config.",
-    rich_markup_mode=None,
-)
+@app.group(cls=_ListByDefault, no_args_is_help=True)
+def quarantine() -> None:
+    """Rows the quality gate set aside: list them, or replay them through today's config."""
 
-NameArgument = Annotated[str, typer.Argument(help="Pipeline.")]
-RunOption = Annotated[
-    str | None, typer.Option("--run", help="Only this run's rows (a run id or its first 8+ chars).")
-]
+
+def run_option(command: F) -> F:
+    return click.option(
+        "--run", help="Only this run's rows (a run id or its first 8+ characters)."
+    )(command)
 
 
 def _keys(values: dict[str, object]) -> str:
@@ -78,15 +74,13 @@ def replay_lines(r: ReplayResult) -> list[str]:
     return lines
 
 
-@quarantine_app.command("list")
-def list_entries(
-    name: NameArgument,
-    run: RunOption = None,
-    include_resolved: Annotated[
-        bool, typer.Option("--all", help="Include entries already resolved by a replay.")
-    ] = False,
-    as_json: JsonOption = False,
-) -> None:
+@quarantine.command("list")
+@click.argument("name")
+@run_option
+@click.option("--all", "include_resolved", is_flag=True,
+              help="Include entries already resolved by a replay.")  # fmt: skip
+@json_option
+def list_entries(name: str, run: str | None, include_resolved: bool, as_json: bool) -> None:
     """What is set aside (unresolved unless --all), oldest first."""
     from pipeledger.quality.quarantine import quarantined
 
@@ -103,8 +97,11 @@ def list_entries(
             out.print(f"replay with: pipeledger quarantine replay {escape(name)}", highlight=False)
 
 
-@quarantine_app.command("replay")
-def replay_entries(name: NameArgument, run: RunOption = None, as_json: JsonOption = False) -> None:
+@quarantine.command("replay")
+@click.argument("name")
+@run_option
+@json_option
+def replay_entries(name: str, run: str | None, as_json: bool) -> None:
     """Check the unresolved rows again with today's config; publish those that pass."""
     from pipeledger.runner import replay
 
@@ -117,6 +114,3 @@ def replay_entries(name: NameArgument, run: RunOption = None, as_json: JsonOptio
         else:
             for line in replay_lines(result):
                 out.print(line, soft_wrap=True, highlight=False)
-
-
-app.add_typer(quarantine_app, name="quarantine")

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from rich.markup import escape
+from pipeledger.cli.common import escape
 
 if TYPE_CHECKING:
     from pipeledger.load.result import LoadResult
+    from pipeledger.load.state import WatermarkRow
     from pipeledger.models.model import ModelResult
-    from pipeledger.runner import WatermarkRow
 
 
 def _mark(value: str | dict[str, str] | None) -> str:

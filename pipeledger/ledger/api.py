@@ -36,7 +36,6 @@ from typing import Any, Literal
 from pipeledger import __about__
 from pipeledger.adapters import open_warehouse
 from pipeledger.clients import this_host
-from pipeledger.config import EMBEDDED_DIR, EMBEDDED_FILE
 from pipeledger.errors import (
     AmbiguousRunId,
     CancelRequested,
@@ -63,10 +62,10 @@ from pipeledger.ledger.model import (
     TaskStatus,
     TriggerType,
     check_transition,
-    stored_datetime,
 )
-from pipeledger.ledger.schema import LEDGER, RUNS, SNAPSHOTS
+from pipeledger.ledger.schema import LEDGER, RUNS, SNAPSHOTS, stored_datetime
 from pipeledger.ledger.watchdog import CommitLog, abandon_expired
+from pipeledger.locate import EMBEDDED_DIR, EMBEDDED_FILE
 from pipeledger.redact import redact
 from pipeledger.warehouse.migrations import Component, is_migrated, mark_migrated, migrate
 from pipeledger.warehouse.session import Session

@@ -9,14 +9,6 @@ from enum import StrEnum
 from typing import Any
 
 
-def stored_datetime(value: object) -> datetime | None:
-    """A timestamp as the ledger's database returns it: PostgreSQL gives a datetime, SQLite
-    the ISO text it was stored as."""
-    if value is None or isinstance(value, datetime):
-        return value
-    return datetime.fromisoformat(str(value))
-
-
 class RunStatus(StrEnum):
     RUNNING = "running"
     SUCCESS = "success"

@@ -88,7 +88,6 @@ from typing import Any
 
 from pipeledger.errors import AmbiguousRunId
 from pipeledger.lateness import LatenessReport, RunLateness, report
-from pipeledger.ledger.model import stored_datetime
 from pipeledger.ledger.rollup import COMPARES, NOT_FRONTIER, counts, finished, sample, written
 from pipeledger.ledger.schema import (
     AUDIT,
@@ -100,6 +99,7 @@ from pipeledger.ledger.schema import (
     RUNS,
     SNAPSHOTS,
     TASKS,
+    stored_datetime,
 )
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session

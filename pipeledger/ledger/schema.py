@@ -26,6 +26,7 @@ here are listed in its ``added``, so that the table's first migration does not m
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from pipeledger.ledger import rollup
 from pipeledger.schema import TableName
@@ -33,6 +34,14 @@ from pipeledger.warehouse.dialect import Dialect, quote
 from pipeledger.warehouse.migrations import SCHEMA, Component, Migration, create_schema
 
 UNREGISTERED = "unregistered"  # the version of a pipeline known only from its runs
+
+
+def stored_datetime(value: object) -> datetime | None:
+    """A timestamp as the ledger's database returns it: PostgreSQL gives a datetime, SQLite
+    the ISO text it was stored as."""
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(str(value))
 
 
 def table(name: str) -> TableName:

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from pipeledger.ledger.model import stored_datetime
 from pipeledger.ledger.queries import (
     FRESHNESS_REASON,
     Answer,
@@ -27,7 +26,7 @@ from pipeledger.ledger.queries import (
     span,
 )
 from pipeledger.ledger.rollup import COMPARES, NOT_FRONTIER
-from pipeledger.ledger.schema import BREACH_TABLE, BREACHES, PIPELINES, RUNS
+from pipeledger.ledger.schema import BREACH_TABLE, BREACHES, PIPELINES, RUNS, stored_datetime
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
 

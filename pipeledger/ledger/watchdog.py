@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from pipeledger.clients import gone, process_alive, this_host
 from pipeledger.ledger import sql as lsql
 from pipeledger.ledger import store as st
-from pipeledger.ledger.model import stored_datetime
+from pipeledger.ledger.schema import stored_datetime
 from pipeledger.warehouse.session import Session
 
 

@@ -7,7 +7,9 @@ component's migrations."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from pipeledger.load.guard_sql import (
     fingerprint_guard_table,
@@ -104,6 +106,41 @@ def read_state(d: Dialect) -> str:
         "SELECT partition_key, watermark, cursor_type "
         f"FROM {d.table(STATE_TABLE)} WHERE pipeline = {d.param}"
     )
+
+
+@dataclass(frozen=True)
+class WatermarkRow:
+    """One pipeline's (or partition's) watermark, as ``pipeledger state`` shows it."""
+
+    pipeline: str
+    partition: str
+    cursor_column: str
+    cursor_type: str
+    watermark: str
+    run_id: str
+    updated_at: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pipeline": self.pipeline,
+            "partition": self.partition or None,
+            "cursor_column": self.cursor_column,
+            "cursor_type": self.cursor_type,
+            "watermark": self.watermark,
+            "run_id": self.run_id,
+            "updated_at": self.updated_at,
+        }
+
+
+def watermarks(session: Session, name: str | None = None) -> list[WatermarkRow]:
+    """Every watermark (or ``name``'s), read without taking any lock."""
+    if session.table_columns(STATE_TABLE) is None:
+        return []
+    rows = [
+        WatermarkRow(*(v.isoformat() if isinstance(v, datetime) else str(v) for v in r))
+        for r in session.query(read_all_state(session.dialect))
+    ]
+    return [row for row in rows if name is None or row.pipeline == name]
 
 
 def read_all_state(d: Dialect) -> str:
