@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from pipeledger.errors import AmbiguousRunId
 from pipeledger.ledger import queries as q
 from pipeledger.ledger.queries import Health, Level
 from pipeledger.ledger.schema import RUNS
@@ -380,7 +381,7 @@ def test_show_a_run_by_id_or_unique_prefix(warehouse_url: str) -> None:
         assert q.show_run(session, "abcdef12-aaaa") == detail
         assert q.show_run(session, "abcdef1") is None
         assert q.show_run(session, "zzzzzzzz") is None
-        with pytest.raises(q.AmbiguousRunId, match="abcdef12-aaaa, abcdef12-bbbb"):
+        with pytest.raises(AmbiguousRunId, match="abcdef12-aaaa, abcdef12-bbbb"):
             q.show_run(session, "abcdef12")
     payload = detail.to_json()
     assert (payload["run_id"], payload["watermark_after"]) == ("abcdef12-aaaa", "2024-06-15")

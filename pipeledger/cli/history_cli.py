@@ -102,7 +102,7 @@ def reconcile_lines(r: Reconciliation) -> list[str]:
 
 
 def lateness_lines(r: LatenessReport) -> list[str]:
-    from pipeledger.ledger.queries import span
+    from pipeledger.ledger.answers import span
 
     def s(value: float | None) -> str:
         return "-" if value is None else span(value) if value else "0s"

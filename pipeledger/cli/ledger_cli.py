@@ -106,7 +106,7 @@ def _wrap(text: str, width: int) -> list[str]:
 
 
 def _span(seconds: float) -> str:
-    from pipeledger.ledger.queries import span
+    from pipeledger.ledger.answers import span
 
     return span(seconds)
 
@@ -310,7 +310,7 @@ def register(app: click.Group) -> None:
         name: str | None, since: str | None, status: str | None, limit: int, as_json: bool
     ) -> None:
         """Recent runs (of pipeline NAME, default all), newest first."""
-        from pipeledger.ledger import queries as q
+        from pipeledger.ledger import run_history as q
 
         with guard(as_json), _ledger() as session:
             start = parse_since(since, _now()) if since else None
@@ -323,7 +323,7 @@ def register(app: click.Group) -> None:
     def show(run_id: str, as_json: bool) -> None:
         """One run with its tasks, audit events and snapshots (RUN_ID: a run id, or its
         first 8+ characters)."""
-        from pipeledger.ledger import queries as q
+        from pipeledger.ledger import run_history as q
 
         with guard(as_json), _ledger() as session:
             detail = q.show_run(session, run_id) if session else None
@@ -341,12 +341,13 @@ def register(app: click.Group) -> None:
                   help="Exit 1 when a pipeline is this unhealthy or worse.")  # fmt: skip
     def status(as_json: bool, fail_on: str | None) -> None:
         """Health per pipeline: 7-day success rate, freshness, volume anomaly."""
-        from pipeledger.ledger import queries as q
+        from pipeledger.ledger import health as q
+        from pipeledger.ledger.answers import Health
 
         with guard(as_json), _ledger(current=True) as session:
             rows = q.pipeline_status(session, _now()) if session else []
             _report(rows, as_json, status_lines, NO_RUNS)
-        floor = q.Health(fail_on.upper()) if fail_on else None
+        floor = Health(fail_on.upper()) if fail_on else None
         found = [(s.pipeline, s.health.value) for s in rows
                  if floor and s.health.rank >= floor.rank]  # fmt: skip
         _fail_on(found, fail_on)
@@ -358,7 +359,7 @@ def register(app: click.Group) -> None:
                   help="Exit 1 when a volume is at this level or worse.")  # fmt: skip
     def anomalies(name: str | None, as_json: bool, fail_on: str | None) -> None:
         """Rows written in each pipeline's latest interval against its last 30 days."""
-        from pipeledger.ledger import queries as q
+        from pipeledger.ledger import health as q
 
         with guard(as_json), _ledger(current=True) as session:
             rows = q.volume_anomalies(session, _now(), name) if session else []
@@ -416,7 +417,7 @@ def register(app: click.Group) -> None:
     @json_option
     def audit(table: str, since: str | None, as_json: bool) -> None:
         """Audit events about one target table, newest first."""
-        from pipeledger.ledger import queries as q
+        from pipeledger.ledger import run_history as q
 
         with guard(as_json), _ledger() as session:
             start = parse_since(since, _now()) if since else None
