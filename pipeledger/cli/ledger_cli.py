@@ -323,7 +323,7 @@ def register(app: click.Group) -> None:
     def show(run_id: str, as_json: bool) -> None:
         """One run with its tasks, audit events and snapshots (RUN_ID: a run id, or its
         first 8+ characters)."""
-        from pipeledger.ledger import run_history as q
+        from pipeledger.ledger import run_detail as q
 
         with guard(as_json), _ledger() as session:
             detail = q.show_run(session, run_id) if session else None
@@ -417,7 +417,7 @@ def register(app: click.Group) -> None:
     @json_option
     def audit(table: str, since: str | None, as_json: bool) -> None:
         """Audit events about one target table, newest first."""
-        from pipeledger.ledger import run_history as q
+        from pipeledger.ledger import run_detail as q
 
         with guard(as_json), _ledger() as session:
             start = parse_since(since, _now()) if since else None

@@ -118,17 +118,15 @@ from pipeledger.ledger.health import (
     volume_window,
 )
 from pipeledger.ledger.rollup import COMPARES, NOT_FRONTIER
-from pipeledger.ledger.run_history import (
+from pipeledger.ledger.run_detail import (
     AuditRow,
     RunDetail,
-    RunRow,
     SnapshotRow,
     TaskRow,
     audit_trail,
-    list_runs,
-    list_runs_sql,
     show_run,
 )
+from pipeledger.ledger.run_history import RunRow, list_runs, list_runs_sql
 from pipeledger.ledger.schema import (
     AUDIT,
     DEPENDENCIES,
