@@ -7,6 +7,8 @@ command needs them.
 """
 
 import importlib
+import sys
+import types
 import typing
 
 from pipeledger.__about__ import __version__
@@ -110,14 +112,21 @@ __all__ = [
 ]
 
 
-# ``pipeledger.run``, ``.lateness`` and ``.reconcile`` name both public functions and
-# modules. Importing a module for the first time sets it as an attribute of its parent, so
-# they are imported here, first (none loads pyarrow), and those attributes removed: the
-# names then stay the functions'.
-for _module in ("run", "lateness", "reconcile"):
-    importlib.import_module(f"pipeledger.{_module}")
-    del globals()[_module]
-del _module
+class _Package(types.ModuleType):
+    """``pipeledger.run``, ``.lateness`` and ``.reconcile`` name both public functions and
+    modules. Importing a module sets it as an attribute of its package; for these three the
+    package declines, so the names stay the functions' (found by ``__getattr__`` below)
+    without importing the modules up front. ``from pipeledger.lateness import X`` still
+    reaches the module."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in _SHADOWED and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+_SHADOWED = frozenset({"run", "lateness", "reconcile"})
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> typing.Any:
