@@ -620,6 +620,8 @@ def _describe(error: dict[str, Any]) -> str:
         return f"{where}: unknown key (check its spelling)"
     if error["type"] == "missing":
         return f"{where}: required key is missing"
+    if error["type"] == "union_tag_not_found":  # a source without its kind
+        return f'{where}: needs kind = "csv", "parquet" or "sql"'
     message = str(error["msg"]).removeprefix("Value error, ")
     return f"{where}: {message}" if where else message
 

@@ -134,8 +134,9 @@ def _section(document: Document, name: str) -> dict[str, Any]:
 
 def _url(document: Document, section: str) -> str | None:
     """``[section] url``, interpolated and registered for masking, or None."""
+    value = _section(document, section).get("url")
     try:
-        url = interpolate(_section(document, section).get("url"), f"{section}.url")
+        url = interpolate(value, f"{section}.url")
     except ConfigError as exc:
         raise ConfigError(f"{document.source_file.name}: {exc}") from None
     if url is not None and not isinstance(url, str):
