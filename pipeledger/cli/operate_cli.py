@@ -84,8 +84,9 @@ def serve(poll: str, threads: int | None) -> None:
 @click.option("--reason", help="Why, for the ledger.")
 @json_option
 def cancel(run_id: str, reason: str | None, as_json: bool) -> None:
-    """Stop a running run, from any host: it sees the request at its next heartbeat
-    ([ledger] heartbeat), cancels its statement, rolls back and ends cancelled."""
+    """Stop a running run (RUN_ID, or its first 8+ characters), from any host: it sees the
+    request at its next heartbeat ([ledger] heartbeat), cancels its statement, rolls back and
+    ends cancelled."""
     from pipeledger import operate
 
     with guard(as_json):
