@@ -30,3 +30,20 @@ def test_run_is_the_function_also_after_its_subpackage_is_imported() -> None:
     import pipeledger.runner
 
     assert pipeledger.run is pipeledger.runner.run
+
+
+def test_the_functions_keep_their_names_whatever_is_imported_first() -> None:
+    """``run``, ``lateness`` and ``reconcile`` name functions and modules: in a new process,
+    importing the modules first (as the loader does) still leaves the names the functions'."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import pipeledger.lateness, pipeledger.run.scaffold, pipeledger.reconcile.compare\n"
+        "from pipeledger.lateness import RunLateness\n"
+        "import pipeledger, pipeledger.runner as r\n"
+        "assert (pipeledger.run, pipeledger.lateness, pipeledger.reconcile) == "
+        "(r.run, r.lateness, r.reconcile)\n"
+        "assert RunLateness.__module__ == 'pipeledger.lateness'\n"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True)
