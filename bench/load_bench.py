@@ -1396,6 +1396,7 @@ def startup_part(url: str, work: Path, csv: Path, calls: int) -> dict[str, Measu
     interpreter, the PostgreSQL driver's import), ``--help``, then ``state``, ``runs`` and
     ``status`` on the embedded default and on PostgreSQL, each after a first load of ``csv``."""
     print("  start-up of the quick commands", file=sys.stderr)
+    settle(url)  # the loads before it leave the server checkpointing and vacuuming
     ms = startup("python -c pass", [sys.executable, "-c", "pass"], calls)
     ms.update(startup(IMPORT_PSYCOPG, [sys.executable, "-c", "import psycopg"], calls))
     config = startup_folder(work, "startup-embedded", csv, None)

@@ -93,7 +93,8 @@ class KnownRows:
         of the rows (halved while it holds more). None when that is under half of them."""
         d = session.dialect
         scope = sql.stored_scope(d, where)
-        total = int(session.query(sql.count_stored(d, target, scope), params)[0][0])
+        counted = session.query(sql.count_stored(d, target, scope), [*params, 2 * LIMIT + 1])
+        total = int(counted[0][0])
         if total > 2 * LIMIT:
             log.info("target %s: %d rows in range; every row is staged", target, total)
             return None

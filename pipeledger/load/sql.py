@@ -269,7 +269,12 @@ def stored_hashes(d: Dialect, target: TableName, scope: str) -> str:
 
 
 def count_stored(d: Dialect, target: TableName, scope: str) -> str:
-    return f"SELECT count(*) FROM {d.table(target)} WHERE {scope}"
+    """How many target rows are in ``scope``, counted up to the last parameter at most (a
+    range far bigger than that is not read to its end just to be measured)."""
+    return (
+        f"SELECT count(*) FROM (SELECT 1 FROM {d.table(target)} WHERE {scope} "
+        f"LIMIT {d.param}) AS counted"
+    )
 
 
 def staged_key_hashes(d: Dialect, spec: MergeSpec, scope: str) -> str:

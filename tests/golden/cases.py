@@ -201,7 +201,7 @@ def _load_sql() -> list[Case]:
              world=_w("target"), bind=lambda d: [LOWER, AT, 0, 1001]),
         Case(m, "count_stored of a backfill window",
              lambda d: text(load_sql.count_stored(d, TARGET, _scope(d))),
-             world=_w("target"), bind=lambda d: [LOWER, AT]),
+             world=_w("target"), bind=lambda d: [LOWER, AT, 2001]),
         Case(m, "staged_key_hashes",
              lambda d: text(load_sql.staged_key_hashes(d, spec(), _scope(d))),
              world=_w("target", "stage"), bind=lambda d: [LOWER, AT]),

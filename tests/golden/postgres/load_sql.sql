@@ -74,7 +74,7 @@ SELECT "_pipeledger_row_hash" FROM "analytics"."orders" WHERE "updated_at" >= %s
 SELECT "_pipeledger_row_hash" FROM "analytics"."orders" WHERE "updated_at" >= %s AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= %s AND "_pipeledger_row_hash" < %s LIMIT %s;
 
 -- case: count_stored of a backfill window
-SELECT count(*) FROM "analytics"."orders" WHERE "updated_at" >= %s AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= %s;
+SELECT count(*) FROM (SELECT 1 FROM "analytics"."orders" WHERE "updated_at" >= %s AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= %s LIMIT %s) AS counted;
 
 -- case: staged_key_hashes
 SELECT t."_pipeledger_row_hash" FROM (SELECT * FROM "analytics"."orders" WHERE "updated_at" >= %s AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= %s) AS t JOIN "_pipeledger_stage" AS s ON t."order_id" = s."order_id";

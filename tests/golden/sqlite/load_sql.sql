@@ -43,7 +43,7 @@ SELECT "_pipeledger_row_hash" FROM "analytics.orders" WHERE "updated_at" >= ? AN
 SELECT "_pipeledger_row_hash" FROM "analytics.orders" WHERE "updated_at" >= ? AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= ? AND "_pipeledger_row_hash" < ? LIMIT ?;
 
 -- case: count_stored of a backfill window
-SELECT count(*) FROM "analytics.orders" WHERE "updated_at" >= ? AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= ?;
+SELECT count(*) FROM (SELECT 1 FROM "analytics.orders" WHERE "updated_at" >= ? AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= ? LIMIT ?) AS counted;
 
 -- case: staged_key_hashes
 SELECT t."_pipeledger_row_hash" FROM (SELECT * FROM "analytics.orders" WHERE "updated_at" >= ? AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= ?) AS t JOIN temp."_pipeledger_stage" AS s ON t."order_id" = s."order_id";
