@@ -202,8 +202,7 @@ def dag(as_json: bool) -> None:
         if as_json:
             print_json(payload)
             return
-        for line in dag_lines(payload):
-            out.print(line, soft_wrap=True, highlight=False)
+        out.lines(dag_lines(payload))
 
 
 @app.command()
@@ -223,8 +222,7 @@ def state(name: str | None, as_json: bool) -> None:
         if as_json:
             print_json([r.to_json() for r in rows])
         elif rows:
-            for line in state_lines(rows):
-                out.print(line, soft_wrap=True, highlight=False)
+            out.lines(state_lines(rows))
         else:
             out.print("no watermark yet: nothing has been loaded")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
@@ -44,6 +44,13 @@ class LazyConsole:
 
     def print(self, *objects: Any, **options: Any) -> None:
         self.console.print(*objects, **options)
+
+    def lines(self, lines: Iterable[str]) -> None:
+        """Print ``lines`` (rich markup, not wrapped) in one call: rich's cost is per call,
+        and a ledger of many pipelines has many lines."""
+        text = list(lines)
+        if text:
+            self.console.print("\n".join(text), soft_wrap=True, highlight=False)
 
     @property
     def is_terminal(self) -> bool:
@@ -221,8 +228,7 @@ def print_outcome(outcome: runner.Outcome) -> None:
         print_failure(outcome)
         return
     lines = result_lines(outcome) if isinstance(outcome, LoadResult) else model_lines(outcome)
-    for line in lines:
-        out.print(line, soft_wrap=True, highlight=False)
+    out.lines(lines)
     if outcome.ledger_error:  # committed, but not recorded (exit 5)
         print_message("error", outcome.ledger_error)
 

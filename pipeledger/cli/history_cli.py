@@ -42,8 +42,7 @@ def register(app: click.Group) -> None:
             if as_json:
                 print_json(result.to_json())
             else:
-                for line in reconcile_lines(result):
-                    out.print(line, soft_wrap=True, highlight=False)
+                out.lines(reconcile_lines(result))
             if result.exit_code:
                 raise fail(result.exit_code)
 
@@ -61,8 +60,7 @@ def register(app: click.Group) -> None:
             if as_json:
                 print_json(result.to_json())
                 return
-            for line in lateness_lines(result):
-                out.print(line, soft_wrap=True, highlight=False)
+            out.lines(lateness_lines(result))
 
 
 def window_line(w: WindowDiff) -> str:

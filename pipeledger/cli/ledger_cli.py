@@ -133,9 +133,7 @@ def _report(
         return
     if not rows:
         out.print(empty, highlight=False)
-    for row in rows:
-        for line in lines(row):
-            out.print(line, soft_wrap=True, highlight=False)
+    out.lines(line for row in rows for line in lines(row))
 
 
 def _c(value: object) -> str:
@@ -332,8 +330,7 @@ def register(app: click.Group) -> None:
             if as_json:
                 print_json(detail.to_json())
             else:
-                for line in detail_lines(detail):
-                    out.print(line, soft_wrap=True, highlight=False)
+                out.lines(detail_lines(detail))
 
     @app.command()
     @json_option

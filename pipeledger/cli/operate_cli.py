@@ -35,8 +35,7 @@ def schedule(as_json: bool) -> None:
         if not rows:
             out.print("no pipeline or model has a schedule")
         for row in rows:
-            for line in _schedule_lines(row):
-                out.print(line, soft_wrap=True, highlight=False)
+            out.lines(_schedule_lines(row))
 
 
 def _schedule_lines(row: dict[str, Any]) -> list[str]:

@@ -112,5 +112,4 @@ def replay_entries(name: str, run: str | None, as_json: bool) -> None:
         elif not result.replayed:
             out.print(f"nothing quarantined for {escape(name)}: nothing to replay", highlight=False)
         else:
-            for line in replay_lines(result):
-                out.print(line, soft_wrap=True, highlight=False)
+            out.lines(replay_lines(result))
