@@ -24,6 +24,7 @@ import itertools
 import os
 import re
 import sqlite3
+import time
 import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -228,6 +229,23 @@ class SqliteSession:
             raise TransientWarehouseError("SQLite: the run was interrupted")
 
 
+def _wal(conn: sqlite3.Connection) -> None:
+    """WAL mode, which the file keeps once set. Switching to it needs the file to itself,
+    and SQLite answers "database is locked" at once instead of waiting: two runs opening
+    a new file together (``run --threads 2``) would fail the second one. It waits here, as
+    long as any other lock, for the first one's switch."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 class SqliteWarehouse:
     dialect = SQLITE
 
@@ -268,7 +286,7 @@ class SqliteWarehouse:
         can be writing), else ``mode=ro`` with the ``-wal``/``-shm`` already there."""
         if not read_only:
             conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
+            _wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")  # the ledger's (off by default in SQLite)
             return conn
