@@ -27,7 +27,6 @@ from pipeledger.cli.common import (
     app,
     cancellable,
     err,
-    escape,
     fail,
     guard,
     json_option,
@@ -41,7 +40,7 @@ from pipeledger.cli.common import (
     report_scheduled,
     usage_error_json,
 )
-from pipeledger.cli.render import dag_lines, state_lines
+from pipeledger.cli.render import dag_lines, escape, state_lines
 from pipeledger.errors import ConfigError, GateFailed
 
 if TYPE_CHECKING:

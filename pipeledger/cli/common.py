@@ -61,13 +61,6 @@ out = LazyConsole()
 err = LazyConsole(stderr=True)
 
 
-def escape(text: str) -> str:
-    """Escape rich markup in ``text`` (rich's own escape, imported on first use)."""
-    from rich.markup import escape as rich_escape
-
-    return rich_escape(text)
-
-
 class _Group(click.Group):
     """Commands listed in the order they are defined (``run`` first), not sorted."""
 

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from pipeledger.cli.common import escape, fail, guard, json_option, load, out, print_json
+from pipeledger.cli.common import fail, guard, json_option, load, out, print_json
+from pipeledger.cli.render import escape
 
 if TYPE_CHECKING:
     from pipeledger.lateness import LatenessReport

@@ -18,7 +18,6 @@ import click
 
 from pipeledger.cli.common import (
     err,
-    escape,
     fail,
     guard,
     json_option,
@@ -28,6 +27,7 @@ from pipeledger.cli.common import (
     print_json,
     since_option,
 )
+from pipeledger.cli.render import escape
 from pipeledger.errors import ConfigError, PipeledgerError
 
 if TYPE_CHECKING:  # imported when a command runs: `--help` needs none of them

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from pipeledger.cli.common import F, app, escape, guard, json_option, load, out, print_json
+from pipeledger.cli.common import F, app, guard, json_option, load, out, print_json
+from pipeledger.cli.render import escape
 
 if TYPE_CHECKING:  # imported by the commands: listing the others needs no loader
     from pipeledger.load.replay import ReplayResult

@@ -5,12 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from pipeledger.cli.common import escape
-
 if TYPE_CHECKING:
     from pipeledger.load.result import LoadResult
     from pipeledger.load.state import WatermarkRow
     from pipeledger.models.model import ModelResult
+
+
+def escape(text: str) -> str:
+    """Escape rich markup in ``text`` (rich's own escape, imported on first use)."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 def _mark(value: str | dict[str, str] | None) -> str:
