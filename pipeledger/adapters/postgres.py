@@ -33,7 +33,7 @@ from pipeledger.interrupts import cancellable
 from pipeledger.redact import redact
 from pipeledger.schema import TableName, arrow_type
 from pipeledger.warehouse.dialect import POSTGRES
-from pipeledger.warehouse.stage import copy_stage
+from pipeledger.warehouse.stage import copy_stage, handed_on
 
 # numpy, pyarrow and the COPY encoder are imported by the methods that handle Arrow data,
 # so that reading state or the ledger (the CLI's quick commands) does not load them
@@ -197,7 +197,7 @@ class PostgresSession:
             ):
                 if binary:
                     copy.write(pg_binary.HEADER)
-                for batch in itertools.chain(_handed_on(head), stream):
+                for batch in itertools.chain(handed_on(head), stream):
                     self._check()
                     copy.write(encode(batch))
                 if binary:
@@ -292,12 +292,6 @@ def _held_by(name: str | None) -> str:
     if process is None:
         return ""
     return f" (process {process[0]} on {process[1]}: {redact(name or '')})"
-
-
-def _handed_on(items: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The items of a list, each dropped from it as it is handed on."""
-    while items:
-        yield items.pop(0)
 
 
 def _csv_bytes(batch: pa.RecordBatch) -> memoryview:

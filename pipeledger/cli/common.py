@@ -110,9 +110,9 @@ def since_option(command: F) -> F:
     )
 
 
-def positive(name: str, help: str, default: int | None = None) -> Callable[[F], F]:
-    """An integer option of at least 1."""
-    return click.option(name, type=click.IntRange(min=1), default=default, help=help)
+def positive(name: str, help: str) -> Callable[[F], F]:
+    """An optional integer option of at least 1."""
+    return click.option(name, type=click.IntRange(min=1), help=help)
 
 
 def fail(code: int) -> click.exceptions.Exit:

@@ -37,7 +37,6 @@ from pipeledger import __about__
 from pipeledger.adapters import open_warehouse
 from pipeledger.clients import this_host
 from pipeledger.errors import (
-    AmbiguousRunId,
     CancelRequested,
     CommitUnknown,
     ConcurrentRunError,
@@ -63,6 +62,7 @@ from pipeledger.ledger.model import (
     TriggerType,
     check_transition,
 )
+from pipeledger.ledger.run_detail import match_run_id
 from pipeledger.ledger.schema import LEDGER, RUNS, SNAPSHOTS, stored_datetime
 from pipeledger.ledger.watchdog import CommitLog, abandon_expired
 from pipeledger.locate import EMBEDDED_DIR, EMBEDDED_FILE
@@ -71,7 +71,6 @@ from pipeledger.warehouse.migrations import Component, is_migrated, mark_migrate
 from pipeledger.warehouse.session import Session
 
 MAX_MESSAGE = 2000
-MIN_PREFIX = 8  # characters of a run id that may stand for it
 log = logging.getLogger("pipeledger.ledger")
 
 CancelCallback = Callable[[str], None]  # told who asked, from the heartbeat's thread
@@ -774,18 +773,11 @@ class Ledger:
 
 
 def _match_run(session: Session, run_id: str) -> str:
-    """The run id ``run_id`` names: itself, or the one run it is a prefix of."""
-    d = session.dialect
-    if session.query(f"SELECT 1 FROM {d.table(RUNS)} WHERE run_id = {d.param}", [run_id]):
-        return run_id
-    found = []
-    if len(run_id) >= MIN_PREFIX:
-        found = session.query(lsql.runs_by_prefix(d), [len(run_id), run_id])
-    if not found:
+    """The run id ``run_id`` names (``ledger.run_detail.match_run_id``), or UnknownRun."""
+    found = match_run_id(session, run_id)
+    if found is None:
         raise UnknownRun(f"no run {run_id} in the ledger")
-    if len(found) > 1:
-        raise AmbiguousRunId(f"run id prefix {run_id!r} matches several runs; give more of it")
-    return str(found[0][0])
+    return found
 
 
 def _record_of(row: Sequence[Any]) -> RunRecord:

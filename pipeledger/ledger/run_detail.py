@@ -100,7 +100,9 @@ _DETAIL_COLUMNS = (
 _DETAIL_TIMES = frozenset({"heartbeat_at", "lease_expires_at"})
 
 
-def _match_run_id(session: Session, run_id: str) -> str | None:
+def match_run_id(session: Session, run_id: str) -> str | None:
+    """The run id ``run_id`` names: itself, or the one run it is the first 8+ characters
+    of; None when it names none. Raises AmbiguousRunId when it starts several."""
     d = session.dialect
     runs = d.table(RUNS)
     if session.query(f"SELECT 1 FROM {runs} WHERE run_id = {d.param}", [run_id]):
@@ -128,7 +130,7 @@ def show_run(session: Session, run_id: str) -> RunDetail | None:
     """One run with its tasks (by seq), audit events and snapshots; None if unknown.
 
     ``run_id`` may be a prefix of at least 8 characters that matches exactly one run."""
-    full = _match_run_id(session, run_id)
+    full = match_run_id(session, run_id)
     if full is None:
         return None
     d = session.dialect

@@ -157,14 +157,6 @@ def read_run(d: Dialect) -> str:
     return f"SELECT {', '.join(RUN_COLUMNS)} FROM {d.table(RUNS)} WHERE run_id = {d.param}"
 
 
-def runs_by_prefix(d: Dialect) -> str:
-    """Run ids that start with a prefix (parameters: its length, the prefix)."""
-    return (
-        f"SELECT run_id FROM {d.table(RUNS)} WHERE substr(run_id, 1, {d.param}) = {d.param} "
-        "ORDER BY run_id LIMIT 2"
-    )
-
-
 def request_cancel(d: Dialect) -> str:
     p = d.param
     return (

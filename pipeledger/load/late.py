@@ -56,7 +56,7 @@ from pipeledger.schema import ROW_HASH_COLUMN, Column, TableName
 from pipeledger.transform.conform import Shape
 from pipeledger.transform.drift import as_stored
 from pipeledger.warehouse.session import Session
-from pipeledger.warehouse.stage import create_stage
+from pipeledger.warehouse.stage import create_stage, handed_on
 from pipeledger.watermark import (
     UNPARTITIONED,
     CursorValue,
@@ -150,12 +150,6 @@ def _partition(row: Sequence[Any], partition_by: str | None) -> str:
     return UNPARTITIONED if partition_by is None else str(row[2])
 
 
-def _handed_on(items: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The items of a list, each dropped from it as it is handed on."""
-    while items:
-        yield items.pop(0)
-
-
 @dataclass
 class LateWatch:
     """One run's view of its late rows (module docstring). The loader calls
@@ -246,7 +240,7 @@ class LateWatch:
             session.stage(self._candidates_in(self.source, self.checked))
         else:
             self.candidates = self.held_rows
-            session.stage(_handed_on(self.held))
+            session.stage(handed_on(self.held))
         statement = lsql.keep_stage_as(d, lsql.CANDIDATES) if self.candidates else None
         session.execute(statement or lsql.drop_stage_table(d))
         if stage_taken:

@@ -58,7 +58,7 @@ from pipeledger.transform.drift import Drift, align, detect_all, evolved
 from pipeledger.transform.fingerprint import with_row_hash
 from pipeledger.warehouse.dialect import quote
 from pipeledger.warehouse.session import Session, Warehouse
-from pipeledger.warehouse.stage import create_schema, create_stage, drop_stage
+from pipeledger.warehouse.stage import create_schema, create_stage, drop_stage, handed_on
 from pipeledger.watermark import (
     CursorValue,
     WatermarkTracker,
@@ -248,7 +248,7 @@ class Load:
         with self.clock.measure("load"):
             self.promotable = self.new_target and session.dialect.promotes_stage and self._plain
             self._start_stage(session, self.shape)
-            session.stage(itertools.chain(_handed_on(head), batches))
+            session.stage(itertools.chain(handed_on(head), batches))
 
     @property
     def _plain(self) -> bool:
@@ -597,13 +597,6 @@ class Load:
         if self.report is not None and self.report.new_entries:
             return "partial"
         return "success"
-
-
-def _handed_on(items: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The items of a list, each dropped from it as it is handed on (a batch read ahead is
-    not held until the end of the stage)."""
-    while items:
-        yield items.pop(0)
 
 
 def _instants(

@@ -5,10 +5,13 @@ The stage is temporary: private to the run's transaction, gone at its end."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import TypeVar
 
 from pipeledger.schema import Column, TableName
 from pipeledger.warehouse.dialect import STAGE, Dialect, quote
+
+T = TypeVar("T")
 
 
 def create_schema(d: Dialect, target: TableName) -> str | None:
@@ -59,3 +62,10 @@ def unique_key_index(d: Dialect, key: Sequence[str], source: str | None = None) 
     table = source or quote(STAGE)
     name = key_index_name(key) + ("" if source in (None, d.stage()) else "_unique")
     return f"CREATE UNIQUE INDEX IF NOT EXISTS {d.temp(name)} ON {table} ({keys})"
+
+
+def handed_on(items: list[T]) -> Iterator[T]:
+    """The items of a list, each dropped from it as it is handed on to the stage (batches
+    read ahead are not held until the whole stage is written)."""
+    while items:
+        yield items.pop(0)
