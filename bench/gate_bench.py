@@ -40,8 +40,8 @@ RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
 
 def child(url: str, work: Path, source: str, gated: bool) -> None:
-    from pipeledger import runner
-    from pipeledger.config import parse_config
+    from pipeledger.config.model import parse_config
+    from pipeledger.runs import runner
 
     runner.prefer_system_allocator()
     pipeline: dict[str, Any] = {

@@ -69,8 +69,8 @@ def pipeline(source: Path, **more: Any) -> dict[str, Any]:
 
 
 def timed(url: str, work: Path, body: dict[str, Any]) -> tuple[float, Any]:
-    from pipeledger import runner
-    from pipeledger.config import parse_config
+    from pipeledger.config.model import parse_config
+    from pipeledger.runs import runner
 
     config = parse_config({"warehouse": {"url": url}, "pipelines": {"orders": body}},
                           work / "pipeledger.toml")  # fmt: skip

@@ -117,9 +117,11 @@ def instrument(clock: Clock) -> None:
     """Wrap the ledger's seams in this process: each wrapper times one thing the ledger
     adds to a load (the phases of ``LOAD_PHASES``), plus every PostgreSQL connection and
     statement of the step (counted for both variants)."""
-    from pipeledger.adapters import postgres as pg
-    from pipeledger.ledger import api, store
-    from pipeledger.run import loads, record
+    from pipeledger.ledger import ledger as api
+    from pipeledger.ledger import store
+    from pipeledger.runs import record
+    from pipeledger.runs.load import job as loads
+    from pipeledger.warehouse.adapters import postgres as pg
 
     record_mod: Any = record
     loads_mod: Any = loads
@@ -150,7 +152,7 @@ def instrument(clock: Clock) -> None:
 
 
 def _config(url: str, work: Path, source: str, ledger: bool) -> Any:
-    from pipeledger.config import parse_config
+    from pipeledger.config.model import parse_config
 
     data: dict[str, Any] = {
         "warehouse": {"url": url},
@@ -175,10 +177,10 @@ def _install_schema(config: Any, ledger: bool) -> None:
     first finds them: the target is what recording a run costs, not installing the ledger
     (its one-time DDL shows in the server-side times of the logged pair). The process's
     "already migrated" cache is cleared, so the timed run still pays its migrations check."""
-    from pipeledger.adapters import open_warehouse
-    from pipeledger.ledger.schema import LEDGER
-    from pipeledger.load.state import STATE
+    from pipeledger.ledger.tables import LEDGER
+    from pipeledger.state.tables import STATE
     from pipeledger.warehouse import migrations
+    from pipeledger.warehouse.adapters import open_warehouse
 
     components = (STATE, LEDGER) if ledger else (STATE,)
     migrations.ensure_migrated(open_warehouse(config.warehouse_url), *components)
@@ -188,7 +190,7 @@ def _install_schema(config: Any, ledger: bool) -> None:
 def step_load(
     url: str, work: Path, source: str, ledger: bool, install: bool = True
 ) -> dict[str, Any]:
-    from pipeledger import runner
+    from pipeledger.runs import runner
 
     runner.prefer_system_allocator()  # as the pipeledger command does
     config = _config(url, work, source, ledger)
@@ -234,8 +236,8 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def _query_calls(now: datetime) -> dict[str, Callable[[Any], Any]]:
-    from pipeledger.ledger import queries as q
-    from pipeledger.ledger import sla
+    from pipeledger.ledger.reads import queries as q
+    from pipeledger.ledger.reads import sla
 
     week = now - timedelta(days=7)
     return {
@@ -255,7 +257,7 @@ def _query_calls(now: datetime) -> dict[str, Callable[[Any], Any]]:
 def _explain(session: Any, dialect: str, now: datetime) -> dict[str, Any]:
     """Plans of the two target queries (saved by the parent), and PostgreSQL's own
     execution time for them."""
-    from pipeledger.ledger import queries as q
+    from pipeledger.ledger.reads import queries as q
 
     d = session.dialect
     out: dict[str, Any] = {}
@@ -275,8 +277,8 @@ def _explain(session: Any, dialect: str, now: datetime) -> dict[str, Any]:
 
 
 def step_queries(url: str, calls: int, warmup: int, cold: int) -> dict[str, Any]:
-    from pipeledger.adapters import open_warehouse
-    from pipeledger.ledger.schema import LEDGER
+    from pipeledger.ledger.tables import LEDGER
+    from pipeledger.warehouse.adapters import open_warehouse
     from pipeledger.warehouse.migrations import is_migrated
 
     warehouse = open_warehouse(url)
@@ -467,8 +469,8 @@ FROM generate_series(0, 19) AS p
 
 def build_ledger(url: str, runs: int) -> dict[str, Any]:
     """Migrate the ledger's tables and fill them with set-based SQL; VACUUM ANALYZE."""
-    from pipeledger.adapters import open_warehouse
-    from pipeledger.ledger.schema import LEDGER
+    from pipeledger.ledger.tables import LEDGER
+    from pipeledger.warehouse.adapters import open_warehouse
     from pipeledger.warehouse.migrations import migrate
 
     per = runs // PIPELINES
@@ -522,9 +524,9 @@ def build_ledger(url: str, runs: int) -> dict[str, Any]:
 
 def copy_to_sqlite(url: str, path: Path) -> float:
     """The same ledger in an embedded SQLite file, values encoded as the adapter does."""
-    from pipeledger.adapters import open_warehouse
-    from pipeledger.adapters.sqlite import _value
-    from pipeledger.ledger.schema import LEDGER
+    from pipeledger.ledger.tables import LEDGER
+    from pipeledger.warehouse.adapters import open_warehouse
+    from pipeledger.warehouse.adapters.sqlite import _value
     from pipeledger.warehouse.migrations import migrate
 
     started = time.perf_counter()
@@ -899,7 +901,7 @@ def query_figures(qr: dict[str, Any]) -> tuple[list[str], list[Target]]:
         f"SQLite. Statuses: {statuses}. Triggers: {triggers}. The latest run of some "
         "pipelines is a volume anomaly (x5, zero rows, x1.5), two pipelines fail often in the "
         f"last 7 days. Written by set-based SQL in {built['seconds']:.1f} s. Every function "
-        "is called through `pipeledger.ledger.queries` on one open session (warm connection, "
+        "is called through `pipeledger.ledger.reads.queries` on one open session (warm connection, "
         "one read transaction) in a fresh subprocess, with `now` fixed at the end of the "
         "history; the median and p95 (nearest rank) are over the timed calls after the "
         "warm-up calls. `new session` is the median with a new connection and the "

@@ -7,7 +7,7 @@ One run measures, each step in a fresh subprocess so its peak RSS is its own:
 * ``first-load``   pipeledger's first load of that CSV into an empty target;
 * ``rerun``        the identical run again (the watermark should make it read ~0 rows);
 * ``backfill``     a backfill over the whole cursor range (reprocesses everything, writes 0;
-                   rows whose stored fingerprint matches are not staged: load/known.py);
+                   rows whose stored fingerprint matches are not staged: runs/load/known.py);
 * ``backfill-full`` the same with ``--full-compare``: every row staged and compared (info);
 * ``incremental``  a second file (10% of the keys changed, 5% new keys) alone in the
                    source folder;
@@ -28,7 +28,7 @@ must not grow with the table, and peak RSS must not grow with the input. Every s
 a small shared VM vary by +-30%). Results go to ``bench/RESULTS.md``;
 a block between ``<!-- BEGIN NOTES -->`` and ``<!-- END NOTES -->`` in that file is kept,
 and so are the blocks of ``bench/ledger_bench.py``, ``bench/gate_bench.py``,
-``bench/history_bench.py`` and the drill (``python -m bench.drills``).
+``bench/history_bench.py`` and the drill (``python -m tests.drills``).
 
 Usage::
 
@@ -93,7 +93,7 @@ LEDGER_BEGIN = "<!-- BEGIN LEDGER -->"  # kept as is: written by bench/ledger_be
 LEDGER_END = "<!-- END LEDGER -->"
 GATE_BEGIN = "<!-- BEGIN GATE -->"  # kept as is: written by bench/gate_bench.py
 GATE_END = "<!-- END GATE -->"
-DRILL_BEGIN = "<!-- BEGIN DRILL -->"  # kept as is: written by python -m bench.drills
+DRILL_BEGIN = "<!-- BEGIN DRILL -->"  # kept as is: written by python -m tests.drills
 DRILL_END = "<!-- END DRILL -->"
 HISTORY_BEGIN = "<!-- BEGIN HISTORY -->"  # kept as is: written by bench/history_bench.py
 HISTORY_END = "<!-- END HISTORY -->"
@@ -322,9 +322,9 @@ def instrument(clock: Clock) -> None:
     left of ``stage`` once the time spent producing and encoding batches in it is
     subtracted, i.e. the client writing to and waiting on the server.
     """
-    from pipeledger.adapters import pg_binary
-    from pipeledger.adapters import postgres as pg_adapter
-    from pipeledger.load import loader
+    from pipeledger.runs.load import loader
+    from pipeledger.warehouse.adapters import pg_binary
+    from pipeledger.warehouse.adapters import postgres as pg_adapter
 
     session_cls: Any = pg_adapter.PostgresSession
     adapter: Any = pg_adapter
@@ -385,7 +385,7 @@ def instrument(clock: Clock) -> None:
 
 
 def _config(url: str, work: Path, source: str) -> Any:
-    from pipeledger.config import parse_config
+    from pipeledger.config.model import parse_config
 
     data = {
         "warehouse": {"url": url},
@@ -466,7 +466,7 @@ def step_hand_merge(url: str, csv_path: Path, rows_before: int) -> dict[str, Any
 def step_pipeledger(
     step: str, url: str, work: Path, source: str, start: str | None, end: str | None
 ) -> dict[str, Any]:
-    from pipeledger import runner
+    from pipeledger.runs import runner
 
     clock = Clock()
     instrument(clock)
@@ -515,7 +515,7 @@ def run_child(args: argparse.Namespace) -> None:
     elif args.step == "hand-merge":
         out = step_hand_merge(args.url, Path(args.csv), args.rows)
     else:
-        from pipeledger.runner import prefer_system_allocator
+        from pipeledger.runs.runner import prefer_system_allocator
 
         prefer_system_allocator()  # as the pipeledger command does
         out = step_pipeledger(

@@ -11,10 +11,10 @@ import sys
 import types
 import typing
 
-from pipeledger.__about__ import __version__
+from pipeledger.common.version import __version__
 
 if typing.TYPE_CHECKING:
-    from pipeledger.config import Config, PipelineConfig, load_config, parse_config
+    from pipeledger.config.model import Config, PipelineConfig, load_config, parse_config
     from pipeledger.errors import (
         BackfillRangeError,
         ConcurrentRunError,
@@ -30,10 +30,10 @@ if typing.TYPE_CHECKING:
         Transient,
         WarehouseError,
     )
-    from pipeledger.ledger.api import Ledger, PipelineInfo, Run, RunCancelled
-    from pipeledger.ledger.model import RunStatus, TriggerType
-    from pipeledger.load.result import LoadResult, MergeCounts
-    from pipeledger.runner import (
+    from pipeledger.ledger.ledger import Ledger, PipelineInfo, Run, RunCancelled
+    from pipeledger.ledger.vocabulary import RunStatus, TriggerType
+    from pipeledger.runs.load.result import LoadResult, MergeCounts
+    from pipeledger.runs.runner import (
         WatermarkRow,
         backfill,
         lateness,
@@ -44,7 +44,7 @@ if typing.TYPE_CHECKING:
     )
 
 _HOMES = {
-    "pipeledger.config": ("Config", "PipelineConfig", "load_config", "parse_config"),
+    "pipeledger.config.model": ("Config", "PipelineConfig", "load_config", "parse_config"),
     "pipeledger.errors": (
         "BackfillRangeError",
         "ConcurrentRunError",
@@ -60,10 +60,10 @@ _HOMES = {
         "Transient",
         "WarehouseError",
     ),
-    "pipeledger.ledger.api": ("Ledger", "PipelineInfo", "Run", "RunCancelled"),
-    "pipeledger.ledger.model": ("RunStatus", "TriggerType"),
-    "pipeledger.load.result": ("LoadResult", "MergeCounts"),
-    "pipeledger.runner": (
+    "pipeledger.ledger.ledger": ("Ledger", "PipelineInfo", "Run", "RunCancelled"),
+    "pipeledger.ledger.vocabulary": ("RunStatus", "TriggerType"),
+    "pipeledger.runs.load.result": ("LoadResult", "MergeCounts"),
+    "pipeledger.runs.runner": (
         "WatermarkRow",
         "backfill",
         "lateness",
@@ -116,7 +116,7 @@ class _Package(types.ModuleType):
     """``pipeledger.run``, ``.lateness`` and ``.reconcile`` name both public functions and
     modules. Importing a module sets it as an attribute of its package; for these three the
     package declines, so the names stay the functions' (found by ``__getattr__`` below)
-    without importing the modules up front. ``from pipeledger.lateness import X`` still
+    without importing the modules up front. ``from pipeledger.state.lateness import X`` still
     reaches the module."""
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -125,7 +125,7 @@ class _Package(types.ModuleType):
         super().__setattr__(name, value)
 
 
-_SHADOWED = frozenset({"run", "lateness", "reconcile"})
+_SHADOWED = frozenset({"run", "lateness", "reconcile", "state"})
 sys.modules[__name__].__class__ = _Package
 
 

@@ -9,9 +9,9 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pipeledger.adapters import open_warehouse
 from pipeledger.ledger import store as st
-from pipeledger.ledger.model import (
+from pipeledger.ledger.tables import LEDGER
+from pipeledger.ledger.vocabulary import (
     AuditEvent,
     DatasetSnapshot,
     RunRecord,
@@ -20,7 +20,7 @@ from pipeledger.ledger.model import (
     TaskStatus,
     TriggerType,
 )
-from pipeledger.ledger.schema import LEDGER
+from pipeledger.warehouse.adapters import open_warehouse
 from pipeledger.warehouse.migrations import migrate
 from pipeledger.warehouse.session import Session
 

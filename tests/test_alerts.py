@@ -143,7 +143,7 @@ def test_only_the_events_asked_for(project: Project, receiver: Receiver) -> None
 
 
 def test_raise_event_for_what_no_run_records(project: Project, receiver: Receiver) -> None:
-    from pipeledger.config import load_config
+    from pipeledger.config.model import load_config
 
     configure(project, receiver)
     config = load_config(project.root / "pipeledger.toml")

@@ -19,8 +19,8 @@ HEAVY = (
     "pydantic",
     "sqlglot",
     "psycopg",
-    "pipeledger.config",
-    "pipeledger.load.loader",
+    "pipeledger.config.model",
+    "pipeledger.runs.load.loader",
     "pipeledger.transform",
 )
 MARK = "-- modules --"

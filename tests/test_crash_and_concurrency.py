@@ -92,7 +92,7 @@ def _wait_for_statement(
     project: Project, process: subprocess.Popen[str], pattern: str, timeout: float = 120.0
 ) -> None:
     """Wait until the run of ``process`` executes a statement like ``pattern`` (its
-    sessions are named after its process: ``pipeledger.clients``)."""
+    sessions are named after its process: ``pipeledger.warehouse.clients``)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         rows = project.query(

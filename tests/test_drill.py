@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.drills.drill import DrillPlan, drill_backend
+from tests.drills.drill import DrillPlan, drill_backend
 
 PLAN = DrillPlan(
     kills=5, first_kills=1, rows=5_000, seed=7, triggers=3, rounds=2, outages=1, settle_every=99

@@ -1,4 +1,4 @@
-"""Row fingerprints, and the backfill shortcut that uses them (``pipeledger.load.known``)."""
+"""Row fingerprints, and the backfill shortcut that uses them (``pipeledger.runs.load.known``)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ import psycopg
 import pyarrow as pa
 import pytest
 
-from pipeledger.load import guard_sql, known
-from pipeledger.schema import Column, TableName, sql_type_for
+from pipeledger.common.columns import Column, TableName, sql_type_for
+from pipeledger.runs.load import known
+from pipeledger.state import guard_sql
 from pipeledger.transform.fingerprint import row_hashes, with_row_hash
 from pipeledger.warehouse.dialect import SQLITE
 
@@ -227,7 +228,7 @@ PINNED_NEWER = 361400869132114823
 def test_a_value_has_one_fingerprint_whatever_arrow_type_carried_it() -> None:
     """Conformed first: dictionary or plain, string view or large string, a uuid as
     fixed_size_binary[16] or the extension, bytes of any binary kind, a time in ms or us."""
-    from pipeledger.extract.base import SourceBatch
+    from pipeledger.sources.base import SourceBatch
     from pipeledger.transform.conform import conform as conform_batch
     from pipeledger.transform.conform import infer_shape
 

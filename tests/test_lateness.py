@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pipeledger.lateness import RunLateness, histogram, late_by, percentile, rounded
-from pipeledger.lateness import report as lateness_report
-from pipeledger.load import late
+from pipeledger.runs.load import late
+from pipeledger.state.lateness import RunLateness, histogram, late_by, percentile, rounded
+from pipeledger.state.lateness import report as lateness_report
 from tests.helpers import Project, order, orders_pipeline
 
 

@@ -11,12 +11,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from pipeledger import Ledger
-from pipeledger.adapters import open_warehouse
+from pipeledger.common.columns import TableName
 from pipeledger.errors import WarehouseError
-from pipeledger.ledger import queries as q
 from pipeledger.ledger import store as st
-from pipeledger.ledger.api import PipelineInfo
-from pipeledger.ledger.schema import (
+from pipeledger.ledger.ledger import PipelineInfo
+from pipeledger.ledger.reads import queries as q
+from pipeledger.ledger.tables import (
     AUDIT,
     LEDGER,
     PIPELINES,
@@ -26,7 +26,7 @@ from pipeledger.ledger.schema import (
     TASKS,
     ledger_migrations,
 )
-from pipeledger.schema import TableName
+from pipeledger.warehouse.adapters import open_warehouse
 from pipeledger.warehouse.migrations import Component, migrate
 from pipeledger.warehouse.session import Session
 from tests.ledger_fixtures import NOW, ledger, reading

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from pipeledger.errors import AmbiguousRunId
-from pipeledger.ledger import queries as q
-from pipeledger.ledger.queries import Health, Level
-from pipeledger.ledger.schema import RUNS
+from pipeledger.ledger.reads import queries as q
+from pipeledger.ledger.reads.queries import Health, Level
+from pipeledger.ledger.tables import RUNS
 from tests.helpers import Project
 from tests.ledger_fixtures import NOW, TODAY, LedgerBuilder, ledger, reading
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections import Counter
 from datetime import timedelta
 
-from pipeledger.adapters import open_warehouse
 from pipeledger.ledger import store as st
-from pipeledger.ledger.model import RunStatus
-from pipeledger.ledger.schema import DAYS, LEDGER, RUNS, ledger_migrations
+from pipeledger.ledger.tables import DAYS, LEDGER, RUNS, ledger_migrations
+from pipeledger.ledger.vocabulary import RunStatus
 from pipeledger.ledger.watchdog import abandon_expired
+from pipeledger.warehouse.adapters import open_warehouse
 from pipeledger.warehouse.migrations import Component, migrate
 from pipeledger.warehouse.session import Session
 from tests.ledger_fixtures import NOW, TODAY, LedgerBuilder, ledger, reading

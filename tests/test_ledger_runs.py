@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from pipeledger.schema import TableName
+from pipeledger.common.columns import TableName
 from pipeledger.testing.postgres import ThrowawayPostgres
 from tests.helpers import Project, order, orders_pipeline, write_big_orders_csv
 from tests.test_crash_and_concurrency import BIG, _paused, _wait_until_staging
@@ -227,11 +227,11 @@ def test_separate_ledger_down_with_on_unavailable_fail_stops_the_run(
 def test_a_late_final_record_for_an_abandoned_run_is_kept_as_an_event(warehouse_url: str) -> None:
     from datetime import UTC, datetime, timedelta
 
-    from pipeledger.adapters import open_warehouse
     from pipeledger.ledger import store
-    from pipeledger.ledger.model import RunRecord, RunStatus, TriggerType
-    from pipeledger.ledger.schema import LEDGER
+    from pipeledger.ledger.tables import LEDGER
+    from pipeledger.ledger.vocabulary import RunRecord, RunStatus, TriggerType
     from pipeledger.ledger.watchdog import abandon_expired
+    from pipeledger.warehouse.adapters import open_warehouse
     from pipeledger.warehouse.migrations import migrate
 
     database = open_warehouse(warehouse_url)

@@ -1,5 +1,5 @@
 """Reading ``pipeledger.toml``: where its warehouse and ledger are, read without the config
-model (``pipeledger.locate``), must be what the validated config says (one answer, two
+model (``pipeledger.config.locate``), must be what the validated config says (one answer, two
 readers); and what the reader says when a source has no kind."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeledger.config import load_config
+from pipeledger.common.secrets import redact
+from pipeledger.config.locate import locate
+from pipeledger.config.model import load_config
 from pipeledger.errors import ConfigError
-from pipeledger.locate import locate
-from pipeledger.redact import redact
 
 PIPELINE = """
 [pipelines.orders]

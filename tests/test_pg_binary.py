@@ -1,4 +1,5 @@
-"""Binary COPY (``adapters/pg_binary.py``) lands exactly what CSV COPY lands, on a real server."""
+"""Binary COPY (``warehouse/adapters/pg_binary.py``) lands exactly what CSV COPY lands, on a
+real server."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ import psycopg
 import pyarrow as pa
 import pytest
 
-from pipeledger.adapters import pg_binary
-from pipeledger.adapters.postgres import _csv_bytes
 from pipeledger.errors import SourceError
+from pipeledger.warehouse.adapters import pg_binary
+from pipeledger.warehouse.adapters.postgres import _csv_bytes
 
 from .helpers import Project, order, orders_pipeline
 

@@ -1,5 +1,5 @@
 """Random sequences of operations against the model of the documented semantics
-(bench/drills/model.py): batches of new keys and newer versions, late rows within and
+(tests/drills/reference.py): batches of new keys and newer versions, late rows within and
 beyond the lateness, rows on the window's boundary, corrections, identical copies, runs,
 re-runs, backfills over random ranges (bounds written as ``...Z``, ``+00:00``, ``+02:00``,
 naive or date-only) and crashes (a run interrupted while staging, or SIGKILLed). After
@@ -19,14 +19,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.drills.checks import Tally, check_json_counts
-from bench.drills.harness import RUN, Harness, Step
-from bench.drills.proc import Launcher, run_inline
-from bench.drills.project import PIPELINE, PgServer, Site
-from bench.drills.source import US, OrderSource, to_datetime, to_us
-from pipeledger import runner
-from pipeledger.config import load_config
-from pipeledger.ledger.api import RunCancelled
+from pipeledger.config.model import load_config
+from pipeledger.ledger.ledger import RunCancelled
+from pipeledger.runs import runner
+from tests.drills.checks import Tally, check_json_counts
+from tests.drills.harness import RUN, Harness, Step
+from tests.drills.proc import Launcher, run_inline
+from tests.drills.project import PIPELINE, PgServer, Site
+from tests.drills.source import US, OrderSource, to_datetime, to_us
 
 LATENESS_S = 7200
 # A date-only --end covers that whole day, also after a --start later on the same day (once

@@ -26,10 +26,10 @@ def test_every_error_is_a_pipeledger_error() -> None:
 
 
 def test_run_is_the_function_also_after_its_subpackage_is_imported() -> None:
-    import pipeledger.run.scaffold
-    import pipeledger.runner
+    import pipeledger.runs.runner
+    import pipeledger.runs.scaffold
 
-    assert pipeledger.run is pipeledger.runner.run
+    assert pipeledger.run is pipeledger.runs.runner.run
 
 
 def test_the_functions_keep_their_names_whatever_is_imported_first() -> None:
@@ -39,11 +39,12 @@ def test_the_functions_keep_their_names_whatever_is_imported_first() -> None:
     import sys
 
     probe = (
-        "import pipeledger.lateness, pipeledger.run.scaffold, pipeledger.reconcile.compare\n"
-        "from pipeledger.lateness import RunLateness\n"
-        "import pipeledger, pipeledger.runner as r\n"
+        "import pipeledger.state.lateness, pipeledger.runs.scaffold\n"
+        "import pipeledger.runs.reconcile.compare\n"
+        "from pipeledger.state.lateness import RunLateness\n"
+        "import pipeledger, pipeledger.runs.runner as r\n"
         "assert (pipeledger.run, pipeledger.lateness, pipeledger.reconcile) == "
         "(r.run, r.lateness, r.reconcile)\n"
-        "assert RunLateness.__module__ == 'pipeledger.lateness'\n"
+        "assert RunLateness.__module__ == 'pipeledger.state.lateness'\n"
     )
     subprocess.run([sys.executable, "-c", probe], check=True)

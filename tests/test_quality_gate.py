@@ -198,7 +198,7 @@ def test_learned_row_count_band_halts_a_run_at_a_tenth_of_normal(project: Projec
 PROBE = """
 import os, sys
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")  # as the command does
-import pipeledger.load.loader as loader
+import pipeledger.runs.load.loader as loader
 from pipeledger.cli.app import app
 
 def high_water_mb():

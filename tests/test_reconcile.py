@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pipeledger.errors import ConfigError
-from pipeledger.reconcile.windows import Grain
+from pipeledger.runs.reconcile.windows import Grain
 from tests.helpers import Project, order, orders_pipeline
 
 DAYS = (1, 2, 3)

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeledger import clock
-from pipeledger.clock import now
-from pipeledger.config import parse_config
+from pipeledger.common import clock
+from pipeledger.common.clock import now
+from pipeledger.config.model import parse_config
 from pipeledger.errors import ConfigError
-from pipeledger.runner import retry_delay
+from pipeledger.runs.runner import retry_delay
 from pipeledger.schedule.cron import Cron, Interval
 from pipeledger.schedule.due import plan
 

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pipeledger.ledger import sla
-from pipeledger.ledger.queries import Health, data_time
+from pipeledger.ledger.reads import sla
+from pipeledger.ledger.reads.queries import Health, data_time
 from tests.helpers import Project, order, orders_pipeline
 from tests.ledger_fixtures import NOW, TODAY, ledger, reading
 from tests.test_ledger_queries import ALTERNATING, MOVED, statuses
@@ -188,8 +188,8 @@ def test_sla_command(project: Project, warehouse_url: str) -> None:
 
 @pytest.mark.parametrize("command", ["status", "anomalies", "sla", "alerts"])
 def test_a_ledger_from_an_earlier_release_is_named(project: Project, command: str) -> None:
-    from pipeledger.adapters import open_warehouse
-    from pipeledger.ledger.schema import RUNS, ledger_migrations
+    from pipeledger.ledger.tables import RUNS, ledger_migrations
+    from pipeledger.warehouse.adapters import open_warehouse
     from pipeledger.warehouse.migrations import Component, migrate
 
     project.configure()

@@ -12,10 +12,10 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from pipeledger.adapters import open_warehouse
 from pipeledger.ledger import store as st
-from pipeledger.ledger.model import RunRecord, RunStatus, TaskRecord, TaskStatus, TriggerType
-from pipeledger.ledger.schema import RUNS, TASKS
+from pipeledger.ledger.tables import RUNS, TASKS
+from pipeledger.ledger.vocabulary import RunRecord, RunStatus, TaskRecord, TaskStatus, TriggerType
+from pipeledger.warehouse.adapters import open_warehouse
 from tests.helpers import Project, order, orders_pipeline
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from pipeledger.adapters import open_warehouse
+from pipeledger.warehouse.adapters import open_warehouse
 
 OPENERS = 6
 

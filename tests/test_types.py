@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pipeledger.common.columns import UnmappedType, sql_type_for
 from pipeledger.errors import SchemaError
-from pipeledger.schema import UnmappedType, sql_type_for
 from pipeledger.transform.conform import infer_shape
 
 from .helpers import Project

@@ -8,15 +8,14 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from pipeledger.config import parse_config, parse_duration
+from pipeledger.common.columns import Column, TableName, canonical_type
+from pipeledger.common.secrets import redact
+from pipeledger.config.model import parse_config, parse_duration
 from pipeledger.errors import BackfillRangeError, ConfigError
-from pipeledger.extract.sql import window_predicate
-from pipeledger.load import sql
-from pipeledger.redact import redact
-from pipeledger.runner import backfill_window
-from pipeledger.schema import Column, TableName, canonical_type
-from pipeledger.warehouse.dialect import POSTGRES, SQLITE
-from pipeledger.watermark import (
+from pipeledger.publish import merge_sql as sql
+from pipeledger.runs.runner import backfill_window
+from pipeledger.sources.sql import window_predicate
+from pipeledger.state.watermark import (
     WatermarkTracker,
     Window,
     arrow_filter,
@@ -24,6 +23,7 @@ from pipeledger.watermark import (
     incremental_window,
     to_text,
 )
+from pipeledger.warehouse.dialect import POSTGRES, SQLITE
 
 T = datetime(2024, 1, 2, 12, 0, tzinfo=UTC)
 

@@ -10,7 +10,7 @@ from uuid import UUID
 import pyarrow as pa
 import pytest
 
-from pipeledger import values
+from pipeledger.common import values
 
 
 def test_nested_values_render_as_json_by_the_documented_rules() -> None:

@@ -18,12 +18,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pipeledger import __about__
-from pipeledger.adapters import open_warehouse
 from pipeledger.alerts import outbox
-from pipeledger.config import AlertsConfig, Config
+from pipeledger.common import version as __about__
+from pipeledger.common.secrets import redact
+from pipeledger.config.model import AlertsConfig, Config
 from pipeledger.errors import PipeledgerError
-from pipeledger.redact import redact
+from pipeledger.warehouse.adapters import open_warehouse
 
 log = logging.getLogger("pipeledger.alerts")
 

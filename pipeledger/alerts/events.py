@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from pipeledger.config import AlertKind
-from pipeledger.ledger.queries import Level, VolumeAnomaly, span, volume_anomalies
-from pipeledger.ledger.schema import RECONCILIATIONS, RUNS, stored_datetime
-from pipeledger.ledger.sla import Breach, breaches
-from pipeledger.redact import redact
+from pipeledger.common.secrets import redact
+from pipeledger.config.model import AlertKind
+from pipeledger.ledger.reads.queries import Level, VolumeAnomaly, span, volume_anomalies
+from pipeledger.ledger.reads.sla import Breach, breaches
+from pipeledger.ledger.tables import RECONCILIATIONS, RUNS, stored_datetime
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
 

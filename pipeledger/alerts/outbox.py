@@ -17,8 +17,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pipeledger.alerts.events import Event
-from pipeledger.ledger.queries import Answer
-from pipeledger.ledger.schema import ALERT_TABLE, ALERTS, stored_datetime
+from pipeledger.ledger.reads.queries import Answer
+from pipeledger.ledger.tables import ALERT_TABLE, ALERTS, stored_datetime
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
 

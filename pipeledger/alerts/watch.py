@@ -2,7 +2,7 @@
 
 A look (:func:`look_after`) is one short transaction in the ledger:
 
-1. SLAs are observed (:func:`pipeledger.ledger.sla.observe`): freshness breaches opened
+1. SLAs are observed (:func:`pipeledger.ledger.reads.sla.observe`): freshness breaches opened
    and ended, runs slower than their ``max_duration`` recorded;
 2. the events of the last 24 hours are derived from the ledger
    (:mod:`pipeledger.alerts.events`) and each is recorded once per webhook
@@ -29,14 +29,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pipeledger.adapters import open_warehouse
 from pipeledger.alerts import delivery, outbox
 from pipeledger.alerts.events import LOOKBACK, Event, events
-from pipeledger.config import AlertKind, Config
+from pipeledger.common.secrets import redact
+from pipeledger.config.model import AlertKind, Config
 from pipeledger.errors import TransientWarehouseError
-from pipeledger.ledger.schema import LEDGER
-from pipeledger.ledger.sla import Breach, observe
-from pipeledger.redact import redact
+from pipeledger.ledger.reads.sla import Breach, observe
+from pipeledger.ledger.tables import LEDGER
+from pipeledger.warehouse.adapters import open_warehouse
 from pipeledger.warehouse.migrations import ensure_migrated
 
 log = logging.getLogger("pipeledger.alerts")

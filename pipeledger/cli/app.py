@@ -1,4 +1,4 @@
-"""The ``pipeledger`` command: a thin face over :mod:`pipeledger.runner`.
+"""The ``pipeledger`` command: a thin face over :mod:`pipeledger.runs.runner`.
 
 Exit codes (README, "Exit codes"): 0 success, 1 failed (permanent), 2 usage or
 configuration error, 3 a quality gate halted, 4 skipped (another run held the lock),
@@ -44,7 +44,7 @@ from pipeledger.cli.render import dag_lines, escape, state_lines
 from pipeledger.errors import ConfigError, GateFailed
 
 if TYPE_CHECKING:
-    from pipeledger import operate, runner
+    from pipeledger.runs import operate, runner
 
 
 @contextmanager
@@ -120,7 +120,7 @@ def run(
     watermark; a model processes what its upstreams changed since it last ran. A node
     whose upstream failed is skipped; the other branches go on. Transient failures are
     retried as each node's ``retries`` say."""
-    from pipeledger import operate, runner
+    from pipeledger.runs import operate, runner
 
     with guard(as_json), cancellable():
         if due and (retry or idempotency_key or full_refresh):
@@ -152,7 +152,7 @@ def run(
 
 
 def _plain(outcome: runner.Outcome | operate.ScheduledOutcome) -> runner.Outcome:
-    from pipeledger import operate
+    from pipeledger.runs import operate
 
     return outcome.outcome if isinstance(outcome, operate.ScheduledOutcome) else outcome
 
@@ -170,7 +170,7 @@ def _plain(outcome: runner.Outcome | operate.ScheduledOutcome) -> runner.Outcome
 @json_option
 def backfill(name: str, start: str, end: str, full_compare: bool, as_json: bool) -> None:
     """Reprocess exactly start <= cursor <= end; the live watermark does not move."""
-    from pipeledger import runner
+    from pipeledger.runs import runner
 
     with guard(as_json), cancellable():
         config = load()
@@ -192,7 +192,7 @@ def backfill(name: str, start: str, end: str, full_compare: bool, as_json: bool)
 @json_option
 def dag(as_json: bool) -> None:
     """The graph of loads and models: nodes, what each reads from, and its last run."""
-    from pipeledger import runner
+    from pipeledger.runs import runner
 
     with guard(as_json):
         config = load()
@@ -209,8 +209,8 @@ def dag(as_json: bool) -> None:
 @json_option
 def state(name: str | None, as_json: bool) -> None:
     """Watermarks per pipeline and partition."""
-    from pipeledger.adapters import open_warehouse
-    from pipeledger.load.state import watermarks
+    from pipeledger.state.tables import watermarks
+    from pipeledger.warehouse.adapters import open_warehouse
 
     with guard(as_json):
         located = locate()
@@ -232,7 +232,7 @@ def state(name: str | None, as_json: bool) -> None:
 def check(name: str, as_json: bool) -> None:
     """Dry run of the quality gate: extract, stage and check, then roll back. Exit 3 when
     the gate would not publish everything."""
-    from pipeledger import runner
+    from pipeledger.runs import runner
 
     with guard(as_json):
         try:
@@ -254,7 +254,7 @@ def check(name: str, as_json: bool) -> None:
 def watchdog(as_json: bool) -> None:
     """Replay the ledger's spool, then settle runs whose lease expired or whose process is
     gone: success if the warehouse shows they committed, else abandoned. Runs do this too."""
-    from pipeledger import runner
+    from pipeledger.runs import runner
 
     with guard(as_json):
         settled = runner.watchdog(load())
@@ -277,7 +277,7 @@ def watchdog(as_json: bool) -> None:
 )
 def demo(directory: Path | None) -> None:
     """A guided tour on the embedded default: load, re-run, increment, late row, backfill."""
-    from pipeledger.demo import run_demo
+    from pipeledger.cli.demo import run_demo
 
     with guard():
         run_demo(directory, out.console)
@@ -285,7 +285,7 @@ def demo(directory: Path | None) -> None:
 
 def main() -> NoReturn:
     # Arrow's allocator for the whole process, set before pyarrow is imported (a command
-    # that loads imports it later); see pipeledger.runner.prefer_system_allocator
+    # that loads imports it later); see pipeledger.runs.runner.prefer_system_allocator
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     args = sys.argv[1:]
     try:
@@ -327,13 +327,13 @@ def _exit(code: str | int | None) -> NoReturn:
     os._exit(code or 0)
 
 
-from pipeledger.cli import history_cli  # noqa: E402  (registers reconcile and lateness)
+from pipeledger.cli import reconcile_cli  # noqa: E402  (registers reconcile and lateness)
 
-history_cli.register(app)
+reconcile_cli.register(app)
 from pipeledger.cli import ledger_cli  # noqa: E402  (registers the ledger commands on app)
 
 ledger_cli.register(app)
 from pipeledger.cli import (  # noqa: E402
-    operate_cli,  # noqa: F401  (adds schedule, serve, cancel)
     quality_cli,  # noqa: F401  (adds the quarantine commands)
+    schedule_cli,  # noqa: F401  (adds schedule, serve, cancel)
 )

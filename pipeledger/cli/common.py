@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from pipeledger.common.secrets import redact
 from pipeledger.errors import PipeledgerError
-from pipeledger.redact import redact
 
 if TYPE_CHECKING:  # imported by the commands that use them: --help needs none
     from rich.console import Console
 
-    from pipeledger import operate, runner
-    from pipeledger.config import Config
-    from pipeledger.locate import Located
+    from pipeledger.config.locate import Located
+    from pipeledger.config.model import Config
+    from pipeledger.runs import operate, runner
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -184,7 +184,7 @@ def guard(as_json: bool = False) -> Iterator[None]:
 
 
 def load() -> Config:
-    from pipeledger.config import load_config  # pydantic: only for commands that read one
+    from pipeledger.config.model import load_config  # pydantic: only for commands that read one
 
     return load_config(OPTIONS.config_path)
 
@@ -192,7 +192,7 @@ def load() -> Config:
 def locate() -> Located:
     """Where the warehouse and the ledger are, without validating the rest of the config:
     what the commands that only read state or the ledger need (no pydantic)."""
-    from pipeledger.locate import locate as locate_config
+    from pipeledger.config.locate import locate as locate_config
 
     return locate_config(OPTIONS.config_path)
 
@@ -213,9 +213,9 @@ def print_failure(failure: runner.RunFailure) -> None:
 
 def print_outcome(outcome: runner.Outcome) -> None:
     """One outcome in words: its lines, or its error and what happens next."""
-    from pipeledger import runner
     from pipeledger.cli.render import model_lines, result_lines
-    from pipeledger.load.result import LoadResult  # not the models' module: it loads sqlglot
+    from pipeledger.runs import runner
+    from pipeledger.runs.load.result import LoadResult  # not the models' module: it loads sqlglot
 
     if isinstance(outcome, runner.RunFailure):
         print_failure(outcome)
@@ -248,7 +248,7 @@ def cancellable() -> Iterator[None]:
     ``cancelled``, and the exit code is 130 (SIGINT) or 143 (SIGTERM)."""
     import signal
 
-    from pipeledger.ledger.api import RunCancelled
+    from pipeledger.ledger.ledger import RunCancelled
 
     def on_sigterm(signum: int, frame: object) -> None:
         raise RunCancelled("terminated by SIGTERM")

@@ -1,7 +1,7 @@
 """Ledger commands: runs, show, status, anomalies, sla, alerts, tasks, audit, blocked,
 ledger prune/migrate.
 
-Each command is a few lines over :mod:`pipeledger.ledger.queries` (and ``ledger.sla``,
+Each command is a few lines over :mod:`pipeledger.ledger.reads.queries` (and ``ledger.sla``,
 ``alerts.outbox``). Until the ledger's tables exist, the read commands say so (``[]`` with
 ``--json``) instead of failing. ``status`` and ``anomalies`` take ``--fail-on``: exit 1 when
 a pipeline is at or above that level, for cron and monitoring scripts.
@@ -32,8 +32,8 @@ from pipeledger.errors import ConfigError, PipeledgerError
 
 if TYPE_CHECKING:  # imported when a command runs: `--help` needs none of them
     from pipeledger.alerts import outbox
-    from pipeledger.ledger import queries as q
-    from pipeledger.ledger import sla as slas
+    from pipeledger.ledger.reads import queries as q
+    from pipeledger.ledger.reads import sla as slas
     from pipeledger.warehouse.session import Session
 
 NO_RUNS = "no runs recorded yet"
@@ -45,7 +45,7 @@ COLOURS = {
     "pending": "yellow", "delivered": "green",
 }  # fmt: skip
 
-# the values of pipeledger.ledger.model.RunStatus (tests/test_cli.py checks they agree)
+# the values of pipeledger.ledger.vocabulary.RunStatus (tests/test_cli.py checks they agree)
 RUN_STATUSES = ("running", "success", "failed", "partial", "cancelled", "timed_out", "skipped",
                 "abandoned")  # fmt: skip
 
@@ -59,7 +59,7 @@ def _now() -> datetime:
 
 def parse_since(text: str, now: datetime) -> datetime:
     """``7d`` (back from ``now``) or an ISO-8601 time (UTC when it has no offset)."""
-    from pipeledger.config import parse_duration
+    from pipeledger.config.model import parse_duration
 
     try:
         return now - parse_duration(text)
@@ -79,8 +79,8 @@ def _ledger(write: bool = False, current: bool = False) -> Iterator[Session | No
     """A session on the ledger database, or None when it has no ledger tables yet.
     ``current``: the command reads tables of ledger migration 6 (rollups, alerts, SLA
     breaches), which a ledger made by an earlier release lacks until it is migrated."""
-    from pipeledger.adapters import open_warehouse
-    from pipeledger.ledger.schema import DAYS, LEDGER
+    from pipeledger.ledger.tables import DAYS, LEDGER
+    from pipeledger.warehouse.adapters import open_warehouse
     from pipeledger.warehouse.migrations import is_migrated
 
     warehouse = open_warehouse(locate().ledger_url)
@@ -106,7 +106,7 @@ def _wrap(text: str, width: int) -> list[str]:
 
 
 def _span(seconds: float) -> str:
-    from pipeledger.ledger.answers import span
+    from pipeledger.ledger.reads.answers import span
 
     return span(seconds)
 
@@ -308,7 +308,7 @@ def register(app: click.Group) -> None:
         name: str | None, since: str | None, status: str | None, limit: int, as_json: bool
     ) -> None:
         """Recent runs (of pipeline NAME, default all), newest first."""
-        from pipeledger.ledger import run_history as q
+        from pipeledger.ledger.reads import runs as q
 
         with guard(as_json), _ledger() as session:
             start = parse_since(since, _now()) if since else None
@@ -321,7 +321,7 @@ def register(app: click.Group) -> None:
     def show(run_id: str, as_json: bool) -> None:
         """One run with its tasks, audit events and snapshots (RUN_ID: a run id, or its
         first 8+ characters)."""
-        from pipeledger.ledger import run_detail as q
+        from pipeledger.ledger.reads import detail as q
 
         with guard(as_json), _ledger() as session:
             detail = q.show_run(session, run_id) if session else None
@@ -338,8 +338,8 @@ def register(app: click.Group) -> None:
                   help="Exit 1 when a pipeline is this unhealthy or worse.")  # fmt: skip
     def status(as_json: bool, fail_on: str | None) -> None:
         """Health per pipeline: 7-day success rate, freshness, volume anomaly."""
-        from pipeledger.ledger import health as q
-        from pipeledger.ledger.answers import Health
+        from pipeledger.ledger.reads import health as q
+        from pipeledger.ledger.reads.answers import Health
 
         with guard(as_json), _ledger(current=True) as session:
             rows = q.pipeline_status(session, _now()) if session else []
@@ -356,7 +356,7 @@ def register(app: click.Group) -> None:
                   help="Exit 1 when a volume is at this level or worse.")  # fmt: skip
     def anomalies(name: str | None, as_json: bool, fail_on: str | None) -> None:
         """Rows written in each pipeline's latest interval against its last 30 days."""
-        from pipeledger.ledger import health as q
+        from pipeledger.ledger.reads import health as q
 
         with guard(as_json), _ledger(current=True) as session:
             rows = q.volume_anomalies(session, _now(), name) if session else []
@@ -371,7 +371,7 @@ def register(app: click.Group) -> None:
     def sla(as_json: bool) -> None:
         """SLA breaches of the last 30 days (and open ones), and per pipeline its success
         rate, mean time to recovery and p95 duration over 7 and 30 days."""
-        from pipeledger.ledger import sla as slas
+        from pipeledger.ledger.reads import sla as slas
 
         with guard(as_json), _ledger(current=True) as session:
             now = _now()
@@ -402,7 +402,7 @@ def register(app: click.Group) -> None:
     @json_option
     def tasks(name: str | None, as_json: bool) -> None:
         """Per task and day (14 days): runs, mean and longest duration, mean rows out."""
-        from pipeledger.ledger import queries as q
+        from pipeledger.ledger.reads import queries as q
 
         with guard(as_json), _ledger() as session:
             rows = q.task_trends(session, _now(), name) if session else []
@@ -414,7 +414,7 @@ def register(app: click.Group) -> None:
     @json_option
     def audit(table: str, since: str | None, as_json: bool) -> None:
         """Audit events about one target table, newest first."""
-        from pipeledger.ledger import run_detail as q
+        from pipeledger.ledger.reads import detail as q
 
         with guard(as_json), _ledger() as session:
             start = parse_since(since, _now()) if since else None
@@ -425,7 +425,7 @@ def register(app: click.Group) -> None:
     @json_option
     def blocked(as_json: bool) -> None:
         """Pipelines waiting on an upstream that is not fresh (exit 0 either way)."""
-        from pipeledger.ledger import queries as q
+        from pipeledger.ledger.reads import queries as q
 
         with guard(as_json), _ledger() as session:
             rows = q.blocked_pipelines(session, _now()) if session else []
@@ -447,8 +447,8 @@ def _ledger_group() -> click.Group:
     def prune(older_than: str, dry_run: bool, as_json: bool) -> None:
         """Delete old runs with their tasks, events, snapshots and check results (keeps
         running runs and each pipeline's last success)."""
-        from pipeledger.config import parse_duration
-        from pipeledger.ledger import queries as q
+        from pipeledger.config.model import parse_duration
+        from pipeledger.ledger.reads import queries as q
 
         with guard(as_json):
             age = parse_duration(older_than)
@@ -466,9 +466,9 @@ def _ledger_group() -> click.Group:
     def migrate_command(as_json: bool) -> None:
         """Create or upgrade the ledger tables (ledger database) and the watermark table
         (warehouse)."""
-        from pipeledger.adapters import open_warehouse
-        from pipeledger.ledger.schema import LEDGER
-        from pipeledger.load.state import STATE
+        from pipeledger.ledger.tables import LEDGER
+        from pipeledger.state.tables import STATE
+        from pipeledger.warehouse.adapters import open_warehouse
         from pipeledger.warehouse.migrations import migrate
 
         with guard(as_json):

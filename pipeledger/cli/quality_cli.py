@@ -1,4 +1,4 @@
-"""Quarantine commands, a few lines each over :mod:`pipeledger.runner`::
+"""Quarantine commands, a few lines each over :mod:`pipeledger.runs.runner`::
 
     pipeledger quarantine NAME [--run RUN_ID] [--all] [--json]   # what is set aside
     pipeledger quarantine replay NAME [--run RUN_ID] [--json]    # try it again, today's config
@@ -17,8 +17,8 @@ from pipeledger.cli.common import F, app, guard, json_option, load, out, print_j
 from pipeledger.cli.render import escape
 
 if TYPE_CHECKING:  # imported by the commands: listing the others needs no loader
-    from pipeledger.load.replay import ReplayResult
     from pipeledger.quality.quarantine import QuarantineEntry
+    from pipeledger.runs.replay import ReplayResult
 
 
 class _ListByDefault(click.Group):
@@ -104,7 +104,7 @@ def list_entries(name: str, run: str | None, include_resolved: bool, as_json: bo
 @json_option
 def replay_entries(name: str, run: str | None, as_json: bool) -> None:
     """Check the unresolved rows again with today's config; publish those that pass."""
-    from pipeledger.runner import replay
+    from pipeledger.runs.runner import replay
 
     with guard(as_json):
         result = replay(load(), name, run=run)

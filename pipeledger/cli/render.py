@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pipeledger.load.result import LoadResult
-    from pipeledger.load.state import WatermarkRow
-    from pipeledger.models.model import ModelResult
+    from pipeledger.runs.load.result import LoadResult
+    from pipeledger.runs.model.build import ModelResult
+    from pipeledger.state.tables import WatermarkRow
 
 
 def escape(text: str) -> str:

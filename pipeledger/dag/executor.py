@@ -5,7 +5,7 @@ reason ``upstream_failed``, and so is everything downstream of it; the other bra
 
 With one thread (or one node) every node runs in the calling thread (an interrupt stops
 the running node's transaction at once); with more, an interrupt first stops every running
-run (:func:`pipeledger.run.scaffold.interrupt_all`: its statement is cancelled and it may
+run (:func:`pipeledger.runs.scaffold.interrupt_all`: its statement is cancelled and it may
 run no other), then waits for the workers to roll back.
 """
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from graphlib import TopologicalSorter
 from typing import Any, Literal
 
-from pipeledger.config import Config, ModelConfig
+from pipeledger.config.model import Config, ModelConfig
 from pipeledger.errors import ConfigError
 
 NodeKind = Literal["load", "model"]

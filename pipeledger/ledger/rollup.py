@@ -3,9 +3,9 @@
 One row per pipeline and UTC day of the runs' start in ``pipeledger.pipeline_days``: how
 many runs finished, how many succeeded and the rows they wrote, and the volume samples
 (how many, and the sum and sum of squares of their rows written). The words (finished,
-rows written, a volume sample, a no-op re-run) are defined in :mod:`pipeledger.ledger.queries`;
-their SQL is here, once, for the triggers, for the migration that rolls up the runs
-already recorded, and for the queries.
+rows written, a volume sample, a no-op re-run) are defined in
+:mod:`pipeledger.ledger.reads.queries`; their SQL is here, once, for the triggers, for the
+migration that rolls up the runs already recorded, and for the queries.
 
 Triggers on ``pipeline_runs`` keep the rollup, so it changes in the transaction of the
 run's final record whoever writes that record (a load, the spool's replay, the watchdog,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeledger.ledger.schema import (
+from pipeledger.ledger.tables import (
     AUDIT,
     AUDIT_TABLE,
     CANCELLATIONS,

@@ -24,8 +24,8 @@ from typing import Any, Literal
 
 from pipeledger.errors import DuplicateRun, WarehouseError
 from pipeledger.ledger import sql as lsql
-from pipeledger.ledger.model import AuditEvent, DatasetSnapshot, RunRecord, TaskRecord
-from pipeledger.ledger.schema import HOLDS_KEY, LEDGER, RUNS
+from pipeledger.ledger.tables import HOLDS_KEY, LEDGER, RUNS
+from pipeledger.ledger.vocabulary import AuditEvent, DatasetSnapshot, RunRecord, TaskRecord
 from pipeledger.warehouse.migrations import migrate
 from pipeledger.warehouse.session import Session, Warehouse
 

@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from pipeledger.clients import gone, process_alive, this_host
 from pipeledger.ledger import sql as lsql
 from pipeledger.ledger import store as st
-from pipeledger.ledger.schema import stored_datetime
+from pipeledger.ledger.tables import stored_datetime
+from pipeledger.warehouse.clients import gone, process_alive, this_host
 from pipeledger.warehouse.session import Session
 
 

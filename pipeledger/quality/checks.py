@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from pipeledger.config import ChecksConfig
+from pipeledger.common.columns import TableName
+from pipeledger.config.model import ChecksConfig
 from pipeledger.errors import SchemaError
-from pipeledger.schema import TableName
 from pipeledger.transform.conform import Shape
 from pipeledger.warehouse.dialect import Dialect, quote
 

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from pipeledger.config import ChecksConfig, RowCountCheck
+from pipeledger.common.columns import TableName
+from pipeledger.config.model import ChecksConfig, RowCountCheck
 from pipeledger.errors import GateFailed, WarehouseError
 from pipeledger.quality import checks as q
 from pipeledger.quality.report import CheckResult, CheckStatus, Decision, GateReport
-from pipeledger.schema import TableName
 from pipeledger.transform.conform import Shape
 from pipeledger.warehouse.session import Session
 from pipeledger.warehouse.stage import create_schema, unique_key_index

@@ -1,6 +1,6 @@
 """Quarantine: the rows the quality gate set aside, one entry per (check, row), in
 ``<target>_quarantine``; :func:`quarantined` lists them. Replaying them through today's
-config is :mod:`pipeledger.load.replay`."""
+config is :mod:`pipeledger.runs.replay`."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from pipeledger.adapters import open_warehouse
-from pipeledger.config import Config
+from pipeledger.common.columns import TableName
+from pipeledger.config.model import Config
 from pipeledger.errors import ConfigError
 from pipeledger.quality import checks as q
-from pipeledger.schema import TableName
+from pipeledger.warehouse.adapters import open_warehouse
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
 

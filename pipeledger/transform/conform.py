@@ -14,10 +14,8 @@ from datetime import timedelta
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeledger import values
-from pipeledger.errors import ConfigError, SchemaError, SourceError
-from pipeledger.extract.base import SourceBatch
-from pipeledger.schema import (
+from pipeledger.common import values
+from pipeledger.common.columns import (
     CURSOR_TYPES,
     LOADED_AT_COLUMN,
     NOT_KEY_TYPES,
@@ -33,6 +31,8 @@ from pipeledger.schema import (
     target_schema,
     value_type,
 )
+from pipeledger.errors import ConfigError, SchemaError, SourceError
+from pipeledger.sources.base import SourceBatch
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,15 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeledger.common.columns import (
+    Column,
+    UnmappedType,
+    check_identifier,
+    declare_hint,
+    sql_type_for,
+)
 from pipeledger.errors import SchemaError
-from pipeledger.extract.base import SourceBatch
-from pipeledger.schema import Column, UnmappedType, check_identifier, declare_hint, sql_type_for
+from pipeledger.sources.base import SourceBatch
 from pipeledger.transform.conform import Shape, conform
 from pipeledger.transform.fingerprint import with_row_hash
 

@@ -13,7 +13,7 @@ The definition is fixed (it must agree across processes, machines and releases):
   mixed once more;
 * the types added later follow the same rules: a time is its microseconds since midnight
   and an interval its microseconds (signed integers); bytea is its bytes and jsonb the
-  UTF-8 bytes of its JSON text (as pipeledger writes it: ``pipeledger/values.py``), both as
+  UTF-8 bytes of its JSON text (as pipeledger writes it: ``pipeledger/common/values.py``), both as
   text is; a uuid is its 16 bytes as two little-endian 64-bit words, the first mixed with
   a seed of its own, plus the second (as a decimal is); a decimal wider than 38 digits
   (decimal256) is the text Arrow prints for it (its digits with the column's scale), as
@@ -45,8 +45,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeledger import arrow_buffers as buffers
-from pipeledger.schema import ROW_HASH_COLUMN, UUID_EXTENSION, Column
+from pipeledger.common import buffers as buffers
+from pipeledger.common.columns import ROW_HASH_COLUMN, UUID_EXTENSION, Column
 
 _U64 = np.uint64
 _M1 = _U64(0xFF51AFD7ED558CCD)

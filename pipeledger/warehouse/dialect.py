@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar, Literal
 
-from pipeledger.schema import TableName, sqlite_declared_type
+from pipeledger.common.columns import TableName, sqlite_declared_type
 
 DialectName = Literal["postgres", "sqlite"]
 TimeUnit = Literal["hour", "day", "month"]

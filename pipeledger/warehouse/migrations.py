@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from pipeledger.common.columns import TableName
 from pipeledger.errors import InsufficientPrivilege
-from pipeledger.schema import TableName
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session, Warehouse
 

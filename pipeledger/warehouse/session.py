@@ -1,6 +1,6 @@
 """A ``Warehouse`` opens a ``Session``, which is one transaction.
 
-Adapters (:mod:`pipeledger.adapters`) are the only modules that import a database driver.
+Adapters (:mod:`pipeledger.warehouse.adapters`) are the only modules that import a database driver.
 They implement these protocols: execute SQL text built elsewhere by pure functions, stage
 Arrow batches the fastest way their driver allows, and translate driver errors into
 :class:`~pipeledger.errors.WarehouseError` (transient or terminal).
@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pipeledger.schema import TableName
+from pipeledger.common.columns import TableName
 from pipeledger.warehouse.dialect import Dialect
 
 if TYPE_CHECKING:  # for annotations only: reading state or the ledger needs neither

@@ -8,7 +8,7 @@ import hashlib
 from collections.abc import Iterator, Sequence
 from typing import TypeVar
 
-from pipeledger.schema import Column, TableName
+from pipeledger.common.columns import Column, TableName
 from pipeledger.warehouse.dialect import STAGE, Dialect, quote
 
 T = TypeVar("T")

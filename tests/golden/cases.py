@@ -16,25 +16,29 @@ from typing import Any
 
 from pipeledger.alerts import events as alert_events
 from pipeledger.alerts import outbox
-from pipeledger.config import ChecksConfig, RangeBound
-from pipeledger.extract import sql as extract_sql
-from pipeledger.ledger import queries, sla
+from pipeledger.common.columns import Column, TableName
+from pipeledger.config.model import ChecksConfig, RangeBound
 from pipeledger.ledger import sql as lsql
-from pipeledger.ledger.schema import ledger_migrations
-from pipeledger.load import before, guard_sql, late_sql, replay, state
-from pipeledger.load import history_sql as hsql
-from pipeledger.load import sql as load_sql
-from pipeledger.models import sql as models_sql
+from pipeledger.ledger.reads import queries, sla
+from pipeledger.ledger.tables import ledger_migrations
+from pipeledger.publish import before
+from pipeledger.publish import merge_sql as load_sql
+from pipeledger.publish import scd2_sql as hsql
 from pipeledger.quality import checks
 from pipeledger.quality import quarantine as quarantine_sql
-from pipeledger.reconcile import sql as reconcile_sql
-from pipeledger.reconcile.windows import Grain
-from pipeledger.schema import Column, TableName
+from pipeledger.runs import replay
+from pipeledger.runs.load import late_sql
+from pipeledger.runs.model import sql as models_sql
+from pipeledger.runs.reconcile import sql as reconcile_sql
+from pipeledger.runs.reconcile.windows import Grain
+from pipeledger.sources import sql as extract_sql
+from pipeledger.state import guard_sql
+from pipeledger.state import tables as state
+from pipeledger.state.watermark import Window
 from pipeledger.transform.conform import Shape
 from pipeledger.warehouse import stage
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.migrations import Migration
-from pipeledger.watermark import Window
 
 # -- the fixed inputs -------------------------------------------------------------------
 
@@ -948,23 +952,23 @@ CASES: tuple[Case, ...] = (
     *_reconcile_windows(),
 )
 MODULES = {
-    "load_sql": "pipeledger.load.sql",
-    "load_history_sql": "pipeledger.load.history_sql",
+    "load_sql": "pipeledger.publish.merge_sql",
+    "load_history_sql": "pipeledger.publish.scd2_sql",
     "warehouse_stage": "pipeledger.warehouse.stage",
-    "load_guard_sql": "pipeledger.load.guard_sql",
-    "load_state": "pipeledger.load.state",
-    "load_before": "pipeledger.load.before",
-    "models_sql": "pipeledger.models.sql",
+    "load_guard_sql": "pipeledger.state.guard_sql",
+    "load_state": "pipeledger.state.tables",
+    "load_before": "pipeledger.publish.before",
+    "models_sql": "pipeledger.runs.model.sql",
     "quality_checks": "pipeledger.quality.checks",
-    "load_replay": "pipeledger.load.replay (quarantine replay)",
+    "load_replay": "pipeledger.runs.replay (quarantine replay)",
     "quality_quarantine": "pipeledger.quality.quarantine",
     "ledger_sql": "pipeledger.ledger.sql",
-    "ledger_schema": "pipeledger.ledger.schema (migrations)",
-    "extract_sql": "pipeledger.extract.sql",
-    "ledger_queries": "pipeledger.ledger.queries",
-    "ledger_sla": "pipeledger.ledger.sla",
+    "ledger_schema": "pipeledger.ledger.tables (migrations)",
+    "extract_sql": "pipeledger.sources.sql",
+    "ledger_queries": "pipeledger.ledger.reads.queries",
+    "ledger_sla": "pipeledger.ledger.reads.sla",
     "alerts": "pipeledger.alerts (events, outbox)",
-    "load_late_sql": "pipeledger.load.late_sql",
-    "reconcile_sql": "pipeledger.reconcile.sql",
-    "reconcile_windows": "pipeledger.reconcile.windows",
+    "load_late_sql": "pipeledger.runs.load.late_sql",
+    "reconcile_sql": "pipeledger.runs.reconcile.sql",
+    "reconcile_windows": "pipeledger.runs.reconcile.windows",
 }

@@ -20,15 +20,15 @@ from typing import Any
 import psycopg
 import pytest
 
-from pipeledger.adapters import open_warehouse
-from pipeledger.ledger.schema import LEDGER
-from pipeledger.load import guard_sql
-from pipeledger.load import sql as load_sql
-from pipeledger.load.replay import ROW_ID
-from pipeledger.load.state import STATE
+from pipeledger.common.columns import Column
+from pipeledger.ledger.tables import LEDGER
+from pipeledger.publish import merge_sql as load_sql
 from pipeledger.quality import checks
-from pipeledger.schema import Column
+from pipeledger.runs.replay import ROW_ID
+from pipeledger.state import guard_sql
+from pipeledger.state.tables import STATE
 from pipeledger.warehouse import stage
+from pipeledger.warehouse.adapters import open_warehouse
 from pipeledger.warehouse.dialect import POSTGRES, SQLITE, Dialect
 from pipeledger.warehouse.migrations import migrate
 from pipeledger.warehouse.session import Session

@@ -1,0 +1,105 @@
+"""Commands for running unattended: ``schedule``, ``serve`` and ``cancel``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from pipeledger.cli.common import (
+    app,
+    cancellable,
+    err,
+    guard,
+    json_option,
+    load,
+    out,
+    positive,
+    print_json,
+    report_scheduled,
+)
+
+
+@app.command()
+@json_option
+def schedule(as_json: bool) -> None:
+    """Each scheduled node: its schedule, its next firing, its latest scheduled run and
+    what is overdue now (run it with `pipeledger run --due`)."""
+    from pipeledger.runs import operate
+
+    with guard(as_json):
+        rows = operate.schedule_status(load())
+        if as_json:
+            print_json(rows)
+            return
+        if not rows:
+            out.print("no pipeline or model has a schedule")
+        for row in rows:
+            out.lines(_schedule_lines(row))
+
+
+def _schedule_lines(row: dict[str, Any]) -> list[str]:
+    last = row["last"]
+    done = f"{last['start']} .. {last['end']}: {last['status']} (run {last['run_id']})"
+    overdue = f"[yellow]{row['overdue']} overdue[/]" if row["overdue"] else "nothing overdue"
+    lines = [
+        f"[bold]{row['node']}[/] {row['kind']} '{row['schedule']}' {row['timezone']}"
+        + (" catchup" if row["catchup"] else ""),
+        f"  last  {done if last else '(never ran on its schedule)'}",
+        f"  next  {row['next']}",
+        f"  {overdue}" + "".join(f"\n    {d['start']} .. {d['end']}" for d in row["due"]),
+    ]
+    if row["left_behind"]:
+        lines.append("  note: older missed intervals are past max_catchup: backfill them")
+    return lines
+
+
+@app.command()
+@click.option(
+    "--poll", default="1m", show_default=True, help="Wake up at least this often (watchdog)."
+)
+@positive("--threads", "Independent nodes at once.")
+def serve(poll: str, threads: int | None) -> None:
+    """Run the schedules until stopped: wake up when a schedule fires (and at least every
+    --poll), run the watchdog, run what is due; a failed run is reported and the loop goes
+    on. SIGTERM or Ctrl-C stops it: at once when it waits (exit 0); a run in progress is
+    rolled back and recorded cancelled (exit 143 or 130, as for `run`)."""
+    from pipeledger.config.model import parse_duration
+    from pipeledger.runs import operate
+
+    with guard(), cancellable():
+        config = load()
+        every = parse_duration(poll)
+        err.print(f"serving {config.source_file}: waking up at least every {poll}")
+        operate.serve(
+            config, lambda outcomes: report_scheduled(outcomes, False) if outcomes else None,
+            poll=every, threads=threads,
+        )  # fmt: skip
+        err.print("stopped")
+
+
+@app.command()
+@click.argument("run_id")
+@click.option("--reason", help="Why, for the ledger.")
+@json_option
+def cancel(run_id: str, reason: str | None, as_json: bool) -> None:
+    """Stop a running run (RUN_ID, or its first 8+ characters), from any host: it sees the
+    request at its next heartbeat ([ledger] heartbeat), cancels its statement, rolls back and
+    ends cancelled."""
+    from pipeledger.runs import operate
+
+    with guard(as_json):
+        config = load()
+        record = operate.cancel(config, run_id, reason)
+        every = config.ledger.heartbeat.total_seconds()
+        if as_json:
+            print_json({"run_id": record.run_id, "pipeline": record.pipeline,
+                        "status": "cancel_requested", "host": record.host, "pid": record.pid,
+                        "within_s": every})  # fmt: skip
+            return
+        out.print(
+            f"cancel requested: run {record.run_id} of {record.pipeline} (process "
+            f"{record.pid} on {record.host}) stops at its next heartbeat, within {every:g} s, "
+            "rolls back and is recorded cancelled",
+            soft_wrap=True, highlight=False,
+        )  # fmt: skip

@@ -1,0 +1,113 @@
+"""A model's SQL, read by a real SQL parser (sqlglot): which tables it reads, whether it
+aggregates, and the same query rewritten to read only some rows of a table, or for the
+embedded SQLite warehouse.
+
+Models are written in PostgreSQL's SQL. On SQLite, where ``schema.table`` is the single
+table name ``"schema.table"``, every qualified table becomes that name, and the query is
+translated by sqlglot (functions without a SQLite equivalent fail there, naming the model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ErrorLevel, SqlglotError
+
+from pipeledger.common.columns import TableName
+from pipeledger.errors import ConfigError
+
+READ = "postgres"
+
+
+@dataclass(frozen=True)
+class ModelSql:
+    """One model's query. ``where`` names it in messages (the model and its file)."""
+
+    text: str
+    where: str
+
+    @cached_property
+    def tree(self) -> exp.Query:
+        try:
+            statements = [s for s in sqlglot.parse(self.text, read=READ) if s is not None]
+        except SqlglotError as exc:
+            raise ConfigError(f"{self.where}: not valid SQL: {_first_line(exc)}") from None
+        if len(statements) != 1 or not isinstance(statements[0], exp.Query):
+            raise ConfigError(f"{self.where}: must be exactly one SELECT (a query)")
+        return statements[0]
+
+    @cached_property
+    def tables(self) -> tuple[TableName, ...]:
+        """The tables it reads (not its own CTEs), as ``[schema.]table`` names."""
+        ctes = {cte.alias_or_name for cte in self.tree.find_all(exp.CTE)}
+        found: dict[str, TableName] = {}
+        for table in self.tree.find_all(exp.Table):
+            if not table.db and table.name in ctes:
+                continue
+            name = _table_name(table, self.where)
+            found[str(name)] = name
+        return tuple(found[k] for k in sorted(found))
+
+    @cached_property
+    def aggregates(self) -> bool:
+        """Its output rows are not one per input row (GROUP BY, aggregates, DISTINCT,
+        windows, LIMIT): a changed input row may change other output rows too."""
+        kinds = (exp.AggFunc, exp.Group, exp.Distinct, exp.Window, exp.Limit)
+        return any(isinstance(node, kinds) for node in self.tree.walk())
+
+    def replacing(self, tables: Mapping[str, str]) -> ModelSql:
+        """The query with each table named in ``tables`` (by ``str(TableName)``) read from
+        the given subquery (PostgreSQL text) instead, under its old alias."""
+
+        def swap(node: exp.Expression) -> exp.Expression:
+            if not isinstance(node, exp.Table):
+                return node
+            name = str(_table_name(node, self.where)) if node.name else ""
+            if name not in tables:
+                return node
+            sub = sqlglot.parse_one(tables[name], read=READ)
+            return exp.Subquery(this=sub, alias=exp.TableAlias(this=exp.to_identifier(
+                node.alias_or_name)))  # fmt: skip
+
+        return ModelSql(self.tree.copy().transform(swap).sql(READ), self.where)
+
+    def render(self, flat_names: bool) -> str:
+        """The query for a warehouse: PostgreSQL as written, or SQLite (``flat_names``:
+        ``schema.table`` is one quoted name there)."""
+        if not flat_names:
+            return self.tree.sql(READ)
+
+        def flatten(node: exp.Expression) -> exp.Expression:
+            if isinstance(node, exp.Table) and node.db:
+                flat = exp.to_identifier(f"{node.db}.{node.name}", quoted=True)
+                return exp.Table(this=flat, alias=node.args.get("alias"))
+            return node
+
+        try:
+            return (
+                self.tree.copy()
+                .transform(flatten)
+                .sql("sqlite", unsupported_level=ErrorLevel.RAISE)
+            )
+        except SqlglotError as exc:
+            raise ConfigError(
+                f"{self.where}: cannot be translated to SQLite: {_first_line(exc)}"
+            ) from None
+
+
+def _table_name(table: exp.Table, where: str) -> TableName:
+    if table.catalog:
+        raise ConfigError(f"{where}: {table.sql(READ)}: a database-qualified name is not allowed")
+    text = f"{table.db}.{table.name}" if table.db else table.name
+    try:
+        return TableName.parse(text)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -1,0 +1,152 @@
+"""Reading ``pipeledger.toml``, and where it says the warehouse and the ledger are.
+
+:func:`read_document` reads the file and :func:`interpolate` puts ``${ENV_VAR}`` values
+into its strings (registering them as secrets, so they are never printed);
+:mod:`pipeledger.config.model` validates the result completely.
+
+:func:`locate` answers only "where are the warehouse and the ledger?" for the commands
+that read them and nothing else (``state``, ``runs``, ``status``, ...). It needs neither
+pydantic nor the rest of the config to be valid: those commands start in a fraction of
+the time, and still answer while a pipeline's section is being edited (``run`` and
+``check`` report what is wrong with it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeledger.common.secrets import register_secret, register_url
+from pipeledger.errors import ConfigError
+
+DEFAULT_CONFIG = "pipeledger.toml"
+EMBEDDED_DIR = ".pipeledger"
+EMBEDDED_FILE = "warehouse.db"
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclass(frozen=True)
+class Document:
+    """A parsed ``pipeledger.toml``, not yet interpolated nor validated."""
+
+    data: dict[str, Any]
+    source_file: Path
+
+    @property
+    def base_dir(self) -> Path:
+        """The folder that relative paths (and the embedded warehouse) are anchored to."""
+        return self.source_file.parent.resolve()
+
+
+def read_document(path: Path | None = None) -> Document:
+    """Read and parse ``pipeledger.toml`` (or ``path``)."""
+    source_file = path or Path(DEFAULT_CONFIG)
+    try:
+        text = source_file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{source_file}: config file not found") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source_file}: not valid TOML: {exc}") from None
+    return Document(data, source_file)
+
+
+def embedded_url(base_dir: Path) -> str:
+    """The embedded default warehouse: a SQLite file in ``.pipeledger/`` beside the config."""
+    return f"sqlite:///{base_dir / EMBEDDED_DIR / EMBEDDED_FILE}"
+
+
+def interpolate(value: Any, where: str) -> Any:
+    """``value`` with every ``${ENV_VAR}`` in its strings replaced (``where`` names the key
+    in errors); each value put in is registered as a secret."""
+    if isinstance(value, dict):
+        return {k: interpolate(v, f"{where}.{k}" if where else k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, str):
+        return _ENV.sub(lambda m: _env_value(m.group(1), where), value)
+    return value
+
+
+def _env_value(name: str, where: str) -> str:
+    if name not in os.environ:
+        raise ConfigError(f"{where}: environment variable {name} is not set")
+    register_secret(os.environ[name])
+    return os.environ[name]
+
+
+def register_urls(value: Any) -> None:
+    """Every ``url`` in the document may carry a password: mask it everywhere from now on."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "url" and isinstance(item, str):
+                register_url(item)
+            else:
+                register_urls(item)
+    elif isinstance(value, list):
+        for item in value:
+            register_urls(item)
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where a config's warehouse and ledger are, and the names of its nodes."""
+
+    source_file: Path
+    warehouse_url: str
+    ledger_url: str
+    pipelines: tuple[str, ...]
+    models: tuple[str, ...]
+
+    def check_pipeline(self, name: str) -> None:
+        """Raise ``ConfigError`` when the config has no pipeline ``name``."""
+        if name not in self.pipelines:
+            known = ", ".join(sorted(self.pipelines)) or "none"
+            raise ConfigError(f"{self.source_file}: no pipeline named {name!r} (defined: {known})")
+
+
+def locate(path: Path | None = None) -> Located:
+    """The warehouse and ledger URLs of ``pipeledger.toml`` (or ``path``), checked only as
+    far as reading them needs."""
+    document = read_document(path)
+    where = document.source_file
+    warehouse = _url(document, "warehouse") or embedded_url(document.base_dir)
+    return Located(
+        source_file=where,
+        warehouse_url=warehouse,
+        ledger_url=_url(document, "ledger") or warehouse,
+        pipelines=_names(document, "pipelines"),
+        models=_names(document, "models"),
+    )
+
+
+def _section(document: Document, name: str) -> dict[str, Any]:
+    section = document.data.get(name, {})
+    if not isinstance(section, dict):
+        raise ConfigError(f"{document.source_file}: invalid configuration: [{name}] is a table")
+    return section
+
+
+def _url(document: Document, section: str) -> str | None:
+    """``[section] url``, interpolated and registered for masking, or None."""
+    value = _section(document, section).get("url")
+    try:
+        url = interpolate(value, f"{section}.url")
+    except ConfigError as exc:
+        raise ConfigError(f"{document.source_file.name}: {exc}") from None
+    if url is not None and not isinstance(url, str):
+        raise ConfigError(
+            f"{document.source_file}: invalid configuration: {section}.url is a string"
+        )
+    if url is not None:
+        register_url(url)
+    return url
+
+
+def _names(document: Document, section: str) -> tuple[str, ...]:
+    return tuple(_section(document, section))

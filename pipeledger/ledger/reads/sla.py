@@ -1,0 +1,267 @@
+"""SLA breaches and reliability (definitions in :mod:`pipeledger.ledger.reads.queries`).
+
+A freshness breach is recorded once per episode of lateness: :func:`observe` opens one
+when it first sees a pipeline late (due when the SLA passed) and ends it when it first
+sees the pipeline fresh again; at most one is open per pipeline (a unique index), so two
+observers at once record it once. A run slower than its pipeline's ``max_duration`` is a
+breach of its own, keyed by the run. :func:`breaches` lists them and :func:`reliability`
+sums up each pipeline's last 7 and 30 days.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from pipeledger.ledger.reads.queries import (
+    FRESHNESS_REASON,
+    Answer,
+    PipelineStatus,
+    pipeline_status,
+    recent_counts,
+    span,
+)
+from pipeledger.ledger.rollup import COMPARES, NOT_FRONTIER
+from pipeledger.ledger.tables import BREACH_TABLE, BREACHES, PIPELINES, RUNS, stored_datetime
+from pipeledger.warehouse.dialect import Dialect
+from pipeledger.warehouse.session import Session
+
+BreachKind = Literal["freshness", "duration"]
+WINDOWS = (7, 30)  # days of reliability
+FAILURES = ("failed", "timed_out", "abandoned")
+_COLUMNS = BREACH_TABLE.column_names
+
+
+@dataclass(frozen=True)
+class Breach(Answer):
+    breach_id: str
+    pipeline: str
+    kind: BreachKind
+    run_id: str | None  # the slow run; freshness: the latest run when it was seen late
+    due_at: datetime  # when it became late
+    detected_at: datetime  # when it was first seen late
+    ended_at: datetime | None  # when it was first seen fresh again (duration: the run's end)
+    sla_s: int  # freshness_sla or max_duration
+    reason: str
+    late_s: float  # how late: from due_at to its end (or to now, while open)
+
+    @property
+    def open(self) -> bool:
+        return self.ended_at is None
+
+
+# -- recording --------------------------------------------------------------------------
+
+
+def insert_breach_sql(d: Dialect) -> str:
+    """A breach, unless one is already open for the pipeline and kind (or the id exists)."""
+    columns = ", ".join(_COLUMNS)
+    return (
+        f"INSERT INTO {d.table(BREACHES)} ({columns}) VALUES ({d.marks(len(_COLUMNS))}) "
+        "ON CONFLICT DO NOTHING"
+    )
+
+
+def open_breaches_sql(d: Dialect) -> str:
+    return (
+        f"SELECT pipeline, breach_id FROM {d.table(BREACHES)} "
+        "WHERE kind = 'freshness' AND ended_at IS NULL"
+    )
+
+
+def end_breach_sql(d: Dialect) -> str:
+    p = d.param
+    return (
+        f"UPDATE {d.table(BREACHES)} SET ended_at = {p} WHERE breach_id = {p} AND ended_at IS NULL"
+    )
+
+
+def slow_runs_sql(d: Dialect) -> str:
+    """Runs that ended since the parameter and took longer than their max_duration."""
+    return (
+        "SELECT r.run_id, r.pipeline, r.started_at, r.ended_at, r.duration_ms, "
+        f"pl.max_duration_s FROM {d.table(RUNS)} r "
+        f"JOIN {d.table(PIPELINES)} pl ON pl.name = r.pipeline "
+        f"WHERE r.ended_at >= {d.param} AND pl.max_duration_s IS NOT NULL "
+        "AND r.duration_ms > pl.max_duration_s * 1000"
+    )
+
+
+def _record(session: Session, breach: Breach) -> bool:
+    values = [getattr(breach, column) for column in _COLUMNS]
+    return session.execute(insert_breach_sql(session.dialect), values) == 1
+
+
+def _freshness_breach(status: PipelineStatus, now: datetime) -> Breach:
+    assert status.due_at is not None and status.freshness_sla_s is not None
+    why = next((r for r in status.reasons if r.startswith(FRESHNESS_REASON)), FRESHNESS_REASON)
+    return Breach(
+        breach_id=str(uuid.uuid4()), pipeline=status.pipeline, kind="freshness",
+        run_id=status.last_run_id,
+        due_at=status.due_at, detected_at=now, ended_at=None, sla_s=status.freshness_sla_s,
+        reason=why, late_s=(now - status.due_at).total_seconds(),
+    )  # fmt: skip
+
+
+def _duration_breach(row: Sequence[Any], now: datetime) -> Breach:
+    run_id, pipeline, started, ended, duration_ms, max_s = row
+    started_at, max_duration = stored_datetime(started), int(max_s)
+    assert started_at is not None
+    took = int(duration_ms) / 1000
+    return Breach(
+        breach_id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"pipeledger:duration:{run_id}")),
+        pipeline=pipeline, kind="duration", run_id=str(run_id),
+        due_at=started_at + timedelta(seconds=max_duration), detected_at=now,
+        ended_at=stored_datetime(ended), sla_s=max_duration,
+        reason=f"run {str(run_id)[:8]} took {span(took)} (max_duration {span(max_duration)})",
+        late_s=took - max_duration,
+    )  # fmt: skip
+
+
+def observe(session: Session, now: datetime, runs_since: datetime) -> list[Breach]:
+    """Open a freshness breach for each pipeline seen late without one open, end the open
+    breach of each pipeline seen fresh, and record every run that ended since
+    ``runs_since`` slower than its max_duration; in ``session`` (a writer). Returns the
+    breaches this call opened."""
+    d = session.dialect
+    opened = dict(session.query(open_breaches_sql(d)))
+    found: list[Breach] = []
+    for status in pipeline_status(session, now):
+        if status.stale and status.pipeline not in opened:
+            found.append(_freshness_breach(status, now))
+        elif not status.stale and status.pipeline in opened:
+            session.execute(end_breach_sql(d), [now, opened[status.pipeline]])
+    found += [_duration_breach(row, now) for row in session.query(slow_runs_sql(d), [runs_since])]
+    return [breach for breach in found if _record(session, breach)]
+
+
+# -- reading ----------------------------------------------------------------------------
+
+
+def breaches_sql(d: Dialect) -> str:
+    return (
+        f"SELECT {', '.join(_COLUMNS)} FROM {d.table(BREACHES)} "
+        f"WHERE ended_at IS NULL OR due_at >= {d.param} OR detected_at >= {d.param} "
+        "ORDER BY due_at DESC, breach_id"
+    )
+
+
+def _breach(row: Sequence[Any], now: datetime) -> Breach:
+    values = dict(zip(_COLUMNS, row, strict=True))
+    for name in ("due_at", "detected_at", "ended_at"):
+        values[name] = stored_datetime(values[name])
+    values["sla_s"] = int(values["sla_s"])
+    values["late_s"] = ((values["ended_at"] or now) - values["due_at"]).total_seconds()
+    return Breach(**values)
+
+
+def breaches(session: Session, now: datetime, days: int = 30) -> list[Breach]:
+    """Breaches due or seen in the last ``days`` days, and every open one, newest first."""
+    since = now - timedelta(days=days)
+    rows = session.query(breaches_sql(session.dialect), [since, since])
+    return [_breach(row, now) for row in rows]
+
+
+@dataclass(frozen=True)
+class Reliability(Answer):
+    pipeline: str
+    days: int
+    runs: int  # finished
+    successes: int
+    success_rate: float | None
+    recoveries: int  # failure episodes that ended with a success
+    mttr_s: float | None  # mean time to recovery
+    failing_since: datetime | None  # a failure episode still open
+    p95_duration_ms: int | None  # of successful runs
+    breaches: int
+    late_s: float  # time spent in breach (freshness), within the window
+
+
+def p95_sql(d: Dialect) -> str:
+    """Per pipeline, the nearest-rank 95th percentile duration of the successful runs that
+    started since the parameter (loads: a reconcile's duration is another job's)."""
+    return (
+        "SELECT x.pipeline, x.duration_ms FROM (SELECT r.pipeline, r.duration_ms, "
+        "row_number() OVER (PARTITION BY r.pipeline ORDER BY r.duration_ms) AS position, "
+        "count(*) OVER (PARTITION BY r.pipeline) AS n "
+        f"FROM {d.table(RUNS)} r WHERE r.status = 'success' AND r.started_at >= {d.param} "
+        f"AND r.trigger_type <> {COMPARES} AND r.duration_ms IS NOT NULL) x "
+        "WHERE x.position = (95 * x.n + 99) / 100"
+    )
+
+
+def transitions_sql(d: Dialect) -> str:
+    """Runs that started since the parameter (successes and failures, no backfills or
+    replays) where a pipeline went from succeeding to failing or back, in start order."""
+    failing = "CASE WHEN r.status = 'success' THEN 0 ELSE 1 END"
+    kinds = ", ".join(f"'{s}'" for s in ("success", *FAILURES))
+    return (
+        "SELECT x.pipeline, x.failing, x.ended_at FROM (SELECT r.pipeline, r.started_at, "
+        f"r.run_id, r.ended_at, {failing} AS failing, lag({failing}) OVER "
+        "(PARTITION BY r.pipeline ORDER BY r.started_at, r.run_id) AS before "
+        f"FROM {d.table(RUNS)} r WHERE r.started_at >= {d.param} AND r.status IN ({kinds}) "
+        f"AND r.trigger_type NOT IN {NOT_FRONTIER}) x "
+        "WHERE x.before IS NULL OR x.before <> x.failing "
+        "ORDER BY x.pipeline, x.started_at, x.run_id"
+    )
+
+
+@dataclass
+class _Recovery:
+    took: list[float]
+    failing_since: datetime | None = None
+
+
+def _recoveries(rows: Sequence[Sequence[Any]]) -> dict[str, _Recovery]:
+    """Per pipeline, how long each failure episode took to recover, and whether one is
+    still open (the module docstring's mean time to recovery)."""
+    found: dict[str, _Recovery] = defaultdict(lambda: _Recovery([]))
+    for pipeline, failing, ended in rows:
+        state, at = found[pipeline], stored_datetime(ended)
+        if int(failing):
+            state.failing_since = at
+        elif state.failing_since is not None and at is not None:
+            state.took.append((at - state.failing_since).total_seconds())
+            state.failing_since = None
+    return found
+
+
+def _time_late(found: Sequence[Breach], since: datetime, now: datetime) -> float:
+    """Seconds of freshness breach inside ``[since, now]``."""
+    spans = [(max(b.due_at, since), b.ended_at or now) for b in found if b.kind == "freshness"]
+    return sum(max((end - start).total_seconds(), 0.0) for start, end in spans)
+
+
+def _window(session: Session, now: datetime, days: int, found: Sequence[Breach]) -> list[Any]:
+    d, since = session.dialect, now - timedelta(days=days)
+    counts = recent_counts(session, now, timedelta(days=days))
+    p95 = {p: int(ms) for p, ms in session.query(p95_sql(d), [since])}
+    recovered = _recoveries(session.query(transitions_sql(d), [since]))
+    mine: dict[str, list[Breach]] = defaultdict(list)
+    for b in found:
+        if b.open or b.due_at >= since:
+            mine[b.pipeline].append(b)
+    rows = []
+    for pipeline in sorted(set(counts) | set(p95) | set(recovered) | set(mine)):
+        runs, successes = counts.get(pipeline, (0, 0))
+        r = recovered.get(pipeline, _Recovery([]))
+        rows.append(Reliability(
+            pipeline=pipeline, days=days, runs=runs, successes=successes,
+            success_rate=successes / runs if runs else None, recoveries=len(r.took),
+            mttr_s=sum(r.took) / len(r.took) if r.took else None,
+            failing_since=r.failing_since, p95_duration_ms=p95.get(pipeline),
+            breaches=len(mine[pipeline]), late_s=_time_late(mine[pipeline], since, now),
+        ))  # fmt: skip
+    return rows
+
+
+def reliability(session: Session, now: datetime) -> list[Reliability]:
+    """Per pipeline, over its last 7 and 30 days: runs, success rate, mean time to
+    recovery, p95 duration of successes, breaches and time spent late."""
+    found = breaches(session, now, max(WINDOWS))
+    rows = [row for days in WINDOWS for row in _window(session, now, days, found)]
+    return sorted(rows, key=lambda r: (r.pipeline, r.days))

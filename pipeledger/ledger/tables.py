@@ -1,0 +1,430 @@
+"""The run ledger's tables, as versioned migrations for both dialects (the ``ledger``
+component: in the warehouse by default, or in a database of its own).
+
+Each table is described once (:class:`LedgerTable`): its columns, constraints, indexes and
+the foreign key that ties it to its parent. The migrations, the column lists the writers
+bind (:mod:`pipeledger.ledger.sql`) and the SQLite rebuild of migration 4 derive from it.
+
+Foreign keys (migration 4): every run belongs to a registered pipeline, and every task,
+audit event (when it names a run), dataset snapshot and check result to a run. Writers
+keep that order: a pipeline's registration commits with its run's ``running`` row, a run
+whose pipeline never registered (``Ledger().run("x")``) first adds a placeholder row for
+it (version ``unregistered``; a registration later fills it in), the spool replays in the
+order it was written, and ``ledger prune`` deletes a run's records before the run.
+
+Idempotency (migration 5): a run may carry an ``idempotency_key``; a partial unique index
+lets one run of a pipeline hold a key while it is running or after it succeeded (a failed
+run's key may be taken again). A cancel request (``pipeledger cancel``) is a row in
+``run_cancellations``, which the run's heartbeat reads.
+
+Migration 6 adds the daily rollup of the runs (:mod:`pipeledger.ledger.rollup`), kept by
+triggers on ``pipeline_runs``: a later migration that rebuilds that table on SQLite (as
+migration 4 does) must create them again. Columns a migration adds to a table described
+here are listed in its ``added``, so that the table's first migration does not make them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from pipeledger.common.columns import TableName
+from pipeledger.ledger import rollup
+from pipeledger.warehouse.dialect import Dialect, quote
+from pipeledger.warehouse.migrations import SCHEMA, Component, Migration, create_schema
+
+UNREGISTERED = "unregistered"  # the version of a pipeline known only from its runs
+
+
+def stored_datetime(value: object) -> datetime | None:
+    """A timestamp as the ledger's database returns it: PostgreSQL gives a datetime, SQLite
+    the ISO text it was stored as."""
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(str(value))
+
+
+def table(name: str) -> TableName:
+    return TableName(SCHEMA, name)
+
+
+PIPELINES = table("pipelines")
+RUNS = table("pipeline_runs")
+TASKS = table("task_runs")
+AUDIT = table("audit_events")
+SNAPSHOTS = table("dataset_snapshots")
+DEPENDENCIES = table("pipeline_dependencies")
+QUALITY = table("quality_results")
+DAYS = table("pipeline_days")
+ALERTS = table("alerts")
+BREACHES = table("sla_breaches")
+RECONCILIATIONS = table("reconciliations")
+CANCELLATIONS = table("run_cancellations")
+# the states in which a run holds its idempotency key (a key of any other may be reused)
+HOLDS_KEY = ("running", "success", "partial")
+
+
+@dataclass(frozen=True)
+class ForeignKey:
+    column: str
+    parent: TableName
+    parent_column: str
+
+
+@dataclass(frozen=True)
+class LedgerTable:
+    """One ledger table. Column types may name ``{ts}`` (an instant), ``{json}`` and
+    ``{big}`` (a 64-bit integer): each dialect's own type of that kind."""
+
+    name: TableName
+    columns: tuple[tuple[str, str], ...]
+    constraints: tuple[str, ...] = ()
+    indexes: tuple[tuple[str, str], ...] = ()  # (index name, indexed columns)
+    foreign_key: ForeignKey | None = None
+    added: tuple[tuple[int, str, str], ...] = ()  # (migration, name, type) added later
+
+    def columns_at(self, version: int | None = None) -> tuple[tuple[str, str], ...]:
+        """The columns as of migration ``version`` (None: now). A migration builds the
+        table it knows, so that the later ones that add columns still apply."""
+        later = tuple((n, k) for v, n, k in self.added if version is None or v <= version)
+        return self.columns + later
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.columns_at())
+
+    @property
+    def json_columns(self) -> frozenset[str]:
+        return frozenset(name for name, kind in self.columns_at() if "{json}" in kind)
+
+    def body(self, d: Dialect, version: int | None = None) -> str:
+        types = {"ts": "timestamptz", "json": d.json_type, "big": d.int64_type}
+        parts = [f"{name} {kind.format(**types)}" for name, kind in self.columns_at(version)]
+        return ", ".join([*parts, *self.constraints])
+
+    def create(self, d: Dialect, version: int | None = None) -> str:
+        return f"CREATE TABLE IF NOT EXISTS {d.table(self.name)} ({self.body(d, version)})"
+
+    def add_columns(self, d: Dialect, version: int) -> list[str]:
+        """Migration ``version``'s new columns."""
+        types = {"ts": "timestamptz", "json": d.json_type, "big": d.int64_type}
+        return [
+            f"ALTER TABLE {d.table(self.name)} ADD COLUMN {name} {kind.format(**types)}"
+            for v, name, kind in self.added
+            if v == version
+        ]
+
+    def index(self, d: Dialect, name: str) -> str:
+        columns = dict(self.indexes)[name]
+        return f"CREATE INDEX IF NOT EXISTS {quote(name)} ON {d.table(self.name)} ({columns})"
+
+
+_RUN_ID = ForeignKey("run_id", RUNS, "run_id")
+
+PIPELINE_TABLE = LedgerTable(
+    PIPELINES,
+    columns=(
+        ("name", "text PRIMARY KEY"), ("version", "text NOT NULL"), ("description", "text"),
+        ("owner", "text"), ("source_system", "text"), ("target_system", "text"),
+        ("freshness_sla_s", "bigint"), ("created_at", "{ts} NOT NULL"),
+        ("updated_at", "{ts} NOT NULL"),
+    ),
+    added=((6, "max_duration_s", "{big}"),),
+)  # fmt: skip
+RUN_TABLE = LedgerTable(
+    RUNS,
+    columns=(
+        ("run_id", "text PRIMARY KEY"), ("logical_run_id", "text NOT NULL"),
+        ("attempt", "integer NOT NULL"), ("parent_run_id", "text"), ("correlation_id", "text"),
+        ("pipeline", "text NOT NULL"), ("trigger_type", "text NOT NULL"),
+        ("triggered_by", "text"), ("environment", "text"), ("status", "text NOT NULL"),
+        ("started_at", "{ts} NOT NULL"), ("ended_at", "{ts}"), ("duration_ms", "{big}"),
+        ("rows_read", "{big}"), ("rows_inserted", "{big}"), ("rows_updated", "{big}"),
+        ("rows_unchanged", "{big}"), ("rows_rejected", "{big}"), ("bytes_read", "{big}"),
+        ("watermark_before", "text"), ("watermark_after", "text"),
+        ("data_interval_start", "{ts}"), ("data_interval_end", "{ts}"),
+        ("error_code", "text"), ("error_message", "text"), ("code_version", "text"),
+        ("host", "text"), ("pid", "integer"), ("heartbeat_at", "{ts}"),
+        ("lease_expires_at", "{ts}"), ("extra", "{json}"),
+    ),
+    constraints=("UNIQUE (logical_run_id, attempt)",),
+    indexes=(
+        ("pipeline_runs_pipeline_started", "pipeline, started_at DESC"),
+        ("pipeline_runs_status", "status"),
+        ("pipeline_runs_started", "started_at"),
+    ),
+    foreign_key=ForeignKey("pipeline", PIPELINES, "name"),
+    added=((5, "idempotency_key", "text"), (7, "rows_deleted", "{big}")),
+)  # fmt: skip
+TASK_TABLE = LedgerTable(
+    TASKS,
+    columns=(
+        ("task_run_id", "text PRIMARY KEY"), ("run_id", "text NOT NULL"),
+        ("name", "text NOT NULL"), ("seq", "integer NOT NULL"), ("status", "text NOT NULL"),
+        ("started_at", "{ts} NOT NULL"), ("ended_at", "{ts}"), ("duration_ms", "{big}"),
+        ("rows_in", "{big}"), ("rows_out", "{big}"), ("rows_rejected", "{big}"),
+        ("bytes", "{big}"), ("error_message", "text"),
+    ),
+    indexes=(("task_runs_run", "run_id"), ("task_runs_started", "started_at")),
+    foreign_key=_RUN_ID,
+)  # fmt: skip
+AUDIT_TABLE = LedgerTable(
+    AUDIT,
+    columns=(
+        ("event_id", "text PRIMARY KEY"), ("run_id", "text"), ("pipeline", "text"),
+        ("event_type", "text NOT NULL"), ("target_table", "text"), ("record_count", "{big}"),
+        ("old_values", "{json}"), ("new_values", "{json}"), ("metadata", "{json}"),
+        ("created_at", "{ts} NOT NULL"),
+    ),
+    indexes=(("audit_events_target", "target_table, created_at"), ("audit_events_run", "run_id")),
+    foreign_key=_RUN_ID,  # run_id may be NULL: an event about no run
+)  # fmt: skip
+SNAPSHOT_TABLE = LedgerTable(
+    SNAPSHOTS,
+    columns=(
+        ("run_id", "text NOT NULL"), ("target_table", "text NOT NULL"),
+        ("row_count", "{big} NOT NULL"), ("max_cursor", "text"),
+        ("schema_fingerprint", "text NOT NULL"), ("columns", "{json} NOT NULL"),
+        ("created_at", "{ts} NOT NULL"),
+    ),
+    constraints=("PRIMARY KEY (run_id, target_table)",),
+    indexes=(("dataset_snapshots_target", "target_table, created_at"),),
+    foreign_key=_RUN_ID,
+)  # fmt: skip
+DEPENDENCY_TABLE = LedgerTable(
+    DEPENDENCIES,
+    columns=(
+        ("upstream", "text NOT NULL"), ("downstream", "text NOT NULL"),
+        ("created_at", "{ts} NOT NULL"),
+    ),
+    constraints=("PRIMARY KEY (upstream, downstream)",),
+)  # fmt: skip
+QUALITY_TABLE = LedgerTable(
+    QUALITY,
+    columns=(
+        ("result_id", "text PRIMARY KEY"), ("run_id", "text NOT NULL"),
+        ("pipeline", "text NOT NULL"), ("target_table", "text"), ("check_name", "text NOT NULL"),
+        ("kind", "text NOT NULL"), ("level", "text NOT NULL"), ("status", "text NOT NULL"),
+        ("observed", "text"), ("expected", "text"), ("failing_rows", "{big}"),
+        ("sample_keys", "{json}"), ("created_at", "{ts} NOT NULL"),
+    ),
+    indexes=(
+        ("quality_results_run", "run_id"), ("quality_results_pipeline", "pipeline, created_at"),
+    ),
+    foreign_key=_RUN_ID,
+)  # fmt: skip
+
+DAY_TABLE = LedgerTable(
+    DAYS,
+    columns=(
+        ("pipeline", "text NOT NULL"), ("day", "text NOT NULL"),
+        ("finished", "{big} NOT NULL"), ("succeeded", "{big} NOT NULL"),
+        ("success_rows", "{big} NOT NULL"), ("samples", "{big} NOT NULL"),
+        ("sample_rows", "{big} NOT NULL"), ("sample_squares", "numeric NOT NULL"),
+    ),
+    constraints=("PRIMARY KEY (pipeline, day)",),
+)  # fmt: skip
+ALERT_TABLE = LedgerTable(
+    ALERTS,
+    columns=(
+        ("alert_key", "text NOT NULL"), ("webhook", "text NOT NULL"), ("event", "text NOT NULL"),
+        ("pipeline", "text"), ("run_id", "text"), ("reason", "text NOT NULL"),
+        ("payload", "{json} NOT NULL"), ("status", "text NOT NULL"),
+        ("attempts", "integer NOT NULL"), ("created_at", "{ts} NOT NULL"),
+        ("next_attempt_at", "{ts} NOT NULL"), ("last_attempt_at", "{ts}"),
+        ("delivered_at", "{ts}"), ("last_error", "text"),
+    ),
+    constraints=("PRIMARY KEY (alert_key, webhook)",),
+    indexes=(("alerts_due", "status, next_attempt_at"), ("alerts_created", "created_at")),
+)  # fmt: skip
+BREACH_TABLE = LedgerTable(
+    BREACHES,
+    columns=(
+        ("breach_id", "text PRIMARY KEY"), ("pipeline", "text NOT NULL"),
+        ("kind", "text NOT NULL"), ("run_id", "text"), ("due_at", "{ts} NOT NULL"),
+        ("detected_at", "{ts} NOT NULL"), ("ended_at", "{ts}"), ("sla_s", "{big} NOT NULL"),
+        ("reason", "text NOT NULL"),
+    ),
+    indexes=(("sla_breaches_due", "due_at"),),
+)  # fmt: skip
+RECONCILIATION_TABLE = LedgerTable(
+    RECONCILIATIONS,
+    columns=(
+        ("run_id", "text PRIMARY KEY"), ("pipeline", "text NOT NULL"),
+        ("target_table", "text NOT NULL"), ("status", "text NOT NULL"),
+        ("range_start", "text"), ("range_end", "text"), ("window_by", "text NOT NULL"),
+        ("windows_compared", "{big} NOT NULL"), ("windows_differing", "{big} NOT NULL"),
+        ("source_rows", "{big} NOT NULL"), ("target_rows", "{big} NOT NULL"),
+        ("missing_rows", "{big} NOT NULL"), ("extra_rows", "{big} NOT NULL"),
+        ("changed_rows", "{big} NOT NULL"), ("windows", "{json} NOT NULL"),
+        ("created_at", "{ts} NOT NULL"),
+    ),
+    indexes=(("reconciliations_pipeline", "pipeline, created_at"),),
+    foreign_key=_RUN_ID,
+)  # fmt: skip
+
+CANCEL_TABLE = LedgerTable(
+    CANCELLATIONS,
+    columns=(
+        ("run_id", "text PRIMARY KEY"), ("requested_at", "{ts} NOT NULL"),
+        ("requested_by", "text"), ("reason", "text"),
+    ),
+    foreign_key=_RUN_ID,
+)  # fmt: skip
+
+# the tables with a foreign key, parents before children (migration 4 rebuilds them so)
+CHILDREN = (RUN_TABLE, TASK_TABLE, AUDIT_TABLE, SNAPSHOT_TABLE, QUALITY_TABLE)
+
+
+def _ledger(d: Dialect) -> list[str]:
+    return [
+        PIPELINE_TABLE.create(d, 1),
+        RUN_TABLE.create(d, 1),
+        *(RUN_TABLE.index(d, name) for name, _ in RUN_TABLE.indexes),
+        TASK_TABLE.create(d, 1),
+        TASK_TABLE.index(d, "task_runs_run"),
+        AUDIT_TABLE.create(d, 1),
+        *(AUDIT_TABLE.index(d, name) for name, _ in AUDIT_TABLE.indexes),
+        SNAPSHOT_TABLE.create(d, 1),
+        SNAPSHOT_TABLE.index(d, "dataset_snapshots_target"),
+        DEPENDENCY_TABLE.create(d, 1),
+    ]
+
+
+def _quality(d: Dialect) -> list[str]:
+    return [
+        QUALITY_TABLE.create(d, 2),
+        *(QUALITY_TABLE.index(d, n) for n, _ in QUALITY_TABLE.indexes),
+    ]
+
+
+def ledger_migrations(d: Dialect) -> list[Migration]:
+    """The ledger's schema changes, applied in order, each once."""
+    return [
+        (1, "run ledger: pipelines, runs, tasks, audit, snapshots, dependencies",
+         [*create_schema(d), *_ledger(d)]),
+        (2, "quality gate results per run and check", _quality(d)),
+        (3, "task trends by time", [TASK_TABLE.index(d, "task_runs_started")]),
+        (4, "foreign keys: runs to pipelines; tasks, events, snapshots and results to runs",
+         foreign_keys(d)),
+        (5, "idempotency keys of runs; cancel requests", _operate(d)),
+        (6, "daily rollups of the runs (kept by triggers), alerts, SLA breaches, max_duration",
+         operating(d)),
+        (7, "rows deleted per run", RUN_TABLE.add_columns(d, 7)),
+        (8, "reconciliations: what each reconcile run found", _reconciliations(d)),
+    ]  # fmt: skip
+
+
+def operating(d: Dialect) -> list[str]:
+    """Migration 6: what status, alerts and SLAs need. The rollup starts from the runs
+    already recorded; at most one freshness breach per pipeline is open at a time."""
+    days, runs = d.table(DAYS), d.table(RUNS)
+    return [
+        DAY_TABLE.create(d),
+        rollup.fill(d, days, runs),
+        *rollup.triggers(d, SCHEMA, days, runs),
+        # not among RUN_TABLE's indexes: migration 4 rebuilds those on SQLite, before this
+        f"CREATE INDEX IF NOT EXISTS {quote('pipeline_runs_ended')} ON {runs} (ended_at)",
+        ALERT_TABLE.create(d),
+        *(ALERT_TABLE.index(d, name) for name, _ in ALERT_TABLE.indexes),
+        BREACH_TABLE.create(d),
+        BREACH_TABLE.index(d, "sla_breaches_due"),
+        f"CREATE UNIQUE INDEX IF NOT EXISTS {quote('sla_breaches_open')} "
+        f"ON {d.table(BREACHES)} (pipeline, kind) WHERE ended_at IS NULL",
+        *PIPELINE_TABLE.add_columns(d, 6),
+    ]
+
+
+def _reconciliations(d: Dialect) -> list[str]:
+    """Migration 8 (5 to 7 are other components' numbers, assigned ahead): one row per
+    reconcile run, which is a run of its pipeline (``trigger_type = 'reconcile'``)."""
+    t = RECONCILIATION_TABLE
+    assert t.foreign_key is not None
+    return [
+        f"CREATE TABLE IF NOT EXISTS {d.table(t.name)} ({t.body(d)}, "
+        f"{_references(d, t.foreign_key)})",
+        *(t.index(d, name) for name, _ in t.indexes),
+    ]
+
+
+def _operate(d: Dialect) -> list[str]:
+    """Migration 5. A cancel request goes with its run when ``ledger prune`` deletes it."""
+    assert CANCEL_TABLE.foreign_key is not None
+    holds = ", ".join(f"'{status}'" for status in HOLDS_KEY)
+    return [
+        *RUN_TABLE.add_columns(d, 5),
+        f"CREATE UNIQUE INDEX IF NOT EXISTS pipeline_runs_idempotency ON {d.table(RUNS)} "
+        f"(pipeline, idempotency_key) WHERE idempotency_key IS NOT NULL AND status IN ({holds})",
+        f"CREATE TABLE IF NOT EXISTS {d.table(CANCELLATIONS)} ({CANCEL_TABLE.body(d)}, "
+        f"{_references(d, CANCEL_TABLE.foreign_key)} ON DELETE CASCADE)",
+    ]
+
+
+def foreign_keys(d: Dialect) -> list[str]:
+    """Migration 4. Rows older data leaves without a parent are settled first, so that the
+    migration never fails on them: a run whose pipeline never registered gets a placeholder
+    pipeline (nothing is lost); tasks, snapshots, check results and audit events of a run
+    that no longer exists are deleted, as ``ledger prune`` deletes them with their run
+    (``prune`` before this release left check results behind)."""
+    statements = _settle_orphans(d)
+    for child in CHILDREN:
+        if d.alters_constraints:
+            statements += _add_foreign_key(d, child)
+        else:  # SQLite adds a constraint only by rebuilding the table
+            statements += _rebuild_with_foreign_key(d, child)
+    return statements
+
+
+def _settle_orphans(d: Dialect) -> list[str]:
+    runs, pipelines = d.table(RUNS), d.table(PIPELINES)
+    statements = [
+        f"INSERT INTO {pipelines} (name, version, created_at, updated_at) "
+        f"SELECT pipeline, '{UNREGISTERED}', min(started_at), min(started_at) FROM {runs} "
+        f"WHERE pipeline NOT IN (SELECT name FROM {pipelines}) GROUP BY pipeline"
+    ]
+    for child in CHILDREN[1:]:
+        known = "run_id IS NOT NULL AND " if child is AUDIT_TABLE else ""
+        statements.append(
+            f"DELETE FROM {d.table(child.name)} "
+            f"WHERE {known}run_id NOT IN (SELECT run_id FROM {runs})"
+        )
+    return statements
+
+
+def _constraint(child: LedgerTable) -> str:
+    assert child.foreign_key is not None
+    return quote(f"{child.name.table}_{child.foreign_key.column}_fkey")
+
+
+def _references(d: Dialect, key: ForeignKey) -> str:
+    return f"FOREIGN KEY ({key.column}) REFERENCES {d.table(key.parent)} ({key.parent_column})"
+
+
+def _add_foreign_key(d: Dialect, child: LedgerTable) -> list[str]:
+    """Added unchecked, then validated: the orphans are gone by then."""
+    assert child.foreign_key is not None
+    name, table = _constraint(child), d.table(child.name)
+    return [
+        f"ALTER TABLE {table} ADD CONSTRAINT {name} {_references(d, child.foreign_key)} NOT VALID",
+        f"ALTER TABLE {table} VALIDATE CONSTRAINT {name}",
+    ]
+
+
+def _rebuild_with_foreign_key(d: Dialect, child: LedgerTable) -> list[str]:
+    """SQLite: a new table with the constraint, the rows copied, the old one dropped, the
+    new one renamed into place and the indexes made again. A parent is rebuilt before its
+    children reference it, so dropping it never meets a constraint."""
+    assert child.foreign_key is not None
+    table = d.table(child.name)
+    rebuilt = d.table(TableName(SCHEMA, f"{child.name.table}_rebuilt"))
+    columns = ", ".join(name for name, _ in child.columns_at(4))
+    return [
+        f"CREATE TABLE {rebuilt} ({child.body(d, 4)}, {_references(d, child.foreign_key)})",
+        f"INSERT INTO {rebuilt} ({columns}) SELECT {columns} FROM {table}",
+        f"DROP TABLE {table}",
+        f"ALTER TABLE {rebuilt} RENAME TO {table}",
+        *(child.index(d, name) for name, _ in child.indexes),
+    ]
+
+
+LEDGER = Component("ledger", ledger_migrations, RUNS)

@@ -1,2 +1,0 @@
-"""Reconciliation: proof, window by window, that a target holds what its source holds
-(:mod:`pipeledger.reconcile.compare` says what that means and how it is measured)."""

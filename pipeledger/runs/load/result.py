@@ -1,0 +1,125 @@
+"""Immutable results of a load, as the CLI, the JSON output and the ledger see them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Literal
+
+from pipeledger.state.lateness import RunLateness
+
+Mode = Literal["incremental", "backfill", "check"]
+Status = Literal["success", "partial", "failed"]
+StepStatus = Literal["success", "failed", "interrupted"]
+
+
+@dataclass(frozen=True)
+class MergeCounts:
+    """What the merge did with the staged rows.
+
+    ``unchanged`` counts staged rows that left the target as it was: identical rows, and
+    rows the policy declined (older under ``newer_wins``, re-seen under ``ignore``).
+    ``superseded`` counts rows that lost to a newer row of the same key in the same run.
+    ``deleted`` counts rows deleted (or soft-deleted; SCD2: versions closed by a delete).
+    ``net_rows`` is how much the target's row count changed, where that is not
+    ``inserted - deleted`` (soft deletes keep rows; SCD2 rewrites versions).
+    """
+
+    inserted: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    superseded: int = 0
+    deleted: int = 0
+    net_rows: int | None = None
+
+    @property
+    def growth(self) -> int:
+        """The change in the target's row count."""
+        return self.inserted - self.deleted if self.net_rows is None else self.net_rows
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One step of a load (extract, transform, load) as the ledger records it."""
+
+    name: str
+    started_at: datetime
+    ended_at: datetime
+    duration_ms: int
+    rows_in: int | None = None
+    rows_out: int | None = None
+    rows_rejected: int | None = None
+    bytes: int | None = None
+    status: StepStatus = "success"
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    pipeline: str
+    run_id: str
+    mode: Mode
+    status: Status
+    target: str
+    started_at: datetime
+    duration_s: float
+    rows_read: int = 0
+    rows_staged: int = 0  # compared in the warehouse; a backfill skips rows it knows
+    counts: MergeCounts = MergeCounts()
+    watermark_before: dict[str, str] = field(default_factory=dict)
+    watermark_after: dict[str, str] = field(default_factory=dict)
+    partitioned: bool = False
+    error: str | None = None
+    steps: tuple[StepResult, ...] = ()
+    bytes_read: int = 0
+    target_created: bool = False
+    window: tuple[str | None, str | None] = (None, None)
+    quality: Any = None  # a GateReport when the pipeline has checks
+    staged_max_cursor: str | None = None  # known without a query when nothing was held back
+    covered: tuple[datetime, datetime] | None = None  # the cursor's stretch, as instants
+    lateness: RunLateness | None = None  # late rows caught, re-read, missed (load.late)
+    ledger_error: str | None = None  # committed, but the ledger could not record it
+
+    @property
+    def late_rows_dropped(self) -> int:
+        """Rows later than the lateness buffer that this run found (an incremental run: in
+        files new to it, which it therefore did not load; a backfill: that it loads)."""
+        return self.lateness.rows_missed if self.lateness else 0
+
+    @property
+    def exit_code(self) -> int:
+        """0, or 5 when the rows committed but the ledger could not record the run."""
+        return 5 if self.ledger_error else 0
+
+    def with_ledger_error(self, message: str) -> LoadResult:
+        return replace(self, ledger_error=message)
+
+    def watermark(self, which: dict[str, str]) -> str | dict[str, str] | None:
+        """One text value for an unpartitioned pipeline, a mapping for a partitioned one."""
+        if self.partitioned:
+            return dict(which)
+        return which.get("")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pipeline": self.pipeline,
+            "run_id": self.run_id,
+            "mode": self.mode,
+            "status": self.status,
+            "target": self.target,
+            "rows_read": self.rows_read,
+            "rows_staged": self.rows_staged,
+            "rows_inserted": self.counts.inserted,
+            "rows_updated": self.counts.updated,
+            "rows_unchanged": self.counts.unchanged,
+            "rows_deleted": self.counts.deleted,
+            "rows_superseded": self.counts.superseded,
+            "watermark_before": self.watermark(self.watermark_before),
+            "watermark_after": self.watermark(self.watermark_after),
+            "started_at": self.started_at.isoformat(),
+            "duration_s": round(self.duration_s, 3),
+            "error": self.error,
+            "ledger_error": self.ledger_error,
+            "rows_rejected": self.quality.quarantined_rows if self.quality else 0,
+            "late_rows_dropped": self.late_rows_dropped,
+            "quality": self.quality.to_json() if self.quality else None,
+        }

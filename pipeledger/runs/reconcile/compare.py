@@ -1,0 +1,358 @@
+"""A reconciliation's body: does the target hold what the source holds? Run by
+:meth:`Reconcile.execute` inside the run scaffold's transaction; it changes no target.
+
+What "holds" means, stated once:
+
+* The source's truth for a key is its **current version**: its row with the greatest
+  cursor among the source's rows in the range (any of them, when several versions share
+  that cursor), as a load of the whole source into an empty target would keep it. It is
+  compared as a load stores it: aligned and cast to the target's columns, fingerprinted
+  (:mod:`pipeledger.transform.fingerprint`).
+* The target holds, per key, its one row. A target row without a stored fingerprint
+  (edited by hand, which clears it; or written before fingerprints) is fingerprinted here
+  from its values, so it differs only when its values do.
+* Rows are compared where their cursor puts them, window by window
+  (:mod:`pipeledger.runs.reconcile.windows`), over ``--start <= cursor <= --end`` (when given)
+  and never past their partition's watermark: later rows are the next run's, not a
+  difference. A key whose current version lies in another window than the target's row
+  is missing in the one and extra in the other; a backfill of the first moves it.
+* A key the source no longer holds is an extra row. When loads learn to propagate
+  deletes (soft deletes, history), "the target's rows" become its current, undeleted rows:
+  :func:`pipeledger.runs.reconcile.sql.target_rows` is the one place that selects them.
+
+How, in memory that does not grow with the source: the source's (key, cursor, partition,
+fingerprint) stream into the stage; the warehouse keeps each key's current version,
+compares per window the row count and the sum of the fingerprints (mod 2^64, which no row
+order changes) on both sides, and joins (key, fingerprint) pairs only in the windows whose
+sums differ. A window whose sums differ while every key matches (a key with several
+current versions) is not reported.
+
+For a SQL source, whose runs cannot see rows arriving late, the missing and changed rows
+below the live window (each partition's ``watermark - lateness``) that the target lacks
+are counted as missed by the buffer (``pipeledger.runs.load.late``), their lateness measured
+from today's watermark. A file source's runs count those themselves.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipeledger.common.columns import ROW_HASH_COLUMN, Column, target_schema
+from pipeledger.config.model import Config, PipelineConfig, SqlSource
+from pipeledger.errors import ConfigError, PipeledgerError, WarehouseError
+from pipeledger.publish.merge_sql import ROW_HASH
+from pipeledger.runs.load.late import Missed, missed_rows
+from pipeledger.runs.reconcile import sql as rsql
+from pipeledger.runs.reconcile.result import Reconciliation, WindowDiff
+from pipeledger.runs.reconcile.windows import INTEGER_TYPES, Grain
+from pipeledger.sources import ReadSpec, open_source
+from pipeledger.sources.sql import window_predicate
+from pipeledger.state.lateness import RunLateness, histogram, seconds
+from pipeledger.state.tables import read_watermarks
+from pipeledger.state.watermark import (
+    UNPARTITIONED,
+    CursorValue,
+    Window,
+    arrow_filter,
+    coerce,
+    from_text,
+    to_text,
+)
+from pipeledger.transform.conform import Shape, shape_from_table
+from pipeledger.transform.drift import as_stored
+from pipeledger.transform.fingerprint import with_row_hash
+from pipeledger.warehouse.dialect import Dialect, quote
+from pipeledger.warehouse.session import Session
+from pipeledger.warehouse.stage import create_stage, drop_stage
+
+SIDE = Column(rsql.SIDE, "text")
+PAGE_ROWS = 50_000  # target rows fingerprinted here per query
+SAMPLE_KEYS = 10  # per window
+_CHUNK = 500
+_U64 = 1 << 64
+
+
+@dataclass(frozen=True)
+class ReconcileRequest:
+    pipeline: str
+    start: str | None = None  # closed bounds on the cursor; None: open
+    end: str | None = None
+    by: str | None = None  # hour | day | month, or a width for an integer cursor
+
+
+Sums = dict[str, tuple[int, int]]  # window -> (rows, sum of fingerprints mod 2^64)
+
+
+@dataclass
+class Reconcile:
+    """One reconciliation of one pipeline (module docstring)."""
+
+    request: ReconcileRequest
+    config: Config
+    run_id: str
+    began: float = field(default_factory=time.monotonic)
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    rows_read: int = 0
+    missed: Missed | None = None  # a SQL source's rows later than the buffer, not counted yet
+
+    @property
+    def name(self) -> str:
+        return self.request.pipeline
+
+    @property
+    def pipeline(self) -> PipelineConfig:
+        return self.config.pipeline(self.name)
+
+    def execute(self, session: Session) -> Reconciliation:
+        """The comparison, in ``session``; it writes nothing but temporary tables. The late
+        rows it finds are counted by :meth:`count_missed`."""
+        d = session.dialect
+        if d.snapshot_statement:  # the target and its watermark, as of one moment
+            session.execute(d.snapshot_statement)
+        marks = read_watermarks(session, self.name)
+        shape = self._shape(session, marks)
+        grain = Grain.parse(self.request.by, shape.cursor_type, self.name)
+        span = self._span(shape)
+        where, params = self._target_where(d, shape, span, marks)
+        for statement in [*drop_stage(d), create_stage(d, [*shape.identity, ROW_HASH, SIDE])]:
+            session.execute(statement)
+        filled = self._fingerprint_target_rows(session, shape, where, params)
+        session.stage(self._source_rows(shape, span, marks))
+        ids, cursor = [c.name for c in shape.identity], quote(shape.cursor)
+        once = self._staged_once(session, shape, grain.label(d, f"v.{cursor}"))
+        rows = rsql.target_rows(d, self.pipeline.target_name, ids, shape.key, where,
+                                grain.label(d, f"t.{cursor}"), filled)  # fmt: skip
+        source = rsql.staged_source_windows(d, once) if once else rsql.source_windows(d)
+        sums = (
+            _sums(session.query(source)),
+            _sums(session.query(rsql.target_windows(d, rows), params)),
+        )
+        windows = self._differences(session, grain, sums, rows, params, shape, once)
+        if windows and isinstance(self.pipeline.source, SqlSource):
+            table = d.temp(rsql.DIFFERENCES)
+            self.missed = missed_rows(session, self.pipeline.lateness, shape,
+                                      self.pipeline.target_name, marks, table,
+                                      "kind IN ('missing', 'changed')")  # fmt: skip
+        return Reconciliation(
+            pipeline=self.name, run_id=self.run_id, target=self.pipeline.target, grain=grain,
+            start=self.request.start, end=self.request.end, started_at=self.started_at,
+            duration_s=time.monotonic() - self.began, rows_read=self.rows_read,
+            windows_compared=len(sums[0].keys() | sums[1].keys()),
+            source_rows=sum(n for n, _ in sums[0].values()),
+            target_rows=sum(n for n, _ in sums[1].values()), windows=windows,
+        )  # fmt: skip
+
+    def _staged_once(self, session: Session, shape: Shape, label: str) -> str | None:
+        """The source's current version of each key: when a unique index proves every key
+        staged once (the usual case), the staged rows themselves, and ``label`` is returned
+        (what labels them with their windows); else the ranked rows, kept as a table."""
+        d = session.dialect
+        try:
+            with session.savepoint():
+                session.execute(rsql.unique_source_keys(d, shape.key))
+            return label
+        except WarehouseError as exc:
+            if exc.sqlstate != WarehouseError.UNIQUE_VIOLATION:
+                raise
+        ids = [c.name for c in shape.identity]
+        for statement in rsql.current_source(d, ids, shape.key, shape.cursor, label):
+            session.execute(statement)
+        return None
+
+    # -- what is compared -----------------------------------------------------------------
+    def _shape(self, session: Session, marks: dict[str, CursorValue]) -> Shape:
+        p = self.pipeline
+        columns = session.table_columns(p.target_name)
+        if columns is None or not marks:
+            raise ConfigError(f"pipeline {self.name} has loaded nothing yet: nothing to reconcile")
+        if all(name != ROW_HASH_COLUMN for name, _ in columns):
+            raise PipeledgerError(
+                f"target {p.target} has no fingerprints yet (it was made before them): its next "
+                f"run adds them; reconcile after that"
+            )
+        return shape_from_table(columns, p.key, p.cursor, p.partition_by, table=p.target)
+
+    def _span(self, shape: Shape) -> Window:
+        """``--start``/``--end`` as closed bounds of the cursor's kind."""
+        try:
+            lower, upper = (None if t is None else from_text(t)
+                            for t in (self.request.start, self.request.end))  # fmt: skip
+        except ValueError as exc:
+            raise ConfigError(f"pipeline {self.name}: --start/--end: {exc}") from None
+        integer = shape.cursor_type in INTEGER_TYPES
+        for bound in (lower, upper):
+            if bound is not None and isinstance(bound, int) != integer:
+                kind = "integers" if integer else "dates or timestamps"
+                raise ConfigError(f"pipeline {self.name}: --start/--end must be {kind}")
+        return Window(lower=lower, upper=upper, backfill=True)
+
+    def _target_where(
+        self, d: Dialect, shape: Shape, span: Window, marks: dict[str, CursorValue]
+    ) -> tuple[str, list[Any]]:
+        """The target's rows in the span, at or before their partition's watermark."""
+        inside, params = window_predicate(d, span, shape.cursor, None)
+        parts = sorted(marks) if shape.partition_by else [UNPARTITIONED]
+        cap = rsql.cap_predicate(d, shape.cursor, shape.partition_by, len(parts))
+        if shape.partition_by is None:
+            return f"{inside} AND {cap}", [*params, marks[UNPARTITIONED]]
+        return f"{inside} AND {cap}", [*params, *(v for p in parts for v in (p, marks[p]))]
+
+    # -- the two sides --------------------------------------------------------------------
+    def _source_rows(
+        self, shape: Shape, span: Window, marks: dict[str, CursorValue]
+    ) -> Iterator[pa.RecordBatch]:
+        """The source's rows in the span as the target would store them: identity and
+        fingerprint, streamed into the stage."""
+        upper = span.upper
+        if upper is None and shape.partition_by is None:
+            upper = marks[UNPARTITIONED]  # let the source skip what is past the watermark
+        types = {c.name: c.arrow for c in shape.columns}
+        read = ReadSpec(Window(span.lower, upper, backfill=True), shape.cursor,
+                        shape.partition_by, types)  # fmt: skip
+        for item in open_source(self.pipeline, self.config).batches(read):
+            batch = as_stored(item, shape)
+            kept = _filtered(batch, self._in_reach(batch, span, marks, shape, item.unfiltered))
+            if kept.num_rows:
+                self.rows_read += kept.num_rows
+                yield _sided(kept, shape, "s")
+
+    @staticmethod
+    def _in_reach(
+        batch: pa.RecordBatch, span: Window, marks: dict[str, CursorValue], shape: Shape,
+        unfiltered: bool,
+    ) -> pc.Expression:  # fmt: skip
+        """In the span (when the source could not apply it) and at or before the row's
+        partition's watermark."""
+        cursor = pc.field(shape.cursor)
+        kind = batch.schema.field(shape.cursor).type
+        if shape.partition_by is None:
+            reach = cursor <= coerce(marks[UNPARTITIONED], kind)
+        else:
+            part = pc.field(shape.partition_by).cast(pa.string())
+            reach = pc.scalar(False)
+            for value, mark in marks.items():
+                reach = reach | ((part == value) & (cursor <= coerce(mark, kind)))
+        inside = arrow_filter(span, shape.cursor, kind, None) if unfiltered else None
+        return reach if inside is None else reach & inside
+
+    def _fingerprint_target_rows(
+        self, session: Session, shape: Shape, where: str, params: list[Any]
+    ) -> bool:
+        """Stage a fingerprint for every target row in reach that has none (module
+        docstring), a page at a time; False when there was none to make."""
+        d, target = session.dialect, self.pipeline.target_name
+        if not int(session.query(rsql.unhashed_count(d, target, where), params)[0][0]):
+            return False
+        names = [c.name for c in shape.columns]
+        at = [names.index(k) for k in shape.key]
+        after: list[Any] = []
+        while True:
+            statement = rsql.unhashed_rows(d, target, names, shape.key, where, bool(after),
+                                           PAGE_ROWS)  # fmt: skip
+            page = session.query(statement, [*params, *after])
+            if not page:
+                return True
+            batch = with_row_hash(_arrow_rows(page, shape.columns), shape.columns)
+            session.stage([_sided(batch, shape, "t")])
+            after = [page[-1][i] for i in at]
+
+    # -- what differs ---------------------------------------------------------------------
+    def _differences(
+        self, session: Session, grain: Grain, sums: tuple[Sums, Sums], rows: str,
+        params: list[Any], shape: Shape, once: str | None,
+    ) -> tuple[WindowDiff, ...]:  # fmt: skip
+        """The windows whose sums differ, with what differs in them: (key, fingerprint)
+        pairs joined in just those windows (``once``: see :meth:`_staged_once`)."""
+        source, target = sums
+        differing = sorted(
+            w for w in source.keys() | target.keys() if source.get(w) != target.get(w)
+        )
+        if not differing:
+            return ()
+        d, ids = session.dialect, [c.name for c in shape.identity]
+        session.execute(rsql.create_windows(d))
+        for start in range(0, len(differing), _CHUNK):
+            chunk = differing[start : start + _CHUNK]
+            session.execute(rsql.insert_windows(d, len(chunk)), chunk)
+        keep, index = rsql.keep_target_rows(d, rows, shape.key)
+        session.execute(keep, params)
+        session.execute(index)
+        if once is not None:
+            for statement in rsql.staged_source(d, ids, shape.key, once):
+                session.execute(statement)
+        session.execute(rsql.differences(d, ids, shape.key))
+        kinds: dict[str, dict[str, int]] = {}
+        for window, kind, count in session.query(rsql.count_differences(d)):
+            kinds.setdefault(str(window), {})[str(kind)] = int(count)
+        samples: dict[str, list[Any]] = {}
+        for window, *key in session.query(rsql.sample_keys(d, shape.key, SAMPLE_KEYS)):
+            samples.setdefault(str(window), []).append(_key_value(key))
+        counted = [w for w in differing if w in kinds]  # else every key matched
+        return tuple(
+            WindowDiff.of(grain, w, (source.get(w, (0, 0))[0], target.get(w, (0, 0))[0]),
+                          kinds[w], tuple(samples.get(w, [])))
+            for w in counted
+        )  # fmt: skip
+
+    def count_missed(self, session: Session, result: Reconciliation) -> Reconciliation:
+        """Count, in ``session`` (the run's own transaction), the rows later than the buffer
+        that the comparison found (a SQL source's; module docstring)."""
+        if self.missed is None:
+            return result
+        lateness, cursors = self.missed.count(session, self.name, self.run_id)
+        span = (to_text(min(cursors)), to_text(max(cursors))) if cursors else None
+        late = RunLateness(
+            buffer_s=seconds(self.pipeline.lateness), rows_missed=len(lateness),
+            missed=histogram(lateness), missed_cursors=span,
+        )  # fmt: skip
+        return replace(result, lateness=late)
+
+
+def _sums(rows: Sequence[Sequence[Any]]) -> Sums:
+    """Per window: rows, and the fingerprints' sum mod 2^64 from the sums of their halves."""
+    return {
+        str(window): (int(count), (int(high or 0) * (1 << 32) + int(low or 0)) % _U64)
+        for window, count, high, low in rows
+    }
+
+
+def _filtered(batch: pa.RecordBatch, expression: pc.Expression) -> pa.RecordBatch:
+    table = pa.Table.from_batches([batch]).filter(expression).combine_chunks()
+    return table.to_batches()[0] if table.num_rows else batch.slice(0, 0)
+
+
+def _sided(batch: pa.RecordBatch, shape: Shape, side: str) -> pa.RecordBatch:
+    """The identity columns and the fingerprint of ``batch``, marked with their side."""
+    columns = [*shape.identity, ROW_HASH]
+    arrays = [batch.column(c.name) for c in columns]
+    arrays.append(pa.array(np.full(batch.num_rows, side), pa.string()))
+    return pa.RecordBatch.from_arrays(arrays, names=[*(c.name for c in columns), SIDE.name])
+
+
+def _arrow_rows(rows: Sequence[Sequence[Any]], columns: Sequence[Column]) -> pa.RecordBatch:
+    """Rows a query returned, as Arrow columns of the target's types (SQLite returns dates,
+    timestamps and exact decimals as their text, and booleans as integers)."""
+    arrays = [_arrow_column([r[i] for r in rows], c) for i, c in enumerate(columns)]
+    return pa.RecordBatch.from_arrays(arrays, schema=target_schema(tuple(columns)))
+
+
+def _arrow_column(values: list[Any], column: Column) -> pa.Array:
+    try:
+        return pa.array(values, type=column.arrow)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        text = pa.array([None if v is None else str(v) for v in values], pa.string())
+        return text.cast(column.arrow)
+
+
+def _key_value(values: list[Any]) -> Any:
+    """A key for JSON: the value of a one-column key, else the list of its values."""
+    plain = [v if isinstance(v, int | float | str | bool) or v is None else str(v) for v in values]
+    return plain[0] if len(plain) == 1 else plain

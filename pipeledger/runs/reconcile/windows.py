@@ -1,0 +1,123 @@
+"""Reconcile windows: the UTC hour, day or month a row's cursor falls in (or a width of
+integer cursor values). Each window is half-open, ``start <= cursor < end``; SQL labels
+every row with its window (the same text on both warehouses, so source and target rows are
+grouped by one expression), and a label turns back into its bounds here, or into the
+closed ranges a backfill of that window takes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import get_args
+
+from pipeledger.errors import ConfigError
+from pipeledger.state.watermark import CursorValue, to_text
+from pipeledger.warehouse.dialect import Dialect, TimeUnit
+
+INTEGER_TYPES = frozenset({"smallint", "integer", "bigint"})
+_TICK = timedelta(microseconds=1)
+
+
+@dataclass(frozen=True)
+class Grain:
+    """How rows are grouped into windows: a time unit, or a width of integer values."""
+
+    cursor_type: str  # the cursor column's SQL type
+    unit: TimeUnit | None = None
+    width: int | None = None
+
+    @classmethod
+    def parse(cls, by: str | None, cursor_type: str, pipeline: str) -> Grain:
+        """``--by``: hour, day (the default) or month for a time cursor; a width (``1000``)
+        for an integer cursor."""
+        if cursor_type in INTEGER_TYPES:
+            if by is None or not by.isdigit() or int(by) < 1:
+                raise ConfigError(
+                    f"pipeline {pipeline}: the cursor is an integer; give --by N, the width of "
+                    "a window in cursor values (e.g. --by 1000)"
+                )
+            return cls(cursor_type, width=int(by))
+        unit = by or "day"
+        if unit not in get_args(TimeUnit) or (unit == "hour" and cursor_type == "date"):
+            kinds = "day or month" if cursor_type == "date" else "hour, day or month"
+            raise ConfigError(f"pipeline {pipeline}: --by {unit}: use {kinds} for this cursor")
+        return cls(cursor_type, unit=unit)  # type: ignore[arg-type]
+
+    @property
+    def name(self) -> str:
+        return self.unit or str(self.width)
+
+    def label(self, d: Dialect, column: str) -> str:
+        """SQL: the window of ``column`` (a qualified, quoted cursor) as text."""
+        if self.unit is not None:
+            return d.time_label(column, self.unit)
+        n = int(self.width or 1)  # a validated integer, inlined
+        floor = f"(CASE WHEN {column} >= 0 THEN {column} / {n} ELSE ({column} + 1) / {n} - 1 END)"
+        return f"CAST({floor} * {n} AS TEXT)"
+
+    def bounds(self, label: str) -> tuple[CursorValue, CursorValue]:
+        """The window a label names: ``[start, end)``."""
+        if self.width is not None:
+            return int(label), int(label) + self.width
+        unit = self.unit or "day"
+        first = datetime.strptime(label, _FORMATS[unit])
+        end = _next(first, unit)
+        if self.cursor_type == "date":
+            return first.date(), end.date()
+        if self.cursor_type == "timestamptz":
+            return first.replace(tzinfo=UTC), end.replace(tzinfo=UTC)
+        return first, end
+
+    def backfill_ranges(
+        self, labels: Sequence[str], at_most: timedelta | None
+    ) -> list[tuple[str, str]]:
+        """The closed ranges (as ``backfill --start/--end`` take them) that cover exactly
+        these windows: windows that touch share a range (one read of the source instead of
+        several), each range no wider than ``at_most`` (a pipeline's ``max_backfill``)."""
+        spans: list[list[CursorValue]] = []
+        for start, end in sorted(self.bounds(label) for label in labels):
+            if spans and spans[-1][1] == start:
+                spans[-1][1] = end
+            else:
+                spans.append([start, end])
+        return [piece for start, end in spans for piece in self._pieces(start, end, at_most)]
+
+    def _pieces(
+        self, start: CursorValue, end: CursorValue, at_most: timedelta | None
+    ) -> list[tuple[str, str]]:
+        if isinstance(start, int) and isinstance(end, int):
+            return [(str(start), str(end - 1))]
+        first, last = _moment(start), _moment(end)
+        step = at_most or (last - first)
+        if self.cursor_type == "date":  # whole days: a date-only end covers its day
+            step = timedelta(days=max(1, step.days))
+        pieces = []
+        while first < last:
+            stop = min(first + step, last)
+            pieces.append(self._closed(first, stop))
+            first = stop
+        return pieces
+
+    def _closed(self, first: datetime, stop: datetime) -> tuple[str, str]:
+        if self.cursor_type == "date":
+            return to_text(first.date()), to_text((stop - timedelta(days=1)).date())
+        return to_text(first), to_text(stop - _TICK)
+
+
+_FORMATS = {"hour": "%Y-%m-%dT%H", "day": "%Y-%m-%d", "month": "%Y-%m"}
+
+
+def _next(moment: datetime, unit: str) -> datetime:
+    if unit == "hour":
+        return moment + timedelta(hours=1)
+    if unit == "day":
+        return moment + timedelta(days=1)
+    return moment.replace(year=moment.year + moment.month // 12, month=moment.month % 12 + 1)
+
+
+def _moment(value: CursorValue) -> datetime:
+    if isinstance(value, datetime):
+        return value
+    assert isinstance(value, date)
+    return datetime(value.year, value.month, value.day)

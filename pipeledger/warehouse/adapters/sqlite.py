@@ -1,0 +1,362 @@
+"""The embedded default: one SQLite file in WAL mode.
+
+WAL lets another process read state and history while a load is writing. A load holds
+SQLite's single write lock for its whole transaction (``BEGIN IMMEDIATE``), so two loads
+into one file run one after the other. Before SQLite opens the file, its writability
+(the file, its ``-wal`` and ``-shm``, its folder) is checked: SQLite would open a file it
+may not write read-only and make ``-wal``/``-shm`` files with the file's mode, which then
+keep failing runs after the file's own mode is fixed. A writer is refused, naming the
+file; a reader of a read-only database opens it without making any file.
+
+SQLite has no schemas, so ``schema.table`` is the single table name ``"schema.table"``.
+Timestamps are stored as fixed-width ISO 8601 text (UTC for time-zone aware columns) and
+exact decimals as text, so that comparisons and ordering in SQL agree with the values'
+own order. So are times
+(``HH:MM:SS.ffffff``) and uuids (lower case); intervals are integer microseconds, bytea a
+BLOB and jsonb its JSON text. Each is declared by a type name that maps back
+(``schema.sqlite_declared_type``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import re
+import sqlite3
+import time
+import urllib.parse
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from pipeledger.common.columns import TableName, from_sqlite_declared
+from pipeledger.common.stop import cancellable
+from pipeledger.errors import (
+    ConfigError,
+    SourceError,
+    TerminalWarehouseError,
+    TransientWarehouseError,
+    WarehouseBusy,
+    WarehouseError,
+)
+from pipeledger.warehouse.dialect import SQLITE, quote
+
+# numpy and pyarrow are imported by the functions that handle Arrow data, so that reading
+# state or the ledger (the CLI's quick commands) does not load them
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+
+BUSY_TIMEOUT_S = 5.0
+
+
+def database_path(url: str) -> Path:
+    """``sqlite:///relative.db`` or ``sqlite:////absolute.db`` to a path."""
+    if not url.startswith("sqlite:///"):
+        raise ConfigError(f"SQLite URL {url!r} must start with sqlite:///")
+    return Path(url.removeprefix("sqlite:///"))
+
+
+def _value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(UTC)
+            return value.replace(tzinfo=None).isoformat(timespec="microseconds") + "+00:00"
+        return value.isoformat(timespec="microseconds")
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, Decimal | UUID):
+        return str(value)
+    return value
+
+
+def _column(array: pa.Array) -> list[Any]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from pipeledger.common import values
+
+    kind = array.type
+    if pa.types.is_timestamp(kind):
+        text = pc.strftime(array.cast(pa.timestamp("us", tz=kind.tz)), format="%Y-%m-%dT%H:%M:%S")
+        if kind.tz is not None:
+            text = pc.binary_join_element_wise(text, pa.scalar("+00:00"), "")
+        return list(text.to_pylist())
+    if pa.types.is_date(kind) or pa.types.is_decimal(kind) or pa.types.is_time(kind):
+        return list(array.cast(pa.string()).to_pylist())
+    if kind == pa.uuid():
+        return list(values.uuid_text(array).to_pylist())
+    if kind == pa.json_():
+        return list(array.storage.to_pylist())
+    if pa.types.is_duration(kind):
+        return list(array.cast(pa.int64()).to_pylist())
+    return list(array.to_pylist())
+
+
+def _md5(text: str | None) -> str | None:
+    import hashlib  # imported when the function is first called: reads need none
+
+    return None if text is None else hashlib.md5(text.encode()).hexdigest()
+
+
+def _regexp(pattern: str, value: str | None) -> bool | None:
+    return None if value is None else re.search(pattern, value) is not None
+
+
+_HINTS = {
+    "readonly": "the database file or its folder is read-only for this user",
+    "disk is full": "the disk is full, or a file size limit was reached",
+    "disk I/O error": "a write failed: the disk may be full, a file size limit reached",
+}
+
+
+def _translate(exc: sqlite3.Error, doing: str) -> WarehouseError:
+    text = str(exc)
+    transient = isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+    unique = isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in text
+    sqlstate = WarehouseError.UNIQUE_VIOLATION if unique else None
+    kind = TransientWarehouseError if transient else TerminalWarehouseError
+    hints = [hint for words, hint in _HINTS.items() if words in text]
+    return kind(f"SQLite {doing}: {exc}" + "".join(f" ({h})" for h in hints), sqlstate=sqlstate)
+
+
+def _sidecars(path: Path) -> list[Path]:
+    """The files SQLite keeps beside a database in WAL mode."""
+    return [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
+
+
+def read_only_reason(path: Path) -> tuple[str, str] | None:
+    """Why this process could not write the database at ``path``, and the fix; None when
+    it can. The folder must be writable too: SQLite makes and removes ``-wal``/``-shm``."""
+    if path.exists() and not os.access(path, os.W_OK):
+        return "the file is read-only", f"make it writable (chmod u+w {path})"
+    for side in _sidecars(path):
+        # access() first: a reader that closes removes its -shm, and access() says "not
+        # writable" of a file that is gone; only one still there after it is read-only
+        if not os.access(side, os.W_OK) and side.exists():
+            return (
+                f"{side.name} beside it is read-only (left by a reader of the read-only file)",
+                f"delete {side} while no process has the database open, or make it writable",
+            )
+    folder = path.parent
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return (
+            f"its folder is read-only (SQLite writes {path.name}-wal and -shm there)",
+            f"make the folder writable (chmod u+w {folder})",
+        )
+    return None
+
+
+class SqliteSession:
+    dialect = SQLITE
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        self.rollback_only = False
+        self.interrupted = False
+        self._savepoints = itertools.count()
+
+    def execute(self, statement: str, params: Sequence[Any] = ()) -> int:
+        self._check()
+        try:
+            return self._conn.execute(statement, [_value(p) for p in params]).rowcount
+        except sqlite3.Error as exc:
+            raise _translate(exc, "statement failed") from exc
+
+    def query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        self._check()
+        try:
+            return list(self._conn.execute(statement, [_value(p) for p in params]).fetchall())
+        except sqlite3.Error as exc:
+            raise _translate(exc, "query failed") from exc
+
+    def fetch_int64(self, statement: str, params: Sequence[Any] = ()) -> np.ndarray[Any, Any]:
+        import numpy as np
+
+        try:
+            rows = self._conn.execute(statement, [_value(p) for p in params])
+            return np.fromiter((value for (value,) in rows), dtype=np.int64)
+        except sqlite3.Error as exc:
+            raise _translate(exc, "query failed") from exc
+
+    def stage(self, batches: Iterable[pa.RecordBatch]) -> None:
+        from pipeledger.warehouse.stage import insert_stage  # writes only
+
+        for batch in batches:
+            self._check()
+            columns = [_column(batch.column(i)) for i in range(batch.num_columns)]
+            try:
+                self._conn.executemany(
+                    insert_stage(self.dialect, batch.schema.names), zip(*columns, strict=True)
+                )
+            except sqlite3.Error as exc:
+                raise _translate(exc, "staging failed") from exc
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        name = f"pipeledger_{next(self._savepoints)}"
+        self.execute(f"SAVEPOINT {name}")
+        try:
+            yield
+        except BaseException:
+            self.execute(f"ROLLBACK TO SAVEPOINT {name}")
+            self.execute(f"RELEASE SAVEPOINT {name}")
+            raise
+        self.execute(f"RELEASE SAVEPOINT {name}")
+
+    def lock_pipeline(self, pipeline: str) -> None:
+        """The session already holds the database's write lock (BEGIN IMMEDIATE)."""
+
+    def table_columns(self, table: TableName) -> list[tuple[str, str]] | None:
+        name = SQLITE.table(table)
+        rows = self.query(f"SELECT name, type FROM pragma_table_info({quote(name[1:-1])})")
+        return [(str(n), from_sqlite_declared(str(t))) for n, t in rows] or None
+
+    def mark_rollback(self) -> None:
+        self.rollback_only = True
+
+    def interrupt(self) -> None:
+        self.interrupted = True  # no statement after this one
+        self._conn.interrupt()
+
+    def _check(self) -> None:
+        if self.interrupted:
+            raise TransientWarehouseError("SQLite: the run was interrupted")
+
+
+def _wal(conn: sqlite3.Connection) -> None:
+    """WAL mode, which the file keeps once set. Switching to it needs the file to itself,
+    and SQLite answers "database is locked" at once instead of waiting: two runs opening
+    a new file together (``run --threads 2``) would fail the second one. It waits here, as
+    long as any other lock, for the first one's switch."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+class SqliteWarehouse:
+    dialect = SQLITE
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.path = database_path(url)
+
+    def _connect(self, write: bool) -> sqlite3.Connection:
+        self._make_folder()
+        reason = None if str(self.path) == ":memory:" else read_only_reason(self.path)
+        if reason is not None and write:
+            what, fix = reason
+            raise TerminalWarehouseError(
+                f"SQLite warehouse {self.path} cannot be written by this user: {what}; "
+                f"{fix}, then run again"
+            )
+        try:
+            conn = self._open(read_only=reason is not None)
+        except sqlite3.Error as exc:
+            raise _translate(exc, f"could not open {self.path}") from exc
+        # the SQL functions the quality gate uses, which PostgreSQL has built in
+        conn.create_function("md5", 1, _md5, deterministic=True)
+        conn.create_function("regexp", 2, _regexp, deterministic=True)
+        return conn
+
+    def _make_folder(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise TerminalWarehouseError(
+                f"SQLite warehouse {self.path}: its folder cannot be made ({exc.strerror}); "
+                "nothing was written"
+            ) from exc
+
+    def _open(self, read_only: bool) -> sqlite3.Connection:
+        """Read-write in WAL mode; or, for a reader of a database it may not write, read
+        only without making any file: ``immutable`` when no ``-wal`` exists (nothing
+        can be writing), else ``mode=ro`` with the ``-wal``/``-shm`` already there."""
+        if not read_only:
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            _wal(conn)
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")  # the ledger's (off by default in SQLite)
+            return conn
+        wal, shm = _sidecars(self.path)
+        mode = "mode=ro" if wal.exists() and shm.exists() else "immutable=1"
+        uri = f"file:{urllib.parse.quote(str(self.path.resolve()))}?{mode}"
+        return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+
+    @contextmanager
+    def session(self, write: bool = True) -> Iterator[SqliteSession]:
+        conn = self._connect(write)
+        try:
+            self._begin(conn, write)
+            session = SqliteSession(conn)
+            yield session
+            session._check()  # an interrupted run never commits
+            ending = "ROLLBACK" if session.rollback_only else "COMMIT"
+            try:
+                conn.execute(ending)
+            except sqlite3.Error as exc:
+                raise _translate(exc, f"{ending} of {self.path} failed") from exc
+        except BaseException:
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):  # the first error is the one to keep
+                    conn.execute("ROLLBACK")
+            raise
+        finally:
+            conn.close()
+
+    def _begin(self, conn: sqlite3.Connection, write: bool) -> None:
+        try:
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc):
+                raise WarehouseBusy(
+                    f"{self.path}: another load is writing to this embedded warehouse; "
+                    "this run did nothing, try again when it has finished"
+                ) from exc
+            raise _translate(exc, "could not begin") from exc
+
+
+def _batch(names: list[str], rows: list[Any], path: Path) -> pa.RecordBatch:
+    import pyarrow as pa
+
+    try:
+        return pa.RecordBatch.from_pylist([dict(zip(names, r, strict=True)) for r in rows])
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise SourceError(
+            f"{path}: a column mixes kinds of values ({exc}); declare its type under "
+            "'columns' or cast it in the query"
+        ) from None
+
+
+class SqliteReader:
+    """Reads a SQLite source; column types follow the values (declare them in ``columns``)."""
+
+    def __init__(self, url: str) -> None:
+        self.path = database_path(url)
+
+    def read(
+        self, statement: str, params: Sequence[Any], batch_rows: int
+    ) -> Iterator[pa.RecordBatch]:
+        conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+        try:
+            with cancellable(conn.interrupt):  # the run's timeout, cancel
+                cursor = conn.execute(statement, [_value(p) for p in params])
+                names = [d[0] for d in cursor.description]
+                while rows := cursor.fetchmany(batch_rows):
+                    yield _batch(names, rows, self.path)
+        except sqlite3.Error as exc:
+            raise _translate(exc, "source query failed") from exc
+        finally:
+            conn.close()
