@@ -32,7 +32,8 @@ if typing.TYPE_CHECKING:
     )
     from pipeledger.ledger.ledger import Ledger, PipelineInfo, Run, RunCancelled
     from pipeledger.ledger.vocabulary import RunStatus, TriggerType
-    from pipeledger.runs.load.result import LoadResult, MergeCounts
+    from pipeledger.publish.counts import MergeCounts
+    from pipeledger.runs.load.result import LoadResult
     from pipeledger.runs.runner import (
         WatermarkRow,
         backfill,
@@ -62,7 +63,8 @@ _HOMES = {
     ),
     "pipeledger.ledger.ledger": ("Ledger", "PipelineInfo", "Run", "RunCancelled"),
     "pipeledger.ledger.vocabulary": ("RunStatus", "TriggerType"),
-    "pipeledger.runs.load.result": ("LoadResult", "MergeCounts"),
+    "pipeledger.publish.counts": ("MergeCounts",),
+    "pipeledger.runs.load.result": ("LoadResult",),
     "pipeledger.runs.runner": (
         "WatermarkRow",
         "backfill",

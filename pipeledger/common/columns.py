@@ -303,3 +303,7 @@ def from_sqlite_declared(text: str) -> str:
     if lowered.startswith("decimal_text"):
         return "numeric" + lowered.removeprefix("decimal_text")
     return _SQLITE_CANONICAL.get(lowered, lowered)
+
+
+# staged beside the data columns and stored with each target row (NULL: not known)
+ROW_HASH = Column(ROW_HASH_COLUMN, "bigint")

@@ -20,10 +20,10 @@ from pipeledger.common.columns import (
     Column,
     TableName,
 )
-from pipeledger.publish.merge_sql import add_column
 from pipeledger.warehouse.dialect import Dialect, quote
 from pipeledger.warehouse.migrations import SCHEMA
 from pipeledger.warehouse.session import Session
+from pipeledger.warehouse.stage import add_column
 
 REPLACED_BY = "_pipeledger_replaced_by"
 META = (RUN_ID_COLUMN, LOADED_AT_COLUMN, ROW_HASH_COLUMN)

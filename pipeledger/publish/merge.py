@@ -27,9 +27,9 @@ from pipeledger.config.model import HISTORY_COLUMNS, PipelineConfig
 from pipeledger.errors import ConflictError, SchemaError, WarehouseError
 from pipeledger.publish import merge_sql as sql
 from pipeledger.publish.before import META, ensure_before_table, keep_before_images, replaced_rows
+from pipeledger.publish.counts import MergeCounts
 from pipeledger.publish.deletes import Vanished, delete_marked, delete_vanished
 from pipeledger.publish.scd2 import publish_history, start_history
-from pipeledger.runs.load.result import MergeCounts
 from pipeledger.transform.conform import Shape, shape_from_table
 from pipeledger.warehouse.dialect import quote
 from pipeledger.warehouse.session import Session

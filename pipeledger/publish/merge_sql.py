@@ -26,8 +26,6 @@ from pipeledger.config.model import HISTORY_COLUMNS
 from pipeledger.warehouse.dialect import POSTGRES, STAGE, STAGE_UNIQUE, Dialect, literal, quote
 from pipeledger.warehouse.stage import key_index_name
 
-# staged beside the data columns and stored with each target row (NULL: not known)
-ROW_HASH = Column(ROW_HASH_COLUMN, "bigint")
 # staged beside the rows of a pipeline with a delete marker: true for a deleted row
 DELETED_FLAG = "_pipeledger_deleted"
 DELETED = Column(DELETED_FLAG, "boolean")
@@ -174,14 +172,6 @@ def create_target(d: Dialect, spec: MergeSpec, primary_key: bool = True) -> str:
 def add_primary_key(d: Dialect, spec: MergeSpec) -> str:
     keys = ", ".join(quote(k) for k in spec.primary_key)
     return f"ALTER TABLE {d.table(spec.target)} ADD PRIMARY KEY ({keys})"
-
-
-def add_column(d: Dialect, target: TableName, column: Column, if_missing: bool = False) -> str:
-    """A new nullable column (schema_drift = "evolve"; the fingerprint of an old target,
-    ``if_missing``: on PostgreSQL two processes may add it at once)."""
-    kind = d.column_type(column.sql_type)
-    exists = " IF NOT EXISTS" if if_missing and d.add_column_if_not_exists else ""
-    return f"ALTER TABLE {d.table(target)} ADD COLUMN{exists} {quote(column.name)} {kind}"
 
 
 def insert_new(d: Dialect, spec: MergeSpec, source: str) -> str:

@@ -46,8 +46,8 @@ from pipeledger.errors import HistoryError
 from pipeledger.publish import merge_sql as sql
 from pipeledger.publish import scd2_sql as hsql
 from pipeledger.publish.before import keep_before
+from pipeledger.publish.counts import MergeCounts
 from pipeledger.publish.deletes import Vanished
-from pipeledger.runs.load.result import MergeCounts
 from pipeledger.warehouse.session import Session
 
 

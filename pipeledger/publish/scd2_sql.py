@@ -10,12 +10,11 @@ items, each version with its ``valid_to``). The repeats persist in :func:`repeat
 
 from __future__ import annotations
 
-from pipeledger.common.columns import LOADED_AT_COLUMN, RUN_ID_COLUMN, Column, TableName
+from pipeledger.common.columns import LOADED_AT_COLUMN, ROW_HASH, RUN_ID_COLUMN, Column, TableName
 from pipeledger.publish.before import side_table
 from pipeledger.publish.merge_sql import (
     DELETED_FLAG,
     IS_CURRENT,
-    ROW_HASH,
     VALID_FROM,
     VALID_TO,
     VANISHED,

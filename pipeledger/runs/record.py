@@ -13,8 +13,10 @@ from datetime import UTC, datetime
 from pipeledger.common.columns import TableName
 from pipeledger.ledger.ledger import Run
 from pipeledger.ledger.vocabulary import DatasetSnapshot, RunStatus, TaskRecord, TaskStatus
+from pipeledger.publish.counts import MergeCounts
 from pipeledger.quality.report import GateReport
-from pipeledger.runs.load.result import LoadResult, MergeCounts, StepResult
+from pipeledger.runs.load.result import LoadResult
+from pipeledger.runs.steps import StepResult
 from pipeledger.state.lateness import RunLateness
 from pipeledger.state.watermark import from_text, to_text
 from pipeledger.transform.conform import Shape

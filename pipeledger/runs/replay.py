@@ -36,16 +36,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeledger.common.columns import ROW_HASH_COLUMN, Column, TableName
+from pipeledger.common.columns import ROW_HASH, ROW_HASH_COLUMN, Column, TableName
 from pipeledger.common.values import json_text
 from pipeledger.config.model import ChecksConfig, Config, PipelineConfig
 from pipeledger.errors import SchemaError
-from pipeledger.publish import merge_sql as sql
+from pipeledger.publish.counts import MergeCounts
 from pipeledger.publish.merge import merge_staged, pipeline_shape, pipeline_spec
 from pipeledger.quality import checks as q
 from pipeledger.quality.gate import GateSpec, evaluate
 from pipeledger.quality.quarantine import QuarantineEntry, read_entries
-from pipeledger.runs.load.result import MergeCounts
 from pipeledger.sources.base import SourceBatch
 from pipeledger.transform.conform import Shape, conform
 from pipeledger.transform.fingerprint import with_row_hash
@@ -193,7 +192,7 @@ def _stage(session: Session, shape: Shape, batch: pa.RecordBatch) -> None:
     d = session.dialect
     for statement in drop_stage(d):
         session.execute(statement)
-    session.execute(create_stage(d, [*shape.columns, sql.ROW_HASH, Column(ROW_ID, "text")]))
+    session.execute(create_stage(d, [*shape.columns, ROW_HASH, Column(ROW_ID, "text")]))
     session.stage([batch])
 
 

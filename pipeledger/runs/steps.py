@@ -13,8 +13,25 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 
-from pipeledger.runs.load.result import StepResult, StepStatus
+StepStatus = Literal["success", "failed", "interrupted"]
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One step of a load (extract, transform, load) as the ledger records it."""
+
+    name: str
+    started_at: datetime
+    ended_at: datetime
+    duration_ms: int
+    rows_in: int | None = None
+    rows_out: int | None = None
+    rows_rejected: int | None = None
+    bytes: int | None = None
+    status: StepStatus = "success"
+
 
 STEPS = ("extract", "transform", "quality", "load")
 

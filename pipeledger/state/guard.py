@@ -28,12 +28,12 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from pipeledger.common.columns import ROW_HASH_COLUMN, TableName
+from pipeledger.common.columns import ROW_HASH, ROW_HASH_COLUMN, TableName
 from pipeledger.errors import WarehouseError
-from pipeledger.publish import merge_sql as sql
 from pipeledger.state import guard_sql as gsql
 from pipeledger.warehouse.dialect import POSTGRES
 from pipeledger.warehouse.session import Session
+from pipeledger.warehouse.stage import add_column
 
 log = logging.getLogger("pipeledger.load")
 
@@ -120,7 +120,7 @@ def upgrade_target(sessions: Sessions, target: TableName) -> None:
         guard = read_guard(session, target)
         if guard.complete:
             return
-        column = sql.add_column(session.dialect, target, sql.ROW_HASH, if_missing=True)
+        column = add_column(session.dialect, target, ROW_HASH, if_missing=True)
         if not guard.fingerprinted and not attempt(session, column, [], target):
             return
     with sessions() as session:  # the trigger and its guard: writers held off until commit

@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pipeledger.common.columns import TableName
-from pipeledger.runs.load.late_sql import files_read_table, late_rows_table
 from pipeledger.state.guard_sql import (
     fingerprint_guard_table,
     forget_hash_function,
@@ -26,6 +25,8 @@ from pipeledger.warehouse.session import Session
 STATE_TABLE = TableName(SCHEMA, "pipeline_state")
 COMMITS_TABLE = TableName(SCHEMA, "run_commits")
 INPUTS_TABLE = TableName(SCHEMA, "model_inputs")
+FILES_TABLE = TableName(SCHEMA, "files_read")
+LATE_TABLE = TableName(SCHEMA, "late_rows")
 
 
 def _state_table(d: Dialect) -> str:
@@ -34,6 +35,29 @@ def _state_table(d: Dialect) -> str:
         "pipeline text NOT NULL, partition_key text NOT NULL, cursor_column text NOT NULL, "
         "cursor_type text NOT NULL, watermark text NOT NULL, run_id text NOT NULL, "
         "updated_at timestamptz NOT NULL, PRIMARY KEY (pipeline, partition_key))"
+    )
+
+
+def files_read_table(d: Dialect) -> str:
+    """Which files (by path, size and modification time) each pipeline's incremental runs
+    have read, and which run read each first."""
+    big = d.int64_type
+    return (
+        f"CREATE TABLE IF NOT EXISTS {d.table(FILES_TABLE)} (pipeline text NOT NULL, "
+        f"path text NOT NULL, size {big} NOT NULL, mtime_ns {big} NOT NULL, "
+        f"first_run_id text NOT NULL, read_at {d.instant_type} NOT NULL, "
+        "PRIMARY KEY (pipeline, path, size, mtime_ns))"
+    )
+
+
+def late_rows_table(d: Dialect) -> str:
+    """Rows found later than the buffer, by the fingerprint of the row's version, so that a
+    row is counted once whoever finds it (a run, a reconcile, a backfill)."""
+    big = d.int64_type
+    return (
+        f"CREATE TABLE IF NOT EXISTS {d.table(LATE_TABLE)} (pipeline text NOT NULL, "
+        f"row_hash {big} NOT NULL, lateness_s {big} NOT NULL, run_id text NOT NULL, "
+        f"found_at {d.instant_type} NOT NULL, PRIMARY KEY (pipeline, row_hash))"
     )
 
 

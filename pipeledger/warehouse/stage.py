@@ -69,3 +69,11 @@ def handed_on(items: list[T]) -> Iterator[T]:
     read ahead are not held until the whole stage is written)."""
     while items:
         yield items.pop(0)
+
+
+def add_column(d: Dialect, target: TableName, column: Column, if_missing: bool = False) -> str:
+    """A new nullable column (schema_drift = "evolve"; the fingerprint of an old target,
+    ``if_missing``: on PostgreSQL two processes may add it at once)."""
+    kind = d.column_type(column.sql_type)
+    exists = " IF NOT EXISTS" if if_missing and d.add_column_if_not_exists else ""
+    return f"ALTER TABLE {d.table(target)} ADD COLUMN{exists} {quote(column.name)} {kind}"

@@ -16,7 +16,7 @@ from typing import Any
 
 from pipeledger.alerts import events as alert_events
 from pipeledger.alerts import outbox
-from pipeledger.common.columns import Column, TableName
+from pipeledger.common.columns import ROW_HASH, Column, TableName
 from pipeledger.config.model import ChecksConfig, RangeBound
 from pipeledger.ledger import sql as lsql
 from pipeledger.ledger.reads import queries, sla
@@ -172,10 +172,10 @@ def _load_sql() -> list[Case]:
              world=_w("schema"),
              setup=lambda d: [load_sql.create_target(d, spec(), primary_key=False)]),
         Case(m, "add_column for schema drift",
-             lambda d: text(load_sql.add_column(d, TARGET, Column("discount", "numeric(5,2)"))),
+             lambda d: text(stage.add_column(d, TARGET, Column("discount", "numeric(5,2)"))),
              world=_w("target")),
         Case(m, "add_column if missing",
-             lambda d: text(load_sql.add_column(d, TARGET, Column("note", "text"), True)),
+             lambda d: text(stage.add_column(d, TARGET, Column("note", "text"), True)),
              world=_w("target")),
         Case(m, "insert_new into a target this run created",
              lambda d: text(load_sql.insert_new(d, spec(), d.stage())),
@@ -252,7 +252,7 @@ def _load_sql() -> list[Case]:
 
 def _warehouse_stage() -> list[Case]:
     m = "warehouse_stage"
-    columns = [*COLUMNS, load_sql.ROW_HASH]
+    columns = [*COLUMNS, ROW_HASH]
     names = [c.name for c in columns]
     return [
         Case(m, "create_schema of the target", lambda d: text(stage.create_schema(d, TARGET))),
@@ -773,9 +773,9 @@ def _load_late_sql() -> list[Case]:
     m = "load_late_sql"
     below = f'"updated_at" < {"%s"}'
     return [
-        Case(m, "files_read_table", lambda d: text(late_sql.files_read_table(d)),
+        Case(m, "files_read_table", lambda d: text(state.files_read_table(d)),
              world=_w("state")),
-        Case(m, "late_rows_table", lambda d: text(late_sql.late_rows_table(d)),
+        Case(m, "late_rows_table", lambda d: text(state.late_rows_table(d)),
              world=_w("state")),
         Case(m, "read_files", lambda d: text(late_sql.read_files(d)), world=_w("state"),
              bind=lambda d: ["orders"]),
@@ -814,7 +814,7 @@ def _reconcile_stage(d: Dialect) -> list[str]:
         COLUMNS[0],
         COLUMNS[4],
         COLUMNS[1],
-        load_sql.ROW_HASH,
+        ROW_HASH,
         Column("_pipeledger_side", "text"),
     ]
     return [stage.create_stage(d, columns)]

@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from pipeledger.common.columns import Column
+from pipeledger.common.columns import ROW_HASH, Column
 from pipeledger.ledger.tables import LEDGER
 from pipeledger.publish import merge_sql as load_sql
 from pipeledger.quality import checks
@@ -153,7 +153,7 @@ def build_world(session: Session, parts: frozenset[str]) -> None:
         statements.append(guard_sql.forget_hash_trigger(d, TARGET))
     if "quarantine" in parts:
         statements.append(checks.create_quarantine(d, TARGET))
-    staged = [*COLUMNS, load_sql.ROW_HASH]
+    staged = [*COLUMNS, ROW_HASH]
     if "replay_stage" in parts:
         staged.append(Column(ROW_ID, "text"))
     if parts & {"stage", "replay_stage"}:

@@ -36,9 +36,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeledger.common.columns import ROW_HASH_COLUMN, Column, TableName
+from pipeledger.common.columns import ROW_HASH, ROW_HASH_COLUMN, Column, TableName
 from pipeledger.config.model import PipelineConfig, SqlSource
-from pipeledger.publish.merge_sql import ROW_HASH
 from pipeledger.runs.load import late_sql as lsql
 from pipeledger.runs.load.result import Mode
 from pipeledger.sources import ReadSpec, Source

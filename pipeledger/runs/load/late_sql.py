@@ -1,42 +1,18 @@
-"""SQL text for measuring late rows (``load.late``), built by pure functions: the tables of
-state migration 7 (files each pipeline has read; late rows already counted), and the
-queries that ask the target which rows it holds."""
+"""SQL text for measuring late rows (:mod:`pipeledger.runs.load.late`), built by pure functions:
+the queries that ask the target which rows it holds, and the bookkeeping of the tables of
+state migration 7 (:mod:`pipeledger.state.tables`: files each pipeline has read; late rows
+already counted)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from pipeledger.common.columns import ROW_HASH_COLUMN, TableName
+from pipeledger.state.tables import FILES_TABLE, LATE_TABLE
 from pipeledger.warehouse.dialect import STAGE, Dialect, quote
-from pipeledger.warehouse.migrations import SCHEMA
 
-FILES_TABLE = TableName(SCHEMA, "files_read")
-LATE_TABLE = TableName(SCHEMA, "late_rows")
 CANDIDATES = "_pipeledger_late"  # a run's rows below its window, from files new to it
 STAGE_ASIDE = "_pipeledger_stage_aside"  # the load's stage while the candidates are staged
-
-
-def files_read_table(d: Dialect) -> str:
-    """Which files (by path, size and modification time) each pipeline's incremental runs
-    have read, and which run read each first."""
-    big = d.int64_type
-    return (
-        f"CREATE TABLE IF NOT EXISTS {d.table(FILES_TABLE)} (pipeline text NOT NULL, "
-        f"path text NOT NULL, size {big} NOT NULL, mtime_ns {big} NOT NULL, "
-        f"first_run_id text NOT NULL, read_at {d.instant_type} NOT NULL, "
-        "PRIMARY KEY (pipeline, path, size, mtime_ns))"
-    )
-
-
-def late_rows_table(d: Dialect) -> str:
-    """Rows found later than the buffer, by the fingerprint of the row's version, so that a
-    row is counted once whoever finds it (a run, a reconcile, a backfill)."""
-    big = d.int64_type
-    return (
-        f"CREATE TABLE IF NOT EXISTS {d.table(LATE_TABLE)} (pipeline text NOT NULL, "
-        f"row_hash {big} NOT NULL, lateness_s {big} NOT NULL, run_id text NOT NULL, "
-        f"found_at {d.instant_type} NOT NULL, PRIMARY KEY (pipeline, row_hash))"
-    )
 
 
 def read_files(d: Dialect) -> str:

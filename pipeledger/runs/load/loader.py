@@ -30,7 +30,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeledger.common.columns import DELETED_AT_COLUMN, Column, TableName, arrow_type
+from pipeledger.common.columns import DELETED_AT_COLUMN, ROW_HASH, Column, TableName, arrow_type
 from pipeledger.config.model import (
     HISTORY_COLUMNS,
     ChecksConfig,
@@ -41,14 +41,15 @@ from pipeledger.config.model import (
 )
 from pipeledger.errors import SchemaError, WarehouseError
 from pipeledger.publish import merge_sql as sql
+from pipeledger.publish.counts import MergeCounts
 from pipeledger.publish.deletes import Vanished, find_vanished, judge_deletes, split_marker
 from pipeledger.publish.merge import first_load, merge_staged, pipeline_shape, pipeline_spec
 from pipeledger.quality.gate import GateSpec, recheck_keys, run_gate
 from pipeledger.quality.report import GateReport
 from pipeledger.runs.load.known import KnownRows
 from pipeledger.runs.load.late import LateWatch
-from pipeledger.runs.load.result import LoadResult, MergeCounts, Mode, Status, StepResult
-from pipeledger.runs.steps import StepClock
+from pipeledger.runs.load.result import LoadResult, Mode, Status
+from pipeledger.runs.steps import StepClock, StepResult
 from pipeledger.sources import ReadSpec, Source, SourceBatch, open_source
 from pipeledger.sources.sql import window_predicate
 from pipeledger.state.guard import Guard, guard_new_target, may_upgrade, read_guard, upgrade_target
@@ -67,7 +68,13 @@ from pipeledger.transform.drift import Drift, align, detect_all, evolved
 from pipeledger.transform.fingerprint import with_row_hash
 from pipeledger.warehouse.dialect import quote
 from pipeledger.warehouse.session import Session, Warehouse
-from pipeledger.warehouse.stage import create_schema, create_stage, drop_stage, handed_on
+from pipeledger.warehouse.stage import (
+    add_column,
+    create_schema,
+    create_stage,
+    drop_stage,
+    handed_on,
+)
 
 log = logging.getLogger("pipeledger.load")
 
@@ -181,7 +188,7 @@ class Load:
         """``soft_delete`` turned on for an existing target: it gains the column."""
         if self.pipeline.soft_delete and DELETED_AT_COLUMN not in {n for n, _ in columns}:
             added = Column(DELETED_AT_COLUMN, "timestamptz")
-            session.execute(sql.add_column(session.dialect, self.target, added))
+            session.execute(add_column(session.dialect, self.target, added))
 
     def _planned_window(self) -> Window:
         """An incremental run's window: from the watermarks, or the whole source for a
@@ -357,7 +364,7 @@ class Load:
         if drift.added and checks.schema_drift == "evolve" and not drift.retyped:
             if not self.new_target:  # a new target is created with every column anyway
                 for column in drift.added:
-                    statement = sql.add_column(session.dialect, self.target, column)
+                    statement = add_column(session.dialect, self.target, column)
                     session.execute(statement)
             self.shape = evolved(shape, drift)
         return drift
@@ -479,7 +486,7 @@ class Load:
         self.stage_started = True
         d = session.dialect
         flag = [sql.DELETED] if self.pipeline.deleted else []
-        columns = [*shape.columns, sql.ROW_HASH, *flag]
+        columns = [*shape.columns, ROW_HASH, *flag]
         if not self.promotable:
             for statement in [*drop_stage(d), create_stage(d, columns)]:
                 session.execute(statement)

@@ -6,51 +6,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
+from pipeledger.publish.counts import MergeCounts
+from pipeledger.runs.steps import StepResult
 from pipeledger.state.lateness import RunLateness
 
 Mode = Literal["incremental", "backfill", "check"]
 Status = Literal["success", "partial", "failed"]
-StepStatus = Literal["success", "failed", "interrupted"]
-
-
-@dataclass(frozen=True)
-class MergeCounts:
-    """What the merge did with the staged rows.
-
-    ``unchanged`` counts staged rows that left the target as it was: identical rows, and
-    rows the policy declined (older under ``newer_wins``, re-seen under ``ignore``).
-    ``superseded`` counts rows that lost to a newer row of the same key in the same run.
-    ``deleted`` counts rows deleted (or soft-deleted; SCD2: versions closed by a delete).
-    ``net_rows`` is how much the target's row count changed, where that is not
-    ``inserted - deleted`` (soft deletes keep rows; SCD2 rewrites versions).
-    """
-
-    inserted: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    superseded: int = 0
-    deleted: int = 0
-    net_rows: int | None = None
-
-    @property
-    def growth(self) -> int:
-        """The change in the target's row count."""
-        return self.inserted - self.deleted if self.net_rows is None else self.net_rows
-
-
-@dataclass(frozen=True)
-class StepResult:
-    """One step of a load (extract, transform, load) as the ledger records it."""
-
-    name: str
-    started_at: datetime
-    ended_at: datetime
-    duration_ms: int
-    rows_in: int | None = None
-    rows_out: int | None = None
-    rows_rejected: int | None = None
-    bytes: int | None = None
-    status: StepStatus = "success"
 
 
 @dataclass(frozen=True)
@@ -64,7 +25,7 @@ class LoadResult:
     duration_s: float
     rows_read: int = 0
     rows_staged: int = 0  # compared in the warehouse; a backfill skips rows it knows
-    counts: MergeCounts = MergeCounts()
+    counts: MergeCounts = field(default_factory=MergeCounts)
     watermark_before: dict[str, str] = field(default_factory=dict)
     watermark_after: dict[str, str] = field(default_factory=dict)
     partitioned: bool = False

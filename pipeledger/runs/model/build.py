@@ -51,13 +51,13 @@ from pipeledger.config.model import HISTORY_COLUMNS, ChecksConfig, Config, Model
 from pipeledger.errors import SchemaError
 from pipeledger.publish import merge_sql as load_sql
 from pipeledger.publish.before import before_table, ensure_before_table, keep_before_images
+from pipeledger.publish.counts import MergeCounts
 from pipeledger.publish.merge import first_load, merge_staged
 from pipeledger.quality.gate import GateSpec, run_gate
 from pipeledger.quality.report import GateReport
-from pipeledger.runs.load.result import MergeCounts, StepResult
 from pipeledger.runs.model import sql
 from pipeledger.runs.model.columns import output_columns
-from pipeledger.runs.steps import StepClock
+from pipeledger.runs.steps import StepClock, StepResult
 from pipeledger.state.tables import pending_runs, record_input
 from pipeledger.state.watermark import Window
 from pipeledger.transform.conform import Shape

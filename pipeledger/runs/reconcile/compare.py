@@ -45,10 +45,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeledger.common.columns import ROW_HASH_COLUMN, Column, target_schema
+from pipeledger.common.columns import ROW_HASH, ROW_HASH_COLUMN, Column, target_schema
 from pipeledger.config.model import Config, PipelineConfig, SqlSource
 from pipeledger.errors import ConfigError, PipeledgerError, WarehouseError
-from pipeledger.publish.merge_sql import ROW_HASH
 from pipeledger.runs.load.late import Missed, missed_rows
 from pipeledger.runs.reconcile import sql as rsql
 from pipeledger.runs.reconcile.result import Reconciliation, WindowDiff
