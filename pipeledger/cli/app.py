@@ -8,7 +8,7 @@ SIGINT or ``pipeledger cancel``), 143 cancelled by SIGTERM.
 
 Each command imports what it needs when it runs: ``--help`` and the commands that only
 read state or the ledger start without the loader, pyarrow or numpy
-(``tests/test_cli_startup.py``).
+(``tests/cli/test_startup.py``).
 """
 
 from __future__ import annotations

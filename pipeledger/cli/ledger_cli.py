@@ -45,7 +45,7 @@ COLOURS = {
     "pending": "yellow", "delivered": "green",
 }  # fmt: skip
 
-# the values of pipeledger.ledger.vocabulary.RunStatus (tests/test_cli.py checks they agree)
+# the values of pipeledger.ledger.vocabulary.RunStatus (tests/cli/test_json.py checks they agree)
 RUN_STATUSES = ("running", "success", "failed", "partial", "cancelled", "timed_out", "skipped",
                 "abandoned")  # fmt: skip
 

@@ -3,5 +3,5 @@ concurrent triggers of one pipeline and a separate ledger going away, on Postgre
 SQLite, with every invariant checked against an exact model after every step.
 
 Run it with ``python -m tests.drills`` (see ``__main__``); the test suite runs a short
-version (tests/test_drill.py).
+version (tests/drills/test_drill.py).
 """

@@ -19,7 +19,7 @@ from typing import Any
 from tests.drills import report
 from tests.drills.drill import DrillPlan, drill_backend
 
-WORK = Path(__file__).resolve().parents[1] / "work" / "drill"
+WORK = Path(__file__).resolve().parents[2] / "bench" / "work" / "drill"
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

@@ -12,7 +12,7 @@ from typing import Any
 
 from bench.results_block import replace_block
 
-RESULTS = Path(__file__).resolve().parents[1] / "RESULTS.md"
+RESULTS = Path(__file__).resolve().parents[2] / "bench" / "RESULTS.md"
 BEGIN, END = "<!-- BEGIN DRILL -->", "<!-- END DRILL -->"
 NAMES = {"pg": "PostgreSQL", "sqlite": "SQLite"}
 ROWS = (

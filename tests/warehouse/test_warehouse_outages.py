@@ -15,7 +15,7 @@ import pytest
 
 from pipeledger.testing.postgres import ThrowawayPostgres
 from tests.helpers import Project, order, orders_pipeline
-from tests.test_crash_and_concurrency import _base, _paused, _wait_for_statement
+from tests.runs.test_crash_and_concurrency import _base, _paused, _wait_for_statement
 
 
 def _database(server: ThrowawayPostgres) -> str:

@@ -17,7 +17,7 @@ import pytest
 from pipeledger.common.columns import TableName
 from pipeledger.testing.postgres import ThrowawayPostgres
 from tests.helpers import Project, order, orders_pipeline, write_big_orders_csv
-from tests.test_crash_and_concurrency import BIG, _paused, _wait_until_staging
+from tests.runs.test_crash_and_concurrency import BIG, _paused, _wait_until_staging
 
 RUNS = "pipeledger.pipeline_runs"
 TASKS = "pipeledger.task_runs"

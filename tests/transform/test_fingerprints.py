@@ -20,8 +20,7 @@ from pipeledger.runs.load import known
 from pipeledger.state import guard_sql
 from pipeledger.transform.fingerprint import row_hashes, with_row_hash
 from pipeledger.warehouse.dialect import SQLITE
-
-from .helpers import Project, order, orders_pipeline
+from tests.helpers import Project, order, orders_pipeline
 
 # -- the definition, read literally in plain Python ------------------------------------
 

@@ -140,7 +140,7 @@ def test_server_not_leaked_at_exit(tmp_path: Path) -> None:
         text=True,
         check=True,
         timeout=120,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
     ).stdout.split()
     port, data_dir = int(out[0]), Path(out[1])
     assert not data_dir.exists()

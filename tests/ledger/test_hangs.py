@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from tests.helpers import Project, order, orders_pipeline
-from tests.test_ledger_outages import LedgerDatabase, ledger_database  # noqa: F401  (fixture)
+from tests.ledger.test_outages import LedgerDatabase, ledger_database  # noqa: F401  (fixture)
 
 RUNS = "pipeledger.pipeline_runs"
 

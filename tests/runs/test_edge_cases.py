@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.helpers import ORDERS_HEADER, Project, order, orders_pipeline
-from tests.test_quality_gate import gated, good_rows
+from tests.quality.test_gate import gated, good_rows
 
 
 def test_sqlite_source_with_text_timestamps_loses_no_late_row(project: Project) -> None:

@@ -8,7 +8,7 @@ import signal
 from typing import Any
 
 from tests.helpers import Project, order, orders_pipeline, write_big_orders_csv
-from tests.test_crash_and_concurrency import _wait_until_staging
+from tests.runs.test_crash_and_concurrency import _wait_until_staging
 
 
 def two_branches(project: Project) -> None:

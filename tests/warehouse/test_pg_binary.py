@@ -19,8 +19,7 @@ import pytest
 from pipeledger.errors import SourceError
 from pipeledger.warehouse.adapters import pg_binary
 from pipeledger.warehouse.adapters.postgres import _csv_bytes
-
-from .helpers import Project, order, orders_pipeline
+from tests.helpers import Project, order, orders_pipeline
 
 COLUMNS = [
     ("id", pa.int64(), "bigint"),

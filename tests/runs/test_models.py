@@ -12,8 +12,8 @@ from decimal import Decimal
 from typing import Any
 
 from tests.helpers import Project, order, write_big_orders_csv
-from tests.test_crash_and_concurrency import _paused as paused
-from tests.test_crash_and_concurrency import _wait_until_staging as wait_until_staging
+from tests.runs.test_crash_and_concurrency import _paused as paused
+from tests.runs.test_crash_and_concurrency import _wait_until_staging as wait_until_staging
 
 HEADER = ["order_id", "customer_id", "status", "amount", "order_date", "updated_at"]
 SILVER_SQL = """

@@ -14,8 +14,8 @@ from pipeledger.ledger.watchdog import abandon_expired
 from pipeledger.warehouse.adapters import open_warehouse
 from pipeledger.warehouse.migrations import Component, migrate
 from pipeledger.warehouse.session import Session
+from tests.ledger.test_queries import KEPT, MOVED, statuses
 from tests.ledger_fixtures import NOW, TODAY, LedgerBuilder, ledger, reading
-from tests.test_ledger_queries import KEPT, MOVED, statuses
 
 DAY = timedelta(days=1)
 HOUR = timedelta(hours=1)

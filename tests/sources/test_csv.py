@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from .helpers import Project
+from tests.helpers import Project
 
 HEADER = ["id", "amount", "updated_at"]
 

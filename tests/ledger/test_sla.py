@@ -12,8 +12,8 @@ import pytest
 from pipeledger.ledger.reads import sla
 from pipeledger.ledger.reads.queries import Health, data_time
 from tests.helpers import Project, order, orders_pipeline
+from tests.ledger.test_queries import ALTERNATING, MOVED, statuses
 from tests.ledger_fixtures import NOW, TODAY, ledger, reading
-from tests.test_ledger_queries import ALTERNATING, MOVED, statuses
 
 DAY = timedelta(days=1)
 HOUR = timedelta(hours=1)

@@ -20,8 +20,7 @@ import pytest
 from pipeledger.common.columns import UnmappedType, sql_type_for
 from pipeledger.errors import SchemaError
 from pipeledger.transform.conform import infer_shape
-
-from .helpers import Project
+from tests.helpers import Project
 
 ROWS_PER_FILE = 6
 BASE = datetime(2024, 1, 1, tzinfo=UTC)

@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from tests.helpers import Project, order, orders_pipeline, write_big_orders_csv
-from tests.test_crash_and_concurrency import _paused, _wait_until_staging
+from tests.runs.test_crash_and_concurrency import _paused, _wait_until_staging
 
 BIG = 200_000  # rows: a run still stages when the ledger goes
 
