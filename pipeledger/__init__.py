@@ -1,19 +1,33 @@
 """pipeledger: idempotent, incremental batch loads whose watermark commits with the rows.
 
-The public API is what ``__all__`` lists; everything else may change without notice.
-Names are imported on first use, so that ``import pipeledger`` (and every ``pipeledger``
+The public API is what ``__all__`` lists (the verbs are those of :mod:`pipeledger.api`,
+which also has the ledger's questions); everything else may change without notice. Names
+are imported on first use, so that ``import pipeledger`` (and every ``pipeledger``
 command, which imports it first) does not load pyarrow, numpy or the loader before a
-command needs them.
+command needs them. No module of the package is named after one of these names, so
+importing a module never hides a function.
 """
 
 import importlib
-import sys
-import types
 import typing
 
 from pipeledger.common.version import __version__
 
 if typing.TYPE_CHECKING:
+    from pipeledger.api import (
+        backfill,
+        cancel,
+        check,
+        lateness,
+        reconcile,
+        replay,
+        run,
+        run_due,
+        run_model,
+        run_one,
+        watchdog,
+        watermarks,
+    )
     from pipeledger.config.model import Config, PipelineConfig, load_config, parse_config
     from pipeledger.errors import (
         BackfillRangeError,
@@ -24,27 +38,35 @@ if typing.TYPE_CHECKING:
         NothingToRetry,
         PipeledgerError,
         RunAbandonedError,
+        RunCancelled,
         SchemaError,
         SourceError,
         Terminal,
         Transient,
         WarehouseError,
     )
-    from pipeledger.ledger.ledger import Ledger, PipelineInfo, Run, RunCancelled
+    from pipeledger.ledger.ledger import Ledger, PipelineInfo
+    from pipeledger.ledger.run import Run
     from pipeledger.ledger.vocabulary import RunStatus, TriggerType
     from pipeledger.publish.counts import MergeCounts
     from pipeledger.runs.load.result import LoadResult
-    from pipeledger.runs.runner import (
-        WatermarkRow,
-        backfill,
-        lateness,
-        reconcile,
-        run,
-        run_one,
-        state,
-    )
+    from pipeledger.state.tables import WatermarkRow
 
 _HOMES = {
+    "pipeledger.api": (
+        "backfill",
+        "cancel",
+        "check",
+        "lateness",
+        "reconcile",
+        "replay",
+        "run",
+        "run_due",
+        "run_model",
+        "run_one",
+        "watchdog",
+        "watermarks",
+    ),
     "pipeledger.config.model": ("Config", "PipelineConfig", "load_config", "parse_config"),
     "pipeledger.errors": (
         "BackfillRangeError",
@@ -55,25 +77,19 @@ _HOMES = {
         "NothingToRetry",
         "PipeledgerError",
         "RunAbandonedError",
+        "RunCancelled",
         "SchemaError",
         "SourceError",
         "Terminal",
         "Transient",
         "WarehouseError",
     ),
-    "pipeledger.ledger.ledger": ("Ledger", "PipelineInfo", "Run", "RunCancelled"),
+    "pipeledger.ledger.ledger": ("Ledger", "PipelineInfo"),
+    "pipeledger.ledger.run": ("Run",),
     "pipeledger.ledger.vocabulary": ("RunStatus", "TriggerType"),
     "pipeledger.publish.counts": ("MergeCounts",),
     "pipeledger.runs.load.result": ("LoadResult",),
-    "pipeledger.runs.runner": (
-        "WatermarkRow",
-        "backfill",
-        "lateness",
-        "reconcile",
-        "run",
-        "run_one",
-        "state",
-    ),
+    "pipeledger.state.tables": ("WatermarkRow",),
 }
 _HOME = {name: module for module, names in _HOMES.items() for name in names}
 
@@ -104,31 +120,20 @@ __all__ = [
     "WatermarkRow",
     "__version__",
     "backfill",
+    "cancel",
+    "check",
     "lateness",
     "load_config",
     "parse_config",
     "reconcile",
+    "replay",
     "run",
+    "run_due",
+    "run_model",
     "run_one",
-    "state",
+    "watchdog",
+    "watermarks",
 ]
-
-
-class _Package(types.ModuleType):
-    """``pipeledger.run``, ``.lateness`` and ``.reconcile`` name both public functions and
-    modules. Importing a module sets it as an attribute of its package; for these three the
-    package declines, so the names stay the functions' (found by ``__getattr__`` below)
-    without importing the modules up front. ``from pipeledger.state.lateness import X`` still
-    reaches the module."""
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if name in _SHADOWED and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-_SHADOWED = frozenset({"run", "lateness", "reconcile", "state"})
-sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> typing.Any:

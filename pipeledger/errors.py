@@ -15,13 +15,16 @@
     │   ├── ConfigError            the config file is wrong (exit 2); nothing read or written
     │   │   ├── BackfillRangeError   a backfill range is inverted or wider than max_backfill
     │   │   ├── NothingToRetry       --retry asked for, but the latest run did not fail
+    │   │   ├── NothingToCancel      `pipeledger cancel` named a run that is not running
+    │   │   ├── UnknownRun           no run in the ledger has the id (or prefix) given
     │   │   └── AmbiguousRunId       a run id prefix matches several runs
     │   ├── SourceError            a source file/row/column is unusable; nothing was written
     │   ├── SchemaError            the source does not fit the target's fixed schema
     │   ├── ConflictError          on_conflict = "error" met a re-seen key with other content
     │   ├── HistoryError           an SCD2 target's history would break its invariants
     │   ├── GateFailed             the quality gate halted the run (exit 3); carries the report
-    │   ├── UsageError             the Python API was used against its rules
+    │   ├── UsageError             the Python API was used against its rules (an unknown
+    │   │                            counter; a final state changed)
     │   └── TerminalWarehouseError the database refused the statement
     │       └── InsufficientPrivilege  the role may not do it
     ├── RunStopped                 stopped from outside while it worked; it rolled back
@@ -31,8 +34,16 @@
     │                              trigger did nothing (skipped: exit 0, or 4 while the first runs)
     └── LedgerNotWritten           the run committed, the ledger could not record it (exit 5)
 
-``WarehouseError`` is the common base of the two warehouse errors (``except
-WarehouseError`` catches both); its ``sqlstate`` says what the database reported.
+    WarehouseError                 the base of both warehouse errors above (``except
+                                   WarehouseError`` catches both); ``sqlstate`` says how
+
+    BaseException
+    └── RunCancelled               SIGTERM (or every run of the process stopped at once): the
+                                   run rolls back and is recorded ``cancelled`` (exit 143)
+
+``RunCancelled`` is a ``BaseException``, as asyncio's ``CancelledError`` is, so that no
+``except Exception`` on the way (a node's outcome, a best-effort cleanup) can swallow a cancel.
+
 Adapters translate driver errors into these where they meet the driver (``raise ... from``).
 """
 
@@ -106,9 +117,9 @@ class AmbiguousRunId(ConfigError):
     """A run id prefix matches more than one run."""
 
 
-class UsageError(Terminal):
+class UsageError(Terminal, ValueError):
     """The Python API was called against its rules (an unknown counter, a final state
-    changed)."""
+    changed); also a ``ValueError``, as Python's own misuse errors are."""
 
 
 class GateFailed(Terminal):
@@ -216,3 +227,9 @@ class DuplicateRun(PipeledgerError):
         self.status = status  # the first run's: running, success or partial
         # nothing needs doing once it succeeded; while it runs, as for a lock (skipped)
         self.exit_code = 4 if status == "running" else 0
+
+
+class RunCancelled(BaseException):
+    """Every run of this process is being stopped (SIGTERM in the main thread, or
+    :func:`pipeledger.runs.interrupt.interrupt_all`): each rolls back and says ``cancelled``.
+    Not an ``Exception``: code that catches ``Exception`` must not swallow a cancel."""

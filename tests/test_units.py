@@ -13,8 +13,8 @@ from pipeledger.common.secrets import redact
 from pipeledger.config.model import parse_config, parse_duration
 from pipeledger.errors import BackfillRangeError, ConfigError
 from pipeledger.publish import merge_sql as sql
-from pipeledger.runs.runner import backfill_window
 from pipeledger.sources.sql import window_predicate
+from pipeledger.state.ranges import backfill_window
 from pipeledger.state.watermark import (
     WatermarkTracker,
     Window,

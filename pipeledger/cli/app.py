@@ -1,4 +1,4 @@
-"""The ``pipeledger`` command: a thin face over :mod:`pipeledger.runs.runner`.
+"""The ``pipeledger`` command: a thin face over :mod:`pipeledger.api`.
 
 Exit codes (README, "Exit codes"): 0 success, 1 failed (permanent), 2 usage or
 configuration error, 3 a quality gate halted, 4 skipped (another run held the lock),
@@ -19,10 +19,12 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 import click
 
+from pipeledger import api
+from pipeledger.api import ConfigError, GateFailed
 from pipeledger.cli.common import (
     app,
     cancellable,
@@ -30,21 +32,17 @@ from pipeledger.cli.common import (
     fail,
     guard,
     json_option,
-    load,
     locate,
     out,
     positive,
     print_json,
     print_message,
     print_outcome,
+    read_config,
     report_scheduled,
     usage_error_json,
 )
 from pipeledger.cli.render import dag_lines, escape, state_lines
-from pipeledger.errors import ConfigError, GateFailed
-
-if TYPE_CHECKING:
-    from pipeledger.runs import operate, runner
 
 
 @contextmanager
@@ -66,7 +64,7 @@ def _progress(enabled: bool) -> Iterator[Callable[[str, int], None] | None]:
         yield update
 
 
-def _report(outcomes: Sequence[runner.Outcome], as_json: bool) -> None:
+def _report(outcomes: Sequence[api.Outcome], as_json: bool) -> None:
     if as_json:
         print_json([o.to_json() for o in outcomes])
         return
@@ -120,41 +118,35 @@ def run(
     watermark; a model processes what its upstreams changed since it last ran. A node
     whose upstream failed is skipped; the other branches go on. Transient failures are
     retried as each node's ``retries`` say."""
-    from pipeledger.runs import operate, runner
-
     with guard(as_json), cancellable():
         if due and (retry or idempotency_key or full_refresh):
             raise ConfigError(
                 "--due gives each interval its own key: use it without --retry, "
                 "--idempotency-key and --full-refresh"
             )
-        config = load()
+        config = read_config()
         with _progress(not as_json) as on_progress:
             if due:
-                scheduled = operate.run_due(
+                scheduled = api.run_due(
                     config, selectors or (), on_progress=on_progress, threads=threads
                 )
-                outcomes: Sequence[runner.Outcome | operate.ScheduledOutcome] = scheduled
+                outcomes = [s.outcome for s in scheduled]
             else:
-                key = idempotency_key
-                why = runner.Trigger(trigger, retry, correlation_id, idempotency_key=key)
-                outcomes = runner.run(
+                why = api.trigger(
+                    trigger, retry=retry, correlation_id=correlation_id,
+                    idempotency_key=idempotency_key,
+                )  # fmt: skip
+                outcomes = api.run(
                     config, selectors or (), on_progress=on_progress, trigger=why,
                     threads=threads, full_refresh=full_refresh,
                 )  # fmt: skip
         if due:
             report_scheduled(scheduled, as_json)
         else:
-            _report([o for o in outcomes if not isinstance(o, operate.ScheduledOutcome)], as_json)
-        code = runner.exit_code([_plain(o) for o in outcomes], strict)
+            _report(outcomes, as_json)
+        code = api.exit_code(outcomes, strict)
         if code:
             raise fail(code)
-
-
-def _plain(outcome: runner.Outcome | operate.ScheduledOutcome) -> runner.Outcome:
-    from pipeledger.runs import operate
-
-    return outcome.outcome if isinstance(outcome, operate.ScheduledOutcome) else outcome
 
 
 @app.command()
@@ -170,20 +162,18 @@ def _plain(outcome: runner.Outcome | operate.ScheduledOutcome) -> runner.Outcome
 @json_option
 def backfill(name: str, start: str, end: str, full_compare: bool, as_json: bool) -> None:
     """Reprocess exactly start <= cursor <= end; the live watermark does not move."""
-    from pipeledger.runs import runner
-
     with guard(as_json), cancellable():
-        config = load()
-        outcome: runner.Outcome
+        config = read_config()
+        outcome: api.Outcome
         try:
             with _progress(not as_json) as on_progress:
-                outcome = runner.backfill(
+                outcome = api.backfill(
                     config, name, start, end, on_progress=on_progress, full_compare=full_compare
                 )
         except Exception as exc:  # reported like a run's failure, with its exit code
-            outcome = runner.outcome_of(name, exc)
+            outcome = api.outcome_of(name, exc)
         _report([outcome], as_json)
-        code = runner.exit_code([outcome])
+        code = api.exit_code([outcome])
         if code:
             raise fail(code)
 
@@ -192,12 +182,8 @@ def backfill(name: str, start: str, end: str, full_compare: bool, as_json: bool)
 @json_option
 def dag(as_json: bool) -> None:
     """The graph of loads and models: nodes, what each reads from, and its last run."""
-    from pipeledger.runs import runner
-
     with guard(as_json):
-        config = load()
-        graph = runner.graph(config)
-        payload = graph.to_json(runner.last_runs(config))
+        payload = api.graph(read_config())
         if as_json:
             print_json(payload)
             return
@@ -209,15 +195,8 @@ def dag(as_json: bool) -> None:
 @json_option
 def state(name: str | None, as_json: bool) -> None:
     """Watermarks per pipeline and partition."""
-    from pipeledger.state.tables import watermarks
-    from pipeledger.warehouse.adapters import open_warehouse
-
     with guard(as_json):
-        located = locate()
-        if name is not None:
-            located.check_pipeline(name)
-        with open_warehouse(located.warehouse_url).session(write=False) as session:
-            rows = watermarks(session, name)
+        rows = api.watermarks(locate(), name)
         if as_json:
             print_json([r.to_json() for r in rows])
         elif rows:
@@ -232,11 +211,9 @@ def state(name: str | None, as_json: bool) -> None:
 def check(name: str, as_json: bool) -> None:
     """Dry run of the quality gate: extract, stage and check, then roll back. Exit 3 when
     the gate would not publish everything."""
-    from pipeledger.runs import runner
-
     with guard(as_json):
         try:
-            report = runner.check(load(), name).quality
+            report = api.check(read_config(), name).quality
         except GateFailed as exc:
             report = exc.report
         if as_json:
@@ -254,10 +231,8 @@ def check(name: str, as_json: bool) -> None:
 def watchdog(as_json: bool) -> None:
     """Replay the ledger's spool, then settle runs whose lease expired or whose process is
     gone: success if the warehouse shows they committed, else abandoned. Runs do this too."""
-    from pipeledger.runs import runner
-
     with guard(as_json):
-        settled = runner.watchdog(load())
+        settled = api.watchdog(read_config())
         if as_json:
             abandoned = [run_id for run_id, status in settled.items() if status == "abandoned"]
             print_json({"abandoned": abandoned, "settled": settled})
@@ -285,7 +260,9 @@ def demo(directory: Path | None) -> None:
 
 def main() -> NoReturn:
     # Arrow's allocator for the whole process, set before pyarrow is imported (a command
-    # that loads imports it later); see pipeledger.runs.runner.prefer_system_allocator
+    # that loads imports it later): streaming many short-lived batches, the default
+    # mimalloc pool kept 30% more memory resident (1M rows: 236 MB peak for a backfill
+    # against 166 MB) at the same speed
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     args = sys.argv[1:]
     try:

@@ -16,15 +16,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from pipeledger.common.secrets import redact
-from pipeledger.errors import PipeledgerError
+from pipeledger import api
+from pipeledger.api import PipeledgerError, redact
 
 if TYPE_CHECKING:  # imported by the commands that use them: --help needs none
     from rich.console import Console
-
-    from pipeledger.config.locate import Located
-    from pipeledger.config.model import Config
-    from pipeledger.runs import operate, runner
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -183,18 +179,15 @@ def guard(as_json: bool = False) -> Iterator[None]:
         raise fail(exit_code_of(exc)) from None
 
 
-def load() -> Config:
-    from pipeledger.config.model import load_config  # pydantic: only for commands that read one
+def read_config() -> api.Config:
+    """The validated config (pydantic: only for commands that run something)."""
+    return api.load_config(OPTIONS.config_path)
 
-    return load_config(OPTIONS.config_path)
 
-
-def locate() -> Located:
+def locate() -> api.Located:
     """Where the warehouse and the ledger are, without validating the rest of the config:
     what the commands that only read state or the ledger need (no pydantic)."""
-    from pipeledger.config.locate import locate as locate_config
-
-    return locate_config(OPTIONS.config_path)
+    return api.locate(OPTIONS.config_path)
 
 
 def print_json(payload: Any) -> None:
@@ -202,7 +195,7 @@ def print_json(payload: Any) -> None:
     sys.stdout.flush()
 
 
-def print_failure(failure: runner.RunFailure) -> None:
+def print_failure(failure: api.RunFailure) -> None:
     if OPTIONS.debug and failure.cause is not None:
         err.print(_traceback(failure.cause), markup=False)
     kind = f"unexpected {failure.unexpected}" if failure.unexpected else "error"
@@ -211,22 +204,20 @@ def print_failure(failure: runner.RunFailure) -> None:
     print_message(kind, failure.error, failure.notes)
 
 
-def print_outcome(outcome: runner.Outcome) -> None:
+def print_outcome(outcome: api.Outcome) -> None:
     """One outcome in words: its lines, or its error and what happens next."""
     from pipeledger.cli.render import model_lines, result_lines
-    from pipeledger.runs import runner
-    from pipeledger.runs.load.result import LoadResult  # not the models' module: it loads sqlglot
 
-    if isinstance(outcome, runner.RunFailure):
+    if isinstance(outcome, api.RunFailure):
         print_failure(outcome)
         return
-    lines = result_lines(outcome) if isinstance(outcome, LoadResult) else model_lines(outcome)
+    lines = result_lines(outcome) if isinstance(outcome, api.LoadResult) else model_lines(outcome)
     out.lines(lines)
     if outcome.ledger_error:  # committed, but not recorded (exit 5)
         print_message("error", outcome.ledger_error)
 
 
-def report_scheduled(outcomes: Sequence[operate.ScheduledOutcome], as_json: bool) -> None:
+def report_scheduled(outcomes: Sequence[api.ScheduledOutcome], as_json: bool) -> None:
     if as_json:
         print_json([o.to_json() for o in outcomes])
         return
@@ -248,7 +239,7 @@ def cancellable() -> Iterator[None]:
     ``cancelled``, and the exit code is 130 (SIGINT) or 143 (SIGTERM)."""
     import signal
 
-    from pipeledger.ledger.ledger import RunCancelled
+    from pipeledger.api import RunCancelled
 
     def on_sigterm(signum: int, frame: object) -> None:
         raise RunCancelled("terminated by SIGTERM")

@@ -12,12 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 
-from pipeledger.config.model import load_config
-from pipeledger.errors import ConfigError, PipeledgerError
-from pipeledger.ledger.reads.queries import list_runs
-from pipeledger.runs import runner
-from pipeledger.runs.load.result import LoadResult
-from pipeledger.warehouse.adapters import open_warehouse
+from pipeledger import api
+from pipeledger.api import ConfigError, PipeledgerError
 
 HEADER = ["order_id", "customer_id", "status", "total_amount", "order_date", "updated_at"]
 STATUSES = ["processing", "shipped", "completed", "cancelled"]
@@ -107,14 +103,14 @@ class Tour:
 
     def load(
         self, expect: tuple[int, int], start: str | None = None, end: str | None = None
-    ) -> LoadResult:
-        config = load_config(self.config_path)
+    ) -> api.LoadResult:
+        config = api.load_config(self.config_path)
         if start and end:
-            done = runner.backfill(config, "orders", start, end)
-            assert isinstance(done, LoadResult)  # "orders" is a load
+            done = api.backfill(config, "orders", start, end)
+            assert isinstance(done, api.LoadResult)  # "orders" is a load
             result = done
         else:
-            result = runner.run_one(config, "orders")
+            result = api.run_one(config, "orders")
         c = result.counts
         before = result.watermark(result.watermark_before) or "(none)"
         staged = f"staged {result.rows_staged:,} · " if result.mode == "backfill" else ""
@@ -255,8 +251,8 @@ class Tour:
         self.dag_run()
 
     def dag_run(self) -> None:
-        config = load_config(self.config_path)
-        for outcome in runner.run(config):
+        config = api.load_config(self.config_path)
+        for outcome in api.run(config):
             data = outcome.to_json()
             self.console.print(
                 f"  {data['pipeline']:<14} {data['status']:<8} inserted "
@@ -264,10 +260,8 @@ class Tour:
                 f"  deleted {data.get('rows_deleted') or 0:>3,}",
                 highlight=False,
             )
-        database = open_warehouse(config.warehouse_url)
-        with database.session(write=False) as session:
-            truth = {str(d): (f"{t:.2f}", int(n)) for d, t, n in session.query(TRUTH_SQL)}
-            gold = session.query(GOLD_ROWS)
+        truth = {str(d): (f"{t:.2f}", int(n)) for d, t, n in api.query(config, TRUTH_SQL)}
+        gold = api.query(config, GOLD_ROWS)
         mine = {str(d): (f"{float(r):.2f}", int(n)) for d, r, n, _ in gold}
         for day, revenue, orders, _ in sorted(gold):
             self.console.print(
@@ -282,10 +276,7 @@ class Tour:
             self.surprises += 1
 
     def ledger(self) -> None:
-        config = load_config(self.config_path)
-        database = open_warehouse(config.ledger_url)
-        with database.session(write=False) as session:
-            runs = list(reversed(list_runs(session, limit=100)))
+        runs = list(reversed(api.recent_runs(self.config_path, limit=100)))
         self.say(
             "the run ledger",
             "Every run above was recorded in SQL, in the same "

@@ -1,40 +1,34 @@
 """Ledger commands: runs, show, status, anomalies, sla, alerts, tasks, audit, blocked,
 ledger prune/migrate.
 
-Each command is a few lines over :mod:`pipeledger.ledger.reads.queries` (and ``ledger.sla``,
-``alerts.outbox``). Until the ledger's tables exist, the read commands say so (``[]`` with
-``--json``) instead of failing. ``status`` and ``anomalies`` take ``--fail-on``: exit 1 when
-a pipeline is at or above that level, for cron and monitoring scripts.
+Each command is a few lines over a question of :mod:`pipeledger.api`. Until the ledger's
+tables exist, the read commands say so (``[]`` with ``--json``) instead of failing.
+``status`` and ``anomalies`` take ``--fail-on``: exit 1 when a pipeline is at or above that
+level, for cron and monitoring scripts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
+from pipeledger import api
+from pipeledger.api import ConfigError
 from pipeledger.cli.common import (
     err,
     fail,
     guard,
     json_option,
-    load,
     locate,
     out,
     print_json,
+    read_config,
     since_option,
 )
 from pipeledger.cli.render import escape
-from pipeledger.errors import ConfigError, PipeledgerError
-
-if TYPE_CHECKING:  # imported when a command runs: `--help` needs none of them
-    from pipeledger.alerts import outbox
-    from pipeledger.ledger.reads import queries as q
-    from pipeledger.ledger.reads import sla as slas
-    from pipeledger.warehouse.session import Session
 
 NO_RUNS = "no runs recorded yet"
 COLOURS = {
@@ -59,10 +53,8 @@ def _now() -> datetime:
 
 def parse_since(text: str, now: datetime) -> datetime:
     """``7d`` (back from ``now``) or an ISO-8601 time (UTC when it has no offset)."""
-    from pipeledger.config.model import parse_duration
-
     try:
-        return now - parse_duration(text)
+        return now - api.parse_duration(text)
     except ValueError:
         pass
     try:
@@ -74,26 +66,9 @@ def parse_since(text: str, now: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-@contextmanager
-def _ledger(write: bool = False, current: bool = False) -> Iterator[Session | None]:
-    """A session on the ledger database, or None when it has no ledger tables yet.
-    ``current``: the command reads tables of ledger migration 6 (rollups, alerts, SLA
-    breaches), which a ledger made by an earlier release lacks until it is migrated."""
-    from pipeledger.ledger.tables import DAYS, LEDGER
-    from pipeledger.warehouse.adapters import open_warehouse
-    from pipeledger.warehouse.migrations import is_migrated
-
-    warehouse = open_warehouse(locate().ledger_url)
-    with warehouse.session(write=write) as session:
-        if not is_migrated(session, LEDGER):
-            yield None
-            return
-        if current and session.table_columns(DAYS) is None:
-            raise ConfigError(
-                "the ledger was made by an earlier release of pipeledger: run `pipeledger "
-                "ledger migrate` (or any run) to bring it up to date, then ask again"
-            )
-        yield session
+def _empty(where: api.Located, sentence: str) -> str:
+    """What an empty answer means: nothing of that kind, or a ledger without runs yet."""
+    return sentence if api.has_ledger(where) else NO_RUNS
 
 
 _LEVEL_RANK = {"WARNING": 1, "CRITICAL": 2}
@@ -106,9 +81,7 @@ def _wrap(text: str, width: int) -> list[str]:
 
 
 def _span(seconds: float) -> str:
-    from pipeledger.ledger.reads.answers import span
-
-    return span(seconds)
+    return api.span(seconds)
 
 
 def _fail_on(found: Sequence[tuple[str, str]], floor: str | None) -> None:
@@ -125,14 +98,14 @@ def _report(
     rows: Sequence[Any],
     as_json: bool,
     lines: Callable[[Any], list[str]],
-    empty: str,
+    empty: Callable[[], str],
 ) -> None:
     """JSON, or each row's lines, or a sentence when there is nothing to show."""
     if as_json:
         print_json([row.to_json() for row in rows])
         return
     if not rows:
-        out.print(empty, highlight=False)
+        out.print(empty(), highlight=False)
     out.lines(line for row in rows for line in lines(row))
 
 
@@ -165,7 +138,7 @@ def _short(text: str | None, width: int = 72) -> str:
 # -- what a row looks like --------------------------------------------------------------
 
 
-def run_lines(r: q.RunRow) -> list[str]:
+def run_lines(r: api.RunRow) -> list[str]:
     lines = [
         f"{r.run_id[:8]} [bold]{escape(r.pipeline)}[/] {_c(r.status)} {_ts(r.started_at)} "
         f"{_secs(r.duration_ms)} read {_n(r.rows_read)} ins {_n(r.rows_inserted)} "
@@ -176,7 +149,7 @@ def run_lines(r: q.RunRow) -> list[str]:
     return lines
 
 
-def detail_lines(d: q.RunDetail) -> list[str]:
+def detail_lines(d: api.RunDetail) -> list[str]:
     r = d.run
     lines = [
         f"run {r.run_id}  [bold]{escape(r.pipeline)}[/] {_c(r.status)}",
@@ -212,7 +185,7 @@ def detail_lines(d: q.RunDetail) -> list[str]:
     return lines
 
 
-def status_lines(s: q.PipelineStatus) -> list[str]:
+def status_lines(s: api.PipelineStatus) -> list[str]:
     rate = "-" if s.success_rate_7d is None else f"{s.success_rate_7d:.0%}"
     fresh = "never" if s.freshness_s is None else f"{_span(s.freshness_s)} ago"
     data = "" if s.data_age_s is None else f" · newest data {_span(s.data_age_s)} old"
@@ -229,14 +202,14 @@ def status_lines(s: q.PipelineStatus) -> list[str]:
     ]
 
 
-def anomaly_lines(a: q.VolumeAnomaly) -> list[str]:
+def anomaly_lines(a: api.VolumeAnomaly) -> list[str]:
     return [
         f"[bold]{escape(a.pipeline)}[/] {_c(a.level)} run {a.run_id[:8]} {_ts(a.started_at)}",
         f"  {escape(a.reason)} (history of {a.n})",
     ]
 
 
-def breach_lines(b: slas.Breach) -> list[str]:
+def breach_lines(b: api.Breach) -> list[str]:
     end = "[red]open[/]" if b.open else f"ended {_ts(b.ended_at)}"
     return [
         f"[bold]{escape(b.pipeline)}[/] {b.kind} due {_ts(b.due_at)} {end}, "
@@ -245,7 +218,7 @@ def breach_lines(b: slas.Breach) -> list[str]:
     ]
 
 
-def reliability_lines(r: slas.Reliability) -> list[str]:
+def reliability_lines(r: api.Reliability) -> list[str]:
     rate = "-" if r.success_rate is None else f"{r.success_rate:.0%}"
     mttr = "-" if r.mttr_s is None else _span(r.mttr_s)
     failing = f" · [red]failing since {_ts(r.failing_since)}[/]" if r.failing_since else ""
@@ -256,7 +229,7 @@ def reliability_lines(r: slas.Reliability) -> list[str]:
     ]
 
 
-def alert_lines(a: outbox.AlertRow) -> list[str]:
+def alert_lines(a: api.AlertRow) -> list[str]:
     run = f" run {a.run_id[:8]}" if a.run_id else ""
     lines = [
         f"{_ts(a.created_at)} [bold]{escape(a.event)}[/] {escape(a.pipeline or '-')}{run} -> "
@@ -268,14 +241,14 @@ def alert_lines(a: outbox.AlertRow) -> list[str]:
     return lines
 
 
-def trend_lines(t: q.TaskTrend) -> list[str]:
+def trend_lines(t: api.TaskTrend) -> list[str]:
     return [
         f"{t.day} {escape(t.pipeline)}/{escape(t.task)} runs {t.runs} avg "
         f"{_secs(t.avg_duration_ms)} max {_secs(t.max_duration_ms)} rows {_n(t.avg_rows_out)}"
     ]
 
 
-def audit_lines(e: q.AuditRow) -> list[str]:
+def audit_lines(e: api.AuditRow) -> list[str]:
     lines = [
         f"{_ts(e.created_at)} [bold]{escape(e.event_type)}[/] {escape(e.pipeline or '-')} "
         f"run {(e.run_id or '-')[:8]}"
@@ -287,7 +260,7 @@ def audit_lines(e: q.AuditRow) -> list[str]:
     return lines
 
 
-def blocked_lines(b: q.Blocked) -> list[str]:
+def blocked_lines(b: api.Blocked) -> list[str]:
     return [f"[bold red]BLOCKED[/] [bold]{escape(b.downstream)}[/]: {escape(b.reason)}"]
 
 
@@ -308,12 +281,13 @@ def register(app: click.Group) -> None:
         name: str | None, since: str | None, status: str | None, limit: int, as_json: bool
     ) -> None:
         """Recent runs (of pipeline NAME, default all), newest first."""
-        from pipeledger.ledger.reads import runs as q
-
-        with guard(as_json), _ledger() as session:
+        with guard(as_json):
             start = parse_since(since, _now()) if since else None
-            rows = q.list_runs(session, name, start, status, limit) if session else []
-            _report(rows, as_json, run_lines, "no runs" if session else NO_RUNS)
+            where = locate()
+            rows = api.recent_runs(where, name, since=start, status=status, limit=limit)
+            _report(
+                rows, as_json, run_lines, lambda: "no runs" if api.has_ledger(where) else NO_RUNS
+            )
 
     @app.command()
     @click.argument("run_id")
@@ -321,12 +295,8 @@ def register(app: click.Group) -> None:
     def show(run_id: str, as_json: bool) -> None:
         """One run with its tasks, audit events and snapshots (RUN_ID: a run id, or its
         first 8+ characters)."""
-        from pipeledger.ledger.reads import detail as q
-
-        with guard(as_json), _ledger() as session:
-            detail = q.show_run(session, run_id) if session else None
-            if detail is None:
-                raise PipeledgerError(f"no run with id {run_id!r} in the ledger")
+        with guard(as_json):
+            detail = api.show(locate(), run_id)
             if as_json:
                 print_json(detail.to_json())
             else:
@@ -338,15 +308,12 @@ def register(app: click.Group) -> None:
                   help="Exit 1 when a pipeline is this unhealthy or worse.")  # fmt: skip
     def status(as_json: bool, fail_on: str | None) -> None:
         """Health per pipeline: 7-day success rate, freshness, volume anomaly."""
-        from pipeledger.ledger.reads import health as q
-        from pipeledger.ledger.reads.answers import Health
-
-        with guard(as_json), _ledger(current=True) as session:
-            rows = q.pipeline_status(session, _now()) if session else []
-            _report(rows, as_json, status_lines, NO_RUNS)
-        floor = Health(fail_on.upper()) if fail_on else None
+        with guard(as_json):
+            rows = api.status(locate())
+            _report(rows, as_json, status_lines, lambda: NO_RUNS)
+        floor = api.health_rank(fail_on) if fail_on else None
         found = [(s.pipeline, s.health.value) for s in rows
-                 if floor and s.health.rank >= floor.rank]  # fmt: skip
+                 if floor is not None and s.health.rank >= floor]  # fmt: skip
         _fail_on(found, fail_on)
 
     @app.command()
@@ -356,11 +323,10 @@ def register(app: click.Group) -> None:
                   help="Exit 1 when a volume is at this level or worse.")  # fmt: skip
     def anomalies(name: str | None, as_json: bool, fail_on: str | None) -> None:
         """Rows written in each pipeline's latest interval against its last 30 days."""
-        from pipeledger.ledger.reads import health as q
-
-        with guard(as_json), _ledger(current=True) as session:
-            rows = q.volume_anomalies(session, _now(), name) if session else []
-            _report(rows, as_json, anomaly_lines, "no successful runs" if session else NO_RUNS)
+        with guard(as_json):
+            where = locate()
+            rows = api.anomalies(where, name)
+            _report(rows, as_json, anomaly_lines, lambda: _empty(where, "no successful runs"))
         floor = _LEVEL_RANK[fail_on.upper()] if fail_on else 0
         found = [(a.pipeline, a.level.value) for a in rows
                  if fail_on and _LEVEL_RANK.get(a.level, 0) >= floor]  # fmt: skip
@@ -371,42 +337,32 @@ def register(app: click.Group) -> None:
     def sla(as_json: bool) -> None:
         """SLA breaches of the last 30 days (and open ones), and per pipeline its success
         rate, mean time to recovery and p95 duration over 7 and 30 days."""
-        from pipeledger.ledger.reads import sla as slas
-
-        with guard(as_json), _ledger(current=True) as session:
-            now = _now()
-            found = slas.breaches(session, now) if session else []
-            reliable = slas.reliability(session, now) if session else []
+        with guard(as_json):
+            report = api.sla(locate())
             if as_json:
-                print_json({"breaches": [b.to_json() for b in found],
-                            "reliability": [r.to_json() for r in reliable]})  # fmt: skip
+                print_json(report.to_json())
                 return
-            _report(found, False, breach_lines, "no SLA breach in 30 days")
-            _report(reliable, False, reliability_lines, NO_RUNS)
+            _report(report.breaches, False, breach_lines, lambda: "no SLA breach in 30 days")
+            _report(report.reliability, False, reliability_lines, lambda: NO_RUNS)
 
     @app.command()
     @since_option
     @json_option
     def alerts(since: str | None, as_json: bool) -> None:
         """Alerts raised (default: in the last 7 days) and whether each was delivered."""
-        from pipeledger.alerts import outbox
-
-        with guard(as_json), _ledger(current=True) as session:
-            now = _now()
-            start = parse_since(since or "7d", now)
-            rows = outbox.recent(session, start) if session else []
-            _report(rows, as_json, alert_lines, "no alerts raised")
+        with guard(as_json):
+            rows = api.recent_alerts(locate(), since=parse_since(since or "7d", _now()))
+            _report(rows, as_json, alert_lines, lambda: "no alerts raised")
 
     @app.command()
     @click.argument("name", required=False)
     @json_option
     def tasks(name: str | None, as_json: bool) -> None:
         """Per task and day (14 days): runs, mean and longest duration, mean rows out."""
-        from pipeledger.ledger.reads import queries as q
-
-        with guard(as_json), _ledger() as session:
-            rows = q.task_trends(session, _now(), name) if session else []
-            _report(rows, as_json, trend_lines, "no tasks in 14 days" if session else NO_RUNS)
+        with guard(as_json):
+            where = locate()
+            rows = api.tasks(where, name)
+            _report(rows, as_json, trend_lines, lambda: _empty(where, "no tasks in 14 days"))
 
     @app.command()
     @click.option("--table", required=True, help="Target table, e.g. analytics.orders.")
@@ -414,22 +370,18 @@ def register(app: click.Group) -> None:
     @json_option
     def audit(table: str, since: str | None, as_json: bool) -> None:
         """Audit events about one target table, newest first."""
-        from pipeledger.ledger.reads import detail as q
-
-        with guard(as_json), _ledger() as session:
+        with guard(as_json):
             start = parse_since(since, _now()) if since else None
-            rows = q.audit_trail(session, table, start) if session else []
-            _report(rows, as_json, audit_lines, f"no audit events for {table}")
+            rows = api.audit(locate(), table, since=start)
+            _report(rows, as_json, audit_lines, lambda: f"no audit events for {table}")
 
     @app.command()
     @json_option
     def blocked(as_json: bool) -> None:
         """Pipelines waiting on an upstream that is not fresh (exit 0 either way)."""
-        from pipeledger.ledger.reads import queries as q
-
-        with guard(as_json), _ledger() as session:
-            rows = q.blocked_pipelines(session, _now()) if session else []
-            _report(rows, as_json, blocked_lines, "no pipeline is blocked")
+        with guard(as_json):
+            rows = api.blocked(locate())
+            _report(rows, as_json, blocked_lines, lambda: "no pipeline is blocked")
 
     app.add_command(_ledger_group())
 
@@ -447,18 +399,9 @@ def _ledger_group() -> click.Group:
     def prune(older_than: str, dry_run: bool, as_json: bool) -> None:
         """Delete old runs with their tasks, events, snapshots and check results (keeps
         running runs and each pipeline's last success)."""
-        from pipeledger.config.model import parse_duration
-        from pipeledger.ledger.reads import queries as q
-
         with guard(as_json):
-            age = parse_duration(older_than)
-            with _ledger(write=True) as session:
-                if session is None:
-                    result = None
-                else:
-                    result = q.prune(session, age, _now())
-                    if dry_run:
-                        session.mark_rollback()
+            age = api.parse_duration(older_than)
+            result = api.prune(locate(), age, dry_run=dry_run)
             _prune_report(result, dry_run, as_json)
 
     @ledger.command(name="migrate")
@@ -466,18 +409,8 @@ def _ledger_group() -> click.Group:
     def migrate_command(as_json: bool) -> None:
         """Create or upgrade the ledger tables (ledger database) and the watermark table
         (warehouse)."""
-        from pipeledger.ledger.tables import LEDGER
-        from pipeledger.state.tables import STATE
-        from pipeledger.warehouse.adapters import open_warehouse
-        from pipeledger.warehouse.migrations import migrate
-
         with guard(as_json):
-            config = load()
-            targets = ((LEDGER, config.ledger_url), (STATE, config.warehouse_url))
-            applied: dict[str, list[int]] = {}
-            for component, url in targets:
-                with open_warehouse(url).session() as session:
-                    applied[component.name] = migrate(session, component)
+            applied = api.migrate(read_config())
             if as_json:
                 print_json(applied)
                 return
@@ -488,7 +421,7 @@ def _ledger_group() -> click.Group:
     return ledger
 
 
-def _prune_report(result: q.PruneResult | None, dry_run: bool, as_json: bool) -> None:
+def _prune_report(result: api.PruneResult | None, dry_run: bool, as_json: bool) -> None:
     if as_json:
         print_json(result.to_json() if result else None)
         return

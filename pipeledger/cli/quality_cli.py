@@ -1,4 +1,4 @@
-"""Quarantine commands, a few lines each over :mod:`pipeledger.runs.runner`::
+"""Quarantine commands, a few lines each over :mod:`pipeledger.api`::
 
     pipeledger quarantine NAME [--run RUN_ID] [--all] [--json]   # what is set aside
     pipeledger quarantine replay NAME [--run RUN_ID] [--json]    # try it again, today's config
@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 
 import click
 
-from pipeledger.cli.common import F, app, guard, json_option, load, out, print_json
+from pipeledger import api
+from pipeledger.cli.common import F, app, guard, json_option, out, print_json, read_config
 from pipeledger.cli.render import escape
 
-if TYPE_CHECKING:  # imported by the commands: listing the others needs no loader
-    from pipeledger.quality.quarantine import QuarantineEntry
-    from pipeledger.runs.replay import ReplayResult
+if TYPE_CHECKING:
+    from pipeledger.api import QuarantineEntry, ReplayResult
 
 
 class _ListByDefault(click.Group):
@@ -83,10 +83,8 @@ def replay_lines(r: ReplayResult) -> list[str]:
 @json_option
 def list_entries(name: str, run: str | None, include_resolved: bool, as_json: bool) -> None:
     """What is set aside (unresolved unless --all), oldest first."""
-    from pipeledger.quality.quarantine import quarantined
-
     with guard(as_json):
-        entries = quarantined(load(), name, run=run, include_resolved=include_resolved)
+        entries = api.quarantined(read_config(), name, run=run, include_resolved=include_resolved)
         if as_json:
             print_json([e.to_json() for e in entries])
             return
@@ -104,10 +102,8 @@ def list_entries(name: str, run: str | None, include_resolved: bool, as_json: bo
 @json_option
 def replay_entries(name: str, run: str | None, as_json: bool) -> None:
     """Check the unresolved rows again with today's config; publish those that pass."""
-    from pipeledger.runs.runner import replay
-
     with guard(as_json):
-        result = replay(load(), name, run=run)
+        result = api.replay(read_config(), name, run=run)
         if as_json:
             print_json(result.to_json())
         elif not result.replayed:

@@ -1,6 +1,6 @@
 """The truth over time: ``reconcile`` (does the target hold what the source holds?) and
 ``lateness`` (how late rows arrive, and what the buffer catches), a few lines each over
-:mod:`pipeledger.runs.runner`. The library is imported when a command runs, not when the
+:mod:`pipeledger.api`. The library is imported when a command runs, not when the
 command line starts.
 
 Exit codes: ``reconcile`` 0 when everything matches, 3 when a window differs (after
@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 
 import click
 
-from pipeledger.cli.common import fail, guard, json_option, load, out, print_json
+from pipeledger import api
+from pipeledger.cli.common import fail, guard, json_option, out, print_json, read_config
 from pipeledger.cli.render import escape
 
 if TYPE_CHECKING:
-    from pipeledger.runs.reconcile.result import Reconciliation, WindowDiff
-    from pipeledger.state.lateness import LatenessReport
+    from pipeledger.api import LatenessReport, Reconciliation, WindowDiff
 
 
 def register(app: click.Group) -> None:
@@ -36,10 +36,9 @@ def register(app: click.Group) -> None:
     ) -> None:
         """Compare source and target window by window (row counts and fingerprints), up to
         the watermark; list the windows that differ. Exit 3 when one does."""
-        from pipeledger.runs import runner
-
         with guard(as_json):
-            result = runner.reconcile(load(), name, start=start, end=end, by=by, repair=repair)
+            config = read_config()
+            result = api.reconcile(config, name, start=start, end=end, by=by, repair=repair)
             if as_json:
                 print_json(result.to_json())
             else:
@@ -54,10 +53,8 @@ def register(app: click.Group) -> None:
         """How late rows arrived over the pipeline's history: caught by the lateness
         buffer (percentiles), missed by it, what it costs, and a buffer that would have
         caught 99.9% of them."""
-        from pipeledger.runs import runner
-
         with guard(as_json):
-            result = runner.lateness(load(), name)
+            result = api.lateness(read_config(), name)
             if as_json:
                 print_json(result.to_json())
                 return
@@ -101,7 +98,7 @@ def reconcile_lines(r: Reconciliation) -> list[str]:
 
 
 def lateness_lines(r: LatenessReport) -> list[str]:
-    from pipeledger.ledger.reads.answers import span
+    span = api.span
 
     def s(value: float | None) -> str:
         return "-" if value is None else span(value) if value else "0s"

@@ -6,9 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pipeledger.runs.load.result import LoadResult
-    from pipeledger.runs.model.build import ModelResult
-    from pipeledger.state.tables import WatermarkRow
+    from pipeledger.api import LoadResult, ModelResult, WatermarkRow
 
 
 def escape(text: str) -> str:

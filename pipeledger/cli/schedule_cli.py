@@ -6,16 +6,17 @@ from typing import Any
 
 import click
 
+from pipeledger import api
 from pipeledger.cli.common import (
     app,
     cancellable,
     err,
     guard,
     json_option,
-    load,
     out,
     positive,
     print_json,
+    read_config,
     report_scheduled,
 )
 
@@ -25,10 +26,8 @@ from pipeledger.cli.common import (
 def schedule(as_json: bool) -> None:
     """Each scheduled node: its schedule, its next firing, its latest scheduled run and
     what is overdue now (run it with `pipeledger run --due`)."""
-    from pipeledger.runs import operate
-
     with guard(as_json):
-        rows = operate.schedule_status(load())
+        rows = api.schedule_status(read_config())
         if as_json:
             print_json(rows)
             return
@@ -64,14 +63,11 @@ def serve(poll: str, threads: int | None) -> None:
     --poll), run the watchdog, run what is due; a failed run is reported and the loop goes
     on. SIGTERM or Ctrl-C stops it: at once when it waits (exit 0); a run in progress is
     rolled back and recorded cancelled (exit 143 or 130, as for `run`)."""
-    from pipeledger.config.model import parse_duration
-    from pipeledger.runs import operate
-
     with guard(), cancellable():
-        config = load()
-        every = parse_duration(poll)
+        config = read_config()
+        every = api.parse_duration(poll)
         err.print(f"serving {config.source_file}: waking up at least every {poll}")
-        operate.serve(
+        api.serve(
             config, lambda outcomes: report_scheduled(outcomes, False) if outcomes else None,
             poll=every, threads=threads,
         )  # fmt: skip
@@ -86,11 +82,9 @@ def cancel(run_id: str, reason: str | None, as_json: bool) -> None:
     """Stop a running run (RUN_ID, or its first 8+ characters), from any host: it sees the
     request at its next heartbeat ([ledger] heartbeat), cancels its statement, rolls back and
     ends cancelled."""
-    from pipeledger.runs import operate
-
     with guard(as_json):
-        config = load()
-        record = operate.cancel(config, run_id, reason)
+        config = read_config()
+        record = api.cancel(config, run_id, reason)
         every = config.ledger.heartbeat.total_seconds()
         if as_json:
             print_json({"run_id": record.run_id, "pipeline": record.pipeline,

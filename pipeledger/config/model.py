@@ -7,6 +7,7 @@ are never printed).
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import timedelta
 from functools import cached_property
@@ -26,6 +27,7 @@ from pydantic import (
 )
 
 from pipeledger.common.columns import TableName, canonical_type, check_identifier
+from pipeledger.common.durations import parse_duration
 from pipeledger.common.secrets import redact, register_secret
 from pipeledger.config.locate import (
     DEFAULT_CONFIG,
@@ -43,29 +45,6 @@ if TYPE_CHECKING:  # sqlglot is imported when a model's query is read: not for a
 
 
 ConflictPolicy = Literal["update", "newer_wins", "ignore", "error"]
-_DURATION = re.compile(r"(\d+)\s*(ms|w|d|h|m|s)")
-_UNITS = {
-    "w": "weeks",
-    "d": "days",
-    "h": "hours",
-    "m": "minutes",
-    "s": "seconds",
-    "ms": "milliseconds",
-}
-
-
-def parse_duration(text: str) -> timedelta:
-    """Parse ``"2h"``, ``"400d"``, ``"1d12h"``, ``"90m"`` or ``"30s"`` into a timedelta."""
-    cleaned = text.strip().lower()
-    parts = _DURATION.findall(cleaned)
-    if not cleaned or _DURATION.sub("", cleaned).strip():
-        raise ValueError(
-            f"{text!r} is not a duration (use e.g. '30s', '15m', '2h', '400d', '1d12h')"
-        )
-    total = timedelta()
-    for amount, unit in parts:
-        total += timedelta(**{_UNITS[unit]: int(amount)})
-    return total
 
 
 class _Strict(BaseModel):
@@ -644,7 +623,7 @@ def parse_config(data: dict[str, Any], source_file: Path) -> Config:
         raise ConfigError(f"{source_file}: invalid configuration:\n{lines}") from None
 
 
-def load_config(path: Path | None = None) -> Config:
+def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     """Read and validate ``pipeledger.toml`` (or ``path``). Nothing else is touched."""
-    document = read_document(path)
+    document = read_document(None if path is None else Path(path))
     return parse_config(document.data, document.source_file)

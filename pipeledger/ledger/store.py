@@ -15,9 +15,9 @@ import logging
 import os
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
@@ -317,15 +317,22 @@ class LedgerStore:
         *,
         separate: bool,
         on_unavailable: Literal["spool", "fail"] = "spool",
+        wait: timedelta | None = None,
     ) -> None:
+        """``wait``: the longest any statement of the ledger's sessions may take."""
         self.database = database
         self.spool = spool
         self.separate = separate
         self.on_unavailable = on_unavailable
+        self.wait = wait
         self._migrated = False
 
+    def session(self, write: bool = True) -> AbstractContextManager[Session]:
+        """A transaction on the ledger's database, its statements bounded by ``wait``."""
+        return self.database.session(write, wait=self.wait)
+
     def migrate(self) -> list[int]:
-        with self.database.session() as session:
+        with self.session() as session:
             applied = migrate(session, LEDGER)
         self._migrated = True
         return applied
@@ -337,7 +344,7 @@ class LedgerStore:
         try:
             if not self._migrated:
                 self.migrate()
-            with self.database.session() as session:
+            with self.session() as session:
                 for op in ops:
                     apply(session, op)
             return True

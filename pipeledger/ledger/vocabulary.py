@@ -8,6 +8,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from pipeledger.errors import UsageError
+
 
 class RunStatus(StrEnum):
     RUNNING = "running"
@@ -32,13 +34,10 @@ TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
 }
 
 
-class IllegalTransition(ValueError):
-    pass
-
-
 def check_transition(old: RunStatus, new: RunStatus) -> None:
+    """Refuse a move the table above does not allow (a final state never changes)."""
     if new not in TRANSITIONS[old]:
-        raise IllegalTransition(f"a run cannot go from {old} to {new}")
+        raise UsageError(f"a run cannot go from {old} to {new}")
 
 
 class TriggerType(StrEnum):

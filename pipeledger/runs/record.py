@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from pipeledger.common.columns import TableName
-from pipeledger.ledger.ledger import Run
+from pipeledger.ledger.run import Run
 from pipeledger.ledger.vocabulary import DatasetSnapshot, RunStatus, TaskRecord, TaskStatus
 from pipeledger.publish.counts import MergeCounts
 from pipeledger.quality.report import GateReport

@@ -1,6 +1,6 @@
 """Quarantine replay: the unresolved entries of ``<target>_quarantine`` (of one run,
 optionally) go through today's column types and checks again, and the rows that pass are
-published (a kind of run of its own: :mod:`pipeledger.runs.replay_job` records it)::
+published (a kind of run of its own: :class:`ReplayJob` below records it)::
 
     BEGIN
       lock the pipeline
@@ -29,6 +29,7 @@ replay publishes exactly the rows that pass and leaves the others where they are
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -40,12 +41,18 @@ from pipeledger.common.columns import ROW_HASH, ROW_HASH_COLUMN, Column, TableNa
 from pipeledger.common.values import json_text
 from pipeledger.config.model import ChecksConfig, Config, PipelineConfig
 from pipeledger.errors import SchemaError
+from pipeledger.ledger.run import Run
+from pipeledger.ledger.vocabulary import RunStatus
 from pipeledger.publish.counts import MergeCounts
 from pipeledger.publish.merge import merge_staged, pipeline_shape, pipeline_spec
 from pipeledger.quality import checks as q
 from pipeledger.quality.gate import GateSpec, evaluate
 from pipeledger.quality.quarantine import QuarantineEntry, read_entries
+from pipeledger.runs.record import Written, take_snapshot, watermark_text
+from pipeledger.runs.site import Site
 from pipeledger.sources.base import SourceBatch
+from pipeledger.state.tables import read_watermarks
+from pipeledger.state.watermark import to_text
 from pipeledger.transform.conform import Shape, conform
 from pipeledger.transform.fingerprint import with_row_hash
 from pipeledger.warehouse.dialect import Dialect, quote
@@ -281,3 +288,67 @@ def consequence(name: str, run_id: str) -> str:
         f"pipeline {name} (replay {run_id}): nothing was published and the quarantine is "
         "as it was; the watermark did not move"
     )
+
+
+# -- the replay as a run: what the ledger keeps of it ---------------------------------
+
+
+class ReplayJob:
+    """Replay pipeline ``name``'s unresolved quarantined rows (of one run, if
+    ``run_filter``), recorded with ``trigger_type = "replay"``."""
+
+    def __init__(self, site: Site, name: str, run_id: str, run_filter: str | None) -> None:
+        self.config = site.config
+        self.name = name
+        self.run_id = run_id
+        self.run_filter = run_filter
+        self.began = time.monotonic()
+
+    @property
+    def target(self) -> str:
+        return self.config.pipeline(self.name).target
+
+    def execute(self, session: Session, run: Run) -> ReplayResult:
+        with run.task("replay") as task:
+            result, shape = replay_in(session, self.config, self.name, self.run_id,
+                                      self.run_filter)  # fmt: skip
+            task.rows_in, task.rows_rejected = result.replayed, result.still_failing
+            task.rows_out = result.published
+        result = replace(result, duration_s=time.monotonic() - self.began)
+        self._record(run, session, result, shape)
+        return result
+
+    def failed(self, run: Run, error: BaseException) -> None:
+        """The replay task carries the error; nothing else was done."""
+
+    def consequence(self) -> str:
+        return consequence(self.name, self.run_id)
+
+    def _record(
+        self, run: Run, session: Session, result: ReplayResult, shape: Shape | None
+    ) -> None:
+        c = result.counts
+        run.set_counts(
+            rows_read=result.replayed, rows_inserted=c.inserted, rows_updated=c.updated,
+            rows_unchanged=c.unchanged + c.superseded, rows_rejected=result.still_failing,
+        )  # fmt: skip
+        partitioned = self.config.pipeline(self.name).partition_by is not None
+        marks = {p: to_text(v) for p, v in read_watermarks(session, self.name).items()}
+        run.record.watermark_before = run.record.watermark_after = watermark_text(
+            marks, partitioned
+        )
+        run.record.extra.update({"mode": "replay", "run_filter": result.run_filter})
+        run.audit("QUARANTINE_REPLAY", target_table=result.target, record_count=result.replayed,
+                  metadata=result.to_json())  # fmt: skip
+        if c.inserted:
+            run.audit("RECORD_INSERTED", target_table=result.target, record_count=c.inserted)
+        if c.updated:
+            run.audit("RECORD_UPDATED", target_table=result.target, record_count=c.updated)
+        if shape is not None and run.ledger.records:
+            previous = run.ledger.previous_snapshot(result.target, session)
+            written = Written(c.inserted, result.replayed)
+            run.snapshots.append(
+                take_snapshot(session, run.run_id, result.target, shape, written, previous)
+            )
+        if result.still_failing:
+            run.mark(RunStatus.PARTIAL, f"{result.still_failing} row(s) still quarantined")

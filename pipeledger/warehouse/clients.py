@@ -9,9 +9,12 @@ longer exists; anywhere else, or when unsure, it counts as alive.
 
 from __future__ import annotations
 
+import contextvars
 import os
 import re
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 _NAME = re.compile(r"^pipeledger (\d+)@(\S+)")
 NAME_LIMIT = 63  # PostgreSQL's NAMEDATALEN - 1
@@ -29,6 +32,25 @@ def client_name(pipeline: str | None = None, run_id: str | None = None) -> str:
     if run_id is not None:
         name += f" run {run_id}"
     return name.encode()[:NAME_LIMIT].decode(errors="ignore")
+
+
+_ACTING_FOR: contextvars.ContextVar[str | None] = contextvars.ContextVar("client", default=None)
+
+
+@contextmanager
+def acting_for(pipeline: str, run_id: str) -> Iterator[None]:
+    """Sessions opened in this thread inside the block carry the run's name (a warehouse
+    asks :func:`current_client` when it opens one)."""
+    token = _ACTING_FOR.set(client_name(pipeline, run_id))
+    try:
+        yield
+    finally:
+        _ACTING_FOR.reset(token)
+
+
+def current_client() -> str:
+    """The name of a session opened now: the run this thread works for, else the process."""
+    return _ACTING_FOR.get() or client_name()
 
 
 def client_process(name: str | None) -> tuple[int, str] | None:

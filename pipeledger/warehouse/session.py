@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pipeledger.common.columns import TableName
@@ -68,8 +69,13 @@ class Warehouse(Protocol):
     dialect: Dialect
     url: str
 
-    def session(self, write: bool = True) -> AbstractContextManager[Session]:
-        """Open a connection and a transaction on it (``write=False``: a reader)."""
+    def session(
+        self, write: bool = True, *, wait: timedelta | None = None
+    ) -> AbstractContextManager[Session]:
+        """Open a connection and a transaction on it (``write=False``: a reader). ``wait``:
+        the longest any one statement of it may take, lock waits included (the ledger's
+        ``write_timeout``); the warehouse's own bound otherwise. Its name on the server is
+        the run's the opening thread works for (:mod:`pipeledger.warehouse.clients`)."""
         ...
 
 

@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pipeledger import api
 from pipeledger.config.model import load_config
-from pipeledger.ledger.ledger import RunCancelled
-from pipeledger.runs import runner
+from pipeledger.errors import RunCancelled
 from tests.drills.checks import Tally, check_json_counts
 from tests.drills.harness import RUN, Harness, Step
 from tests.drills.proc import Launcher, run_inline
@@ -124,7 +124,7 @@ def interrupted(h: Harness, after: int) -> None:
     prospective = h.model.copy()
     counts = RUN.apply(prospective, h.source.rows)
     try:
-        result = runner.run_one(config, PIPELINE, on_progress=cancel)
+        result = api.run_one(config, PIPELINE, on_progress=cancel)
     except RunCancelled:
         h.tally.count("interrupted")
     else:

@@ -13,7 +13,7 @@ from pipeledger.common import clock
 from pipeledger.common.clock import now
 from pipeledger.config.model import parse_config
 from pipeledger.errors import ConfigError
-from pipeledger.runs.runner import retry_delay
+from pipeledger.runs.retry import retry_delay
 from pipeledger.schedule.cron import Cron, Interval
 from pipeledger.schedule.due import plan
 

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, time, timedelta
 from enum import StrEnum
 from typing import Any
 
+from pipeledger.common.durations import span as span
 from pipeledger.ledger.rollup import COMPARES, sample
 from pipeledger.ledger.tables import RUNS, stored_datetime
 from pipeledger.warehouse.dialect import Dialect
@@ -115,13 +116,3 @@ def _sample(d: Dialect) -> str:
 
 
 # -- 1. list_runs -----------------------------------------------------------------------
-
-
-def span(seconds: float) -> str:
-    """A duration for people: ``1d2h``, ``3h5m``, ``45s``."""
-    s = int(seconds)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if s >= size:
-            rest = s % size
-            return f"{s // size}{unit}" + (span(rest) if rest and unit != "m" else "")
-    return f"{s}s"

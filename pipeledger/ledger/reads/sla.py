@@ -265,3 +265,21 @@ def reliability(session: Session, now: datetime) -> list[Reliability]:
     found = breaches(session, now, max(WINDOWS))
     rows = [row for days in WINDOWS for row in _window(session, now, days, found)]
     return sorted(rows, key=lambda r: (r.pipeline, r.days))
+
+
+@dataclass(frozen=True)
+class SlaReport:
+    """``pipeledger sla``: the breaches of the last 30 days, and reliability per pipeline."""
+
+    breaches: Sequence[Breach]
+    reliability: Sequence[Reliability]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "breaches": [b.to_json() for b in self.breaches],
+            "reliability": [r.to_json() for r in self.reliability],
+        }
+
+
+def sla_report(session: Session, now: datetime) -> SlaReport:
+    return SlaReport(breaches(session, now), reliability(session, now))

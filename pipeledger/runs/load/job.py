@@ -3,12 +3,12 @@ of it (:mod:`pipeledger.runs.record`)."""
 
 from __future__ import annotations
 
-from pipeledger.config.model import Config
-from pipeledger.ledger.ledger import Run
+from pipeledger.ledger.run import Run
 from pipeledger.runs.load.loader import Load, LoadRequest, ProgressCallback
 from pipeledger.runs.load.result import LoadResult
 from pipeledger.runs.record import record_load, record_load_failure
-from pipeledger.warehouse.session import Session, Warehouse
+from pipeledger.runs.site import Site
+from pipeledger.warehouse.session import Session
 
 
 class LoadJob:
@@ -17,12 +17,11 @@ class LoadJob:
     def __init__(
         self,
         request: LoadRequest,
-        config: Config,
-        warehouse: Warehouse,
+        site: Site,
         run_id: str,
         on_progress: ProgressCallback | None = None,
     ) -> None:
-        self.load = Load(request, config, warehouse, run_id, on_progress)
+        self.load = Load(request, site.config, site.warehouse, run_id, on_progress)
 
     @property
     def target(self) -> str:

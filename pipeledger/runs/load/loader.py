@@ -90,7 +90,7 @@ class LoadRequest:
     mode: Mode = "incremental"
     window: Window | None = None  # a backfill's range; incremental runs plan their own
     full_compare: bool = False  # backfill: stage every row, even those the target holds
-    history: Sequence[int] | None = None  # rows read by recent runs (a learned row count)
+    recent_counts: Sequence[int] | None = None  # rows read by recent runs (a learned band)
 
 
 @dataclass
@@ -455,7 +455,7 @@ class Load:
         """``keyed_later``: a new target gets its primary key after the insert, which
         proves the keys unique (the gate then checks them only if that fails)."""
         drift = self.drift.changes() if self.drift else {}
-        history, proven = self.request.history, self.new_target and keyed_later
+        history, proven = self.request.recent_counts, self.new_target and keyed_later
         if self.pipeline.deleted and shape.cursor not in shape.key:
             # a CDC feed carries several changes of a key in one run, at other cursors
             shape = replace(shape, key=(*shape.key, shape.cursor))

@@ -3,10 +3,10 @@ keeps of it: counts, tasks, the upstream runs it consumed, audit events and a sn
 
 from __future__ import annotations
 
-from pipeledger.config.model import Config
-from pipeledger.ledger.ledger import Run
+from pipeledger.ledger.run import Run
 from pipeledger.runs.model.build import Model, ModelRequest, ModelResult
 from pipeledger.runs.record import Written, record_events, record_quality, take_snapshot, task_from
+from pipeledger.runs.site import Site
 from pipeledger.transform.conform import Shape
 from pipeledger.warehouse.session import Session
 
@@ -14,8 +14,8 @@ from pipeledger.warehouse.session import Session
 class ModelJob:
     """One run of one model, recorded."""
 
-    def __init__(self, request: ModelRequest, config: Config, run_id: str) -> None:
-        self.model = Model(request, config, run_id)
+    def __init__(self, request: ModelRequest, site: Site, run_id: str) -> None:
+        self.model = Model(request, site.config, run_id)
 
     @property
     def target(self) -> str:

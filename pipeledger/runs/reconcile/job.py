@@ -9,22 +9,22 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from pipeledger.config.model import Config
-from pipeledger.ledger.ledger import Run
+from pipeledger.ledger.run import Run
+from pipeledger.ledger.vocabulary import TriggerType
 from pipeledger.runs.reconcile.compare import Reconcile, ReconcileRequest
 from pipeledger.runs.reconcile.result import Reconciliation
 from pipeledger.runs.record import record_lateness
-from pipeledger.warehouse.session import Session, Warehouse
+from pipeledger.runs.scaffold import RunSpec, Trigger, run_job
+from pipeledger.runs.site import Site
+from pipeledger.warehouse.session import Session
 
 
 class ReconcileJob:
     """Compare pipeline ``request.pipeline``'s source with its target, recorded."""
 
-    def __init__(
-        self, request: ReconcileRequest, config: Config, run_id: str, warehouse: Warehouse
-    ) -> None:
-        self.body = Reconcile(request, config, run_id)
-        self.warehouse = warehouse
+    def __init__(self, request: ReconcileRequest, site: Site, run_id: str) -> None:
+        self.body = Reconcile(request, site.config, run_id)
+        self.warehouse = site.warehouse
 
     @property
     def target(self) -> None:
@@ -79,3 +79,9 @@ def record_reconciliation(run: Run, result: Reconciliation) -> None:
         run.audit("RECONCILIATION_MISMATCH", target_table=result.target,
                   record_count=window.differing_rows, metadata=window.to_json())  # fmt: skip
     record_lateness(run, result.lateness, result.target)
+
+
+def reconciled(site: Site, request: ReconcileRequest) -> Reconciliation:
+    """One comparison of ``request.pipeline``'s source and target, as a run of its own."""
+    spec = RunSpec(pipeline=request.pipeline, trigger=Trigger(trigger_type=TriggerType.RECONCILE))
+    return run_job(site, spec, lambda run_id: ReconcileJob(request, site, run_id))

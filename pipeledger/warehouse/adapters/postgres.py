@@ -31,7 +31,7 @@ from pipeledger.errors import (
     TransientWarehouseError,
     WarehouseError,
 )
-from pipeledger.warehouse.clients import client_gone, client_name, client_process
+from pipeledger.warehouse.clients import client_gone, client_process, current_client
 from pipeledger.warehouse.dialect import POSTGRES
 from pipeledger.warehouse.stage import copy_stage, handed_on
 
@@ -332,15 +332,19 @@ class PostgresWarehouse:
     dialect = POSTGRES
 
     def __init__(self, url: str, client: str | None = None, wait: timedelta | None = None) -> None:
-        """``client``: the name its sessions carry (default: this process's); ``wait``:
-        the longest a statement may take (``adapters.open_warehouse``)."""
+        """``client``: the name its sessions carry (default: the run the opening thread
+        works for, else this process's); ``wait``: the longest a statement may take
+        (``adapters.open_warehouse``)."""
         self.url = url
-        self.client = client or client_name()
+        self.client = client
         self.wait = wait
 
     @contextmanager
-    def session(self, write: bool = True) -> Iterator[PostgresSession]:
-        conn = _connect(self.url, _warehouse_settings(self.client, self.wait))
+    def session(
+        self, write: bool = True, *, wait: timedelta | None = None
+    ) -> Iterator[PostgresSession]:
+        name = self.client or current_client()
+        conn = _connect(self.url, _warehouse_settings(name, wait or self.wait))
         try:
             session = PostgresSession(conn)
             yield session
@@ -420,7 +424,7 @@ class PostgresReader:
     def read(
         self, statement: str, params: Sequence[Any], batch_rows: int
     ) -> Iterator[pa.RecordBatch]:
-        conn = _connect(self.url, {"TimeZone": "UTC", "application_name": client_name()})
+        conn = _connect(self.url, {"TimeZone": "UTC", "application_name": current_client()})
         _reader_adapters(conn)
         try:
             with (

@@ -28,7 +28,7 @@ import time
 import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -296,7 +296,10 @@ class SqliteWarehouse:
         return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
 
     @contextmanager
-    def session(self, write: bool = True) -> Iterator[SqliteSession]:
+    def session(
+        self, write: bool = True, *, wait: timedelta | None = None
+    ) -> Iterator[SqliteSession]:
+        """``wait`` is not used: SQLite's wait for its write lock is always bounded."""
         conn = self._connect(write)
         try:
             self._begin(conn, write)

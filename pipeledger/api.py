@@ -1,0 +1,703 @@
+"""The library face of pipeledger: every verb, and every question to the ledger.
+
+::
+
+    from pipeledger import api
+
+    config = api.load_config("pipeledger.toml")
+    outcomes = api.run(config)                    # every load and model, in dependency order
+    api.backfill(config, "orders", "2024-03-01", "2024-03-07")
+    api.status("pipeledger.toml")                 # health per pipeline, read from the ledger
+    api.recent_runs("pipeledger.toml", "orders")  # its latest runs, newest first
+
+The CLI (:mod:`pipeledger.cli`) is a thin face over these functions and nothing else: what
+it prints with ``--json`` is what they return, as ``to_json()``.
+
+A *verb* takes a validated :class:`~pipeledger.config.model.Config` (or the path of its
+file) and builds what it works with once (:class:`~pipeledger.runs.site.Site`: the
+warehouse and the ledger the config names), handed down to every run it makes. A *question*
+(``recent_runs``, ``show``, ``status`` ...) takes a ``project``: a ``Config``, a located config
+(:func:`locate`, which reads only where the warehouse and the ledger are, without
+validating the rest: the quick commands' start-up), a path, or None for
+``./pipeledger.toml``; it opens one read session on the ledger and answers as if nothing
+had run while the ledger has no tables.
+
+Nothing heavy is imported until a function needs it: ``import pipeledger.api`` loads
+neither pyarrow, numpy, sqlglot nor pydantic.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from pipeledger.common.durations import parse_duration as parse_duration
+from pipeledger.common.durations import span as span
+from pipeledger.common.secrets import redact as redact
+from pipeledger.config.locate import Located as Located
+from pipeledger.errors import ConfigError as ConfigError
+from pipeledger.errors import GateFailed as GateFailed
+from pipeledger.errors import PipeledgerError as PipeledgerError
+from pipeledger.errors import RunCancelled as RunCancelled
+
+# The answers' types, for annotations (``api.RunRow``): the faces import nothing else.
+if TYPE_CHECKING:
+    from pipeledger.alerts.outbox import AlertRow as AlertRow
+    from pipeledger.config.model import Config as Config
+    from pipeledger.ledger.reads.detail import AuditRow as AuditRow
+    from pipeledger.ledger.reads.detail import RunDetail as RunDetail
+    from pipeledger.ledger.reads.health import PipelineStatus as PipelineStatus
+    from pipeledger.ledger.reads.health import VolumeAnomaly as VolumeAnomaly
+    from pipeledger.ledger.reads.queries import Blocked as Blocked
+    from pipeledger.ledger.reads.queries import PruneResult as PruneResult
+    from pipeledger.ledger.reads.queries import TaskTrend as TaskTrend
+    from pipeledger.ledger.reads.runs import RunRow as RunRow
+    from pipeledger.ledger.reads.sla import Breach as Breach
+    from pipeledger.ledger.reads.sla import Reliability as Reliability
+    from pipeledger.ledger.reads.sla import SlaReport as SlaReport
+    from pipeledger.ledger.vocabulary import RunRecord as RunRecord
+    from pipeledger.ledger.vocabulary import RunStatus as RunStatus
+    from pipeledger.ledger.vocabulary import TriggerType as TriggerType
+    from pipeledger.quality.quarantine import QuarantineEntry as QuarantineEntry
+    from pipeledger.runs.due import ScheduledOutcome as ScheduledOutcome
+    from pipeledger.runs.load.loader import ProgressCallback as ProgressCallback
+    from pipeledger.runs.load.result import LoadResult as LoadResult
+    from pipeledger.runs.model.build import ModelMode
+    from pipeledger.runs.model.build import ModelResult as ModelResult
+    from pipeledger.runs.outcome import Outcome as Outcome
+    from pipeledger.runs.outcome import RunFailure as RunFailure
+    from pipeledger.runs.reconcile.result import Reconciliation as Reconciliation
+    from pipeledger.runs.reconcile.result import WindowDiff as WindowDiff
+    from pipeledger.runs.replay import ReplayResult as ReplayResult
+    from pipeledger.runs.scaffold import Trigger as Trigger
+    from pipeledger.runs.site import Site
+    from pipeledger.state.lateness import LatenessReport as LatenessReport
+    from pipeledger.state.tables import WatermarkRow as WatermarkRow
+
+__all__ = [
+    "Project",
+    "anomalies",
+    "audit",
+    "backfill",
+    "blocked",
+    "cancel",
+    "check",
+    "exit_code",
+    "graph",
+    "has_ledger",
+    "health_rank",
+    "is_failure",
+    "is_load",
+    "lateness",
+    "load_config",
+    "locate",
+    "migrate",
+    "outcome_of",
+    "prune",
+    "quarantined",
+    "query",
+    "recent_alerts",
+    "recent_runs",
+    "reconcile",
+    "replay",
+    "run",
+    "run_due",
+    "run_model",
+    "run_one",
+    "schedule_status",
+    "serve",
+    "show",
+    "sla",
+    "status",
+    "tasks",
+    "trigger",
+    "watchdog",
+    "watermarks",
+]
+
+ConfigLike: TypeAlias = "Config | str | os.PathLike[str] | None"
+Project: TypeAlias = "Config | Located | str | os.PathLike[str] | None"
+
+
+# -- the project ------------------------------------------------------------------------
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> Config:
+    """Read and validate ``pipeledger.toml`` (or ``path``). Nothing else is touched."""
+    from pipeledger.config.model import load_config as load
+
+    return load(path)
+
+
+def locate(path: str | os.PathLike[str] | None = None) -> Located:
+    """Where ``pipeledger.toml``'s warehouse and ledger are, and the names of its nodes,
+    read without validating the rest (no pydantic): what a question needs."""
+    from pathlib import Path
+
+    from pipeledger.config.locate import locate as locate_config
+
+    return locate_config(None if path is None else Path(path))
+
+
+def _config(config: ConfigLike) -> Config:
+    from pipeledger.config.model import Config
+
+    return config if isinstance(config, Config) else load_config(config)
+
+
+def _site(config: ConfigLike) -> Site:
+    from pipeledger.runs.site import Site
+
+    return Site(_config(config))
+
+
+def _located(project: Project) -> Located:
+    if isinstance(project, Located):
+        return project
+    if project is None or isinstance(project, str | os.PathLike):
+        return locate(project)
+    return Located(
+        source_file=project.source_file,
+        warehouse_url=project.warehouse_url,
+        ledger_url=project.ledger_url,
+        pipelines=tuple(project.pipelines),
+        models=tuple(project.models),
+    )
+
+
+def trigger(
+    trigger_type: TriggerType | str = "manual",
+    *,
+    retry: bool = False,
+    correlation_id: str | None = None,
+    idempotency_key: str | None = None,
+    triggered_by: str | None = None,
+) -> Trigger:
+    """Why a run happens, as the ledger records it (``pipeledger run --trigger``)."""
+    from pipeledger.ledger.vocabulary import TriggerType
+    from pipeledger.runs.scaffold import Trigger
+
+    return Trigger(
+        trigger_type=TriggerType(trigger_type),
+        retry=retry,
+        correlation_id=correlation_id,
+        idempotency_key=idempotency_key,
+        triggered_by=triggered_by,
+    )
+
+
+# -- runs -------------------------------------------------------------------------------
+
+
+def run(
+    config: ConfigLike,
+    selectors: Sequence[str] = (),
+    *,
+    on_progress: ProgressCallback | None = None,
+    trigger: Trigger | None = None,
+    threads: int | None = None,
+    full_refresh: bool = False,
+) -> list[Outcome]:
+    """Run the selected loads and models (every one when none is selected; selectors as in
+    :mod:`pipeledger.dag.graph`) in dependency order, independent branches side by side on
+    ``threads`` workers (default 4 on PostgreSQL, 1 on SQLite). A node whose upstream
+    failed is recorded skipped (``upstream_failed``) and the other branches go on; every
+    node's outcome is returned. All node runs share one ``correlation_id`` (the DAG run).
+    ``full_refresh`` rebuilds the selected models from scratch."""
+    from pipeledger.dag.graph import Graph
+    from pipeledger.runs.nodes import dag_trigger, run_nodes
+
+    site = _site(config)
+    selected = Graph.of(site.config).select(selectors)  # an unknown name: before anything runs
+    why = dag_trigger(trigger)
+    mode: ModelMode = "full_refresh" if full_refresh else "incremental"
+    return run_nodes(
+        site, selected, lambda _: why, mode=mode, on_progress=on_progress, threads=threads
+    )
+
+
+def run_one(
+    config: ConfigLike,
+    name: str,
+    *,
+    on_progress: ProgressCallback | None = None,
+    trigger: Trigger | None = None,
+) -> LoadResult:
+    """One incremental run of load ``name``, recorded in the ledger (not retried).
+    ``trigger.retry`` makes it the next attempt of the pipeline's latest logical run,
+    which must have failed."""
+    from pipeledger.runs.load.loader import LoadRequest
+    from pipeledger.runs.nodes import run_load
+    from pipeledger.runs.scaffold import RunSpec, Trigger
+
+    site = _site(config)
+    site.config.pipeline(name)
+    spec = RunSpec(pipeline=name, trigger=trigger or Trigger())
+    return run_load(site, LoadRequest(name), spec, on_progress)
+
+
+def run_model(
+    config: ConfigLike,
+    name: str,
+    *,
+    full_refresh: bool = False,
+    trigger: Trigger | None = None,
+) -> ModelResult:
+    """One run of model ``name`` (not retried): incremental (what its upstreams changed
+    since it last ran), or rebuilt from scratch with ``full_refresh``."""
+    from pipeledger.runs.nodes import run_model as run_it
+
+    mode: ModelMode = "full_refresh" if full_refresh else "incremental"
+    return run_it(_site(config), name, mode=mode, trigger=trigger)
+
+
+def backfill(
+    config: ConfigLike,
+    name: str,
+    start: str,
+    end: str,
+    *,
+    on_progress: ProgressCallback | None = None,
+    full_compare: bool = False,
+) -> LoadResult | ModelResult:
+    """Reprocess exactly ``start <= cursor <= end`` with the same merge; the live
+    watermark does not move. Source rows identical to the target's (by stored fingerprint)
+    are not staged unless ``full_compare`` (see :mod:`pipeledger.runs.load.known`)."""
+    return _backfill(_site(config), name, start, end, on_progress, full_compare)
+
+
+def _backfill(
+    site: Site,
+    name: str,
+    start: str,
+    end: str,
+    on_progress: ProgressCallback | None = None,
+    full_compare: bool = False,
+) -> LoadResult | ModelResult:
+    from pipeledger.ledger.vocabulary import TriggerType
+    from pipeledger.runs.load.loader import LoadRequest
+    from pipeledger.runs.nodes import run_load, run_model
+    from pipeledger.runs.scaffold import RunSpec, Trigger
+    from pipeledger.state.ranges import backfill_window, data_interval
+
+    why = Trigger(trigger_type=TriggerType.BACKFILL)
+    if name in site.config.models:
+        window = backfill_window(start, end, None, name)
+        return run_model(site, name, mode="backfill", window=window, trigger=why)
+    pipeline = site.config.pipeline(name)
+    window = backfill_window(start, end, pipeline.max_backfill, name)
+    request = LoadRequest(name, "backfill", window, full_compare)
+    spec = RunSpec(pipeline=name, trigger=why, data_interval=data_interval(window))
+    return run_load(site, request, spec, on_progress)
+
+
+def check(config: ConfigLike, name: str) -> LoadResult:
+    """A dry run: extract, stage and run the quality gate, then roll everything back; the
+    ledger records nothing. Raises GateFailed (with its report) when the gate would halt."""
+    from pipeledger.runs.load.loader import LoadRequest
+    from pipeledger.runs.nodes import recent_counts, run_load
+    from pipeledger.runs.scaffold import RunSpec
+
+    site = _site(config)
+    if site.config.pipeline(name).checks is None:
+        raise ConfigError(f"pipeline {name} declares no [pipelines.{name}.checks]")
+    request = LoadRequest(name, "check", recent_counts=recent_counts(site, name))
+    return run_load(site, request, RunSpec(pipeline=name, dry_run=True))
+
+
+def replay(config: ConfigLike, name: str, *, run: str | None = None) -> ReplayResult:
+    """Push pipeline ``name``'s unresolved quarantined rows (of one run, if ``run``: a run
+    id or its first 8+ characters) through today's config, in one transaction, recorded
+    in the ledger with ``trigger_type = "replay"`` (see :mod:`pipeledger.runs.replay`)."""
+    from pipeledger.ledger.vocabulary import TriggerType
+    from pipeledger.quality.quarantine import check_run_filter
+    from pipeledger.runs.replay import ReplayJob
+    from pipeledger.runs.scaffold import RunSpec, Trigger, run_job
+
+    site = _site(config)
+    site.config.pipeline(name)
+    check_run_filter(run)
+    spec = RunSpec(pipeline=name, trigger=Trigger(trigger_type=TriggerType.REPLAY))
+    return run_job(site, spec, lambda run_id: ReplayJob(site, name, run_id, run))
+
+
+def reconcile(
+    config: ConfigLike,
+    name: str,
+    *,
+    start: str | None = None,
+    end: str | None = None,
+    by: str | None = None,
+    repair: bool = False,
+) -> Reconciliation:
+    """Compare pipeline ``name``'s source with its target window by window (``by``: hour,
+    day or month; a width for an integer cursor), over ``start <= cursor <= end`` when
+    given, up to the watermark (see :mod:`pipeledger.runs.reconcile.compare`); recorded in
+    the ledger with ``trigger_type = "reconcile"``. ``repair`` backfills exactly the
+    windows that differ (in ranges no wider than ``max_backfill``), then compares again:
+    the result is that second comparison, with what was found first in ``found``."""
+    from pipeledger.runs.reconcile.compare import ReconcileRequest
+    from pipeledger.runs.reconcile.job import reconciled
+    from pipeledger.runs.reconcile.result import Repair
+
+    site = _site(config)
+    if name in site.config.models:
+        raise ConfigError(f"{name} is a model: reconcile compares a load's source and target")
+    at_most = site.config.pipeline(name).max_backfill
+    request = ReconcileRequest(name, start, end, by)
+    found = reconciled(site, request)
+    if not repair or found.status == "match":
+        return found
+    repairs: list[Repair] = []
+    for first, last in found.grain.backfill_ranges([w.label for w in found.windows], at_most):
+        try:
+            done = _backfill(site, name, first, last)
+        except PipeledgerError as exc:
+            exc.add_note(f"reconcile --repair: {len(repairs)} range(s) were backfilled first")
+            raise
+        c = done.counts
+        repairs.append(Repair(first, last, done.run_id, c.inserted, c.updated))
+    return replace(reconciled(site, request), found=found.windows, repairs=tuple(repairs))
+
+
+def lateness(config: ConfigLike, name: str) -> LatenessReport:
+    """Late rows over pipeline ``name``'s history (see :mod:`pipeledger.state.lateness`):
+    caught by the buffer and how late, missed, what the buffer costs, and a buffer that
+    would have caught 99.9 % of them."""
+    from pipeledger.ledger.reads import reading
+    from pipeledger.ledger.reads.queries import lateness_report
+    from pipeledger.state.lateness import report, seconds
+
+    config = _config(config)
+    buffer_s = seconds(config.pipeline(name).lateness)
+    with reading(config.ledger_url) as session:
+        if session is None:
+            return report(name, buffer_s, [])
+        return lateness_report(session, name, buffer_s)
+
+
+def watermarks(project: Project = None, name: str | None = None) -> list[WatermarkRow]:
+    """Watermarks per pipeline and partition (``pipeledger state``), read without taking
+    any lock."""
+    from pipeledger.state.tables import watermarks as read
+    from pipeledger.warehouse.adapters import open_warehouse
+
+    located = _located(project)
+    if name is not None:
+        located.check_pipeline(name)
+    with open_warehouse(located.warehouse_url).session(write=False) as session:
+        return read(session, name)
+
+
+def quarantined(
+    config: ConfigLike, name: str, *, run: str | None = None, include_resolved: bool = False
+) -> list[QuarantineEntry]:
+    """What the quality gate set aside for pipeline ``name`` (unresolved unless
+    ``include_resolved``), oldest first; of one run with ``run``."""
+    from pipeledger.quality.quarantine import quarantined as entries
+
+    return entries(_config(config), name, run=run, include_resolved=include_resolved)
+
+
+def outcome_of(pipeline: str, exc: BaseException) -> Outcome:
+    """The outcome of a run that raised ``exc`` (a :class:`RunFailure`, or the result of
+    a run that committed but that the ledger could not record)."""
+    from pipeledger.runs.outcome import outcome_of as of
+
+    return of(pipeline, exc)
+
+
+def exit_code(outcomes: Sequence[Outcome], strict: bool = False) -> int:
+    """The process exit code for ``outcomes`` (README: exit codes); ``strict`` makes
+    quarantined rows exit 3."""
+    from pipeledger.runs.outcome import exit_code as code
+
+    return code(outcomes, strict)
+
+
+def health_rank(level: str) -> int:
+    """The rank of a health word (``HEALTHY`` 0 .. ``CRITICAL`` 3), for ``--fail-on``."""
+    from pipeledger.ledger.reads.answers import Health
+
+    return Health(level.upper()).rank
+
+
+def is_failure(outcome: object) -> bool:
+    """Whether ``outcome`` is a :class:`RunFailure` (a run that did not publish)."""
+    from pipeledger.runs.outcome import RunFailure
+
+    return isinstance(outcome, RunFailure)
+
+
+def is_load(outcome: object) -> bool:
+    """Whether ``outcome`` is a load's result (else a model's, or a failure)."""
+    from pipeledger.runs.load.result import LoadResult
+
+    return isinstance(outcome, LoadResult)
+
+
+def graph(config: ConfigLike) -> dict[str, Any]:
+    """Loads and models as one graph (``pipeledger dag``): nodes, edges, each node's last
+    run."""
+    from pipeledger.dag.graph import Graph
+    from pipeledger.ledger.reads.recent import latest_runs
+
+    site = _site(config)
+    last: dict[str, dict[str, Any]] = {}
+    if site.ledger.records:
+        with site.ledger.reading() as session:
+            last = latest_runs(session, list(site.config.nodes))
+    return Graph.of(site.config).to_json(last)
+
+
+# -- running unattended -----------------------------------------------------------------
+
+
+def watchdog(config: ConfigLike) -> dict[str, str]:
+    """Replay the ledger's spool, then settle runs whose lease expired or whose process is
+    gone: ``success`` when the warehouse shows they committed, else ``abandoned``. Then
+    look after SLAs and alerts and send the due alerts (:mod:`pipeledger.alerts`)."""
+    return _watchdog(_site(config))
+
+
+def _watchdog(site: Site) -> dict[str, str]:
+    from pipeledger import alerts
+
+    settled = site.ledger.watchdog()
+    if alerts.watching(site.config):
+        alerts.look_after(site.config)
+        alerts.deliver_pending(site.config)
+    return settled
+
+
+def run_due(
+    config: ConfigLike,
+    selectors: Sequence[str] = (),
+    *,
+    on_progress: ProgressCallback | None = None,
+    threads: int | None = None,
+) -> list[ScheduledOutcome]:
+    """Run every interval the schedules say is due now, oldest first (``pipeledger run
+    --due``; see :func:`pipeledger.runs.due.run_due`)."""
+    from pipeledger.runs.due import run_due as due
+
+    return due(_site(config), selectors, on_progress=on_progress, threads=threads)
+
+
+def schedule_status(config: ConfigLike, now: datetime | None = None) -> list[dict[str, Any]]:
+    """Each scheduled node: its schedule, next firing, latest scheduled run and what is
+    overdue (``pipeledger schedule``)."""
+    from pipeledger.runs.due import schedule_status as status
+
+    return status(_site(config), now)
+
+
+def serve(
+    config: ConfigLike,
+    report: Callable[[list[ScheduledOutcome]], None],
+    *,
+    poll: timedelta = timedelta(minutes=1),
+    threads: int | None = None,
+) -> None:
+    """Run the schedules until interrupted (``pipeledger serve``): each wake-up runs the
+    watchdog, then what is due; ``report`` is told each round's outcomes."""
+    from pipeledger.runs.due import serve as loop
+
+    site = _site(config)
+    loop(site, report, lambda: _watchdog(site), poll=poll, threads=threads)
+
+
+def cancel(config: ConfigLike, run_id: str, reason: str | None = None) -> RunRecord:
+    """Ask a running run to stop, from any process or host (the id may be its first 8+
+    characters); return it. The run sees the request at its next heartbeat, rolls back
+    and ends ``cancelled``."""
+    from pipeledger.runs.due import needs_ledger
+    from pipeledger.runs.site import who
+
+    site = _site(config)
+    needs_ledger(site, "`pipeledger cancel`")
+    return site.ledger.request_cancel(run_id, requested_by=who(), reason=reason)
+
+
+# -- the ledger's questions -------------------------------------------------------------
+
+
+@contextmanager
+def _reading(project: Project, *, current: bool = False, write: bool = False) -> Iterator[Any]:
+    from pipeledger.ledger.reads import reading
+
+    with reading(_located(project).ledger_url, current=current, write=write) as session:
+        yield session
+
+
+def _now(now: datetime | None) -> datetime:
+    return now or datetime.now(UTC)
+
+
+def has_ledger(project: Project = None) -> bool:
+    """Whether the ledger has its tables (anything was ever recorded)."""
+    with _reading(project) as session:
+        return session is not None
+
+
+def recent_runs(
+    project: Project = None,
+    pipeline: str | None = None,
+    *,
+    since: datetime | None = None,
+    status: RunStatus | str | None = None,
+    limit: int = 50,
+) -> list[RunRow]:
+    """Recent runs (of ``pipeline``, default all), newest first (``pipeledger runs``)."""
+    from pipeledger.ledger.reads.runs import list_runs
+
+    with _reading(project) as session:
+        return list_runs(session, pipeline, since, status, limit) if session else []
+
+
+def show(project: Project, run_id: str) -> RunDetail:
+    """One run with its tasks, audit events and snapshots (``run_id``: a run id, or its
+    first 8+ characters); a PipeledgerError (exit 1) when the ledger has no such run."""
+    from pipeledger.ledger.reads.detail import show_run
+
+    with _reading(project) as session:
+        detail = show_run(session, run_id) if session else None
+    if detail is None:
+        raise PipeledgerError(f"no run with id {run_id!r} in the ledger")
+    return detail
+
+
+def status(project: Project = None, *, now: datetime | None = None) -> list[PipelineStatus]:
+    """Health per pipeline: 7-day success rate, freshness, volume anomaly."""
+    from pipeledger.ledger.reads.health import pipeline_status
+
+    with _reading(project, current=True) as session:
+        return pipeline_status(session, _now(now)) if session else []
+
+
+def anomalies(
+    project: Project = None, pipeline: str | None = None, *, now: datetime | None = None
+) -> list[VolumeAnomaly]:
+    """Rows written in each pipeline's latest interval against its last 30 days."""
+    from pipeledger.ledger.reads.health import volume_anomalies
+
+    with _reading(project, current=True) as session:
+        return volume_anomalies(session, _now(now), pipeline) if session else []
+
+
+def sla(project: Project = None, *, now: datetime | None = None) -> SlaReport:
+    """SLA breaches of the last 30 days (and open ones), and per pipeline its success rate,
+    mean time to recovery and p95 duration over 7 and 30 days."""
+    from pipeledger.ledger.reads.sla import SlaReport, sla_report
+
+    with _reading(project, current=True) as session:
+        return sla_report(session, _now(now)) if session else SlaReport((), ())
+
+
+def recent_alerts(project: Project = None, *, since: datetime | None = None) -> list[AlertRow]:
+    """Alerts raised since ``since`` (default: 7 days ago) and whether each was delivered."""
+    from pipeledger.alerts.outbox import recent
+
+    start = since or datetime.now(UTC) - timedelta(days=7)
+    with _reading(project, current=True) as session:
+        return recent(session, start) if session else []
+
+
+def tasks(
+    project: Project = None, pipeline: str | None = None, *, now: datetime | None = None
+) -> list[TaskTrend]:
+    """Per task and day (14 days): runs, mean and longest duration, mean rows out."""
+    from pipeledger.ledger.reads.queries import task_trends
+
+    with _reading(project) as session:
+        return task_trends(session, _now(now), pipeline) if session else []
+
+
+def audit(project: Project, table: str, *, since: datetime | None = None) -> list[AuditRow]:
+    """Audit events about one target table, newest first."""
+    from pipeledger.ledger.reads.detail import audit_trail
+
+    with _reading(project) as session:
+        return audit_trail(session, table, since) if session else []
+
+
+def blocked(project: Project = None, *, now: datetime | None = None) -> list[Blocked]:
+    """Pipelines waiting on an upstream that is not fresh."""
+    from pipeledger.ledger.reads.queries import blocked_pipelines
+
+    with _reading(project) as session:
+        return blocked_pipelines(session, _now(now)) if session else []
+
+
+def query(
+    project: Project, sql: str, params: Sequence[Any] = (), *, ledger: bool = False
+) -> list[tuple[Any, ...]]:
+    """The rows of ``sql`` (a read-only query with bound ``params``) on the warehouse, or on
+    the ledger's database with ``ledger``: for checks of your own (the demo checks itself
+    with it). Every row is returned: keep the result small."""
+    from pipeledger.warehouse.adapters import open_warehouse
+
+    located = _located(project)
+    url = located.ledger_url if ledger else located.warehouse_url
+    with open_warehouse(url).session(write=False) as session:
+        session.mark_rollback()
+        return session.query(sql, params)
+
+
+# -- looking after the ledger -----------------------------------------------------------
+
+
+def prune(project: Project, older_than: timedelta, *, dry_run: bool = False) -> PruneResult | None:
+    """Delete runs that ended more than ``older_than`` ago, with their tasks, events,
+    snapshots and check results (keeps running runs and each pipeline's last success);
+    None while the ledger has no tables. ``dry_run``: count, then roll back."""
+    from pipeledger.ledger.reads.queries import prune as delete
+
+    with _reading(project, write=True) as session:
+        if session is None:
+            return None
+        result = delete(session, older_than, datetime.now(UTC))
+        if dry_run:
+            session.mark_rollback()
+        return result
+
+
+def migrate(config: ConfigLike) -> dict[str, list[int]]:
+    """Create or upgrade the ledger's tables (the ledger's database) and the watermark
+    state (the warehouse); the versions each applied."""
+    from pipeledger.ledger.tables import LEDGER
+    from pipeledger.state.tables import STATE
+    from pipeledger.warehouse.migrations import migrate as apply
+
+    site = _site(config)
+    applied: dict[str, list[int]] = {}
+    for component, warehouse in ((LEDGER, site.ledger.store.database), (STATE, site.warehouse)):
+        with warehouse.session() as session:
+            applied[component.name] = apply(session, component)
+    return applied
+
+
+_LAZY = {
+    "LoadResult": "pipeledger.runs.load.result",
+    "ModelResult": "pipeledger.runs.model.build",
+    "RunFailure": "pipeledger.runs.outcome",
+    "ScheduledOutcome": "pipeledger.runs.due",
+    "Trigger": "pipeledger.runs.scaffold",
+    "Config": "pipeledger.config.model",
+    "RunStatus": "pipeledger.ledger.vocabulary",
+    "TriggerType": "pipeledger.ledger.vocabulary",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The result types, for code that checks what an outcome is: imported on first use."""
+    homes = _LAZY
+    if name not in homes:
+        raise AttributeError(f"module 'pipeledger.api' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(homes[name]), name)

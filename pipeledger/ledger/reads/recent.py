@@ -1,0 +1,108 @@
+"""What the runs themselves ask the ledger: a schedule's intervals held, a retry budget's
+attempts, a learned row-count band's history, each node's latest run, a target's latest
+snapshot. Each is one or two queries on a read session of the ledger's database
+(:meth:`pipeledger.ledger.ledger.Ledger.reading`); before the ledger has tables, each
+answers as if it had no runs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pipeledger.ledger import sql as lsql
+from pipeledger.ledger.tables import LEDGER, RUNS, SNAPSHOTS, stored_datetime
+from pipeledger.warehouse.migrations import is_migrated
+from pipeledger.warehouse.session import Session
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduledHistory:
+    """What the ledger knows of a pipeline's scheduled runs (``pipeledger.schedule``)."""
+
+    held_since: datetime | None = None  # end of the first interval whose run holds its key
+    held_until: datetime | None = None  # end of the latest one
+    held: frozenset[str] = frozenset()  # which of the asked keys a run holds
+    latest: dict[str, Any] = field(default_factory=dict)  # the latest scheduled run
+
+
+def scheduled_history(
+    session: Session, pipeline: str, keys: Sequence[str] = ()
+) -> ScheduledHistory:
+    """The pipeline's scheduled runs: the span of intervals held, which of ``keys`` runs
+    hold, and its latest scheduled run."""
+    d = session.dialect
+    columns = session.table_columns(RUNS) or []
+    if "idempotency_key" not in {name for name, _ in columns}:
+        return ScheduledHistory()
+    since, until = session.query(lsql.scheduled_span(d), [pipeline])[0]
+    held = session.query(lsql.held_keys(d, len(keys)), [pipeline, *keys]) if keys else []
+    latest = session.query(lsql.latest_scheduled(d), [pipeline])
+    last: dict[str, Any] = {}
+    if latest:
+        run_id, status, start, end = latest[0]
+        last = {
+            "run_id": str(run_id),
+            "status": str(status),
+            "start": stored_datetime(start),
+            "end": stored_datetime(end),
+        }
+    return ScheduledHistory(
+        held_since=stored_datetime(since),
+        held_until=stored_datetime(until),
+        held=frozenset(str(r[0]) for r in held),
+        latest=last,
+    )
+
+
+def attempts_since(session: Session, pipeline: str, since: datetime) -> int:
+    """Attempts the pipeline made since ``since`` (a retry budget counts them)."""
+    if not is_migrated(session, LEDGER):
+        return 0
+    rows = session.query(lsql.attempts_since(session.dialect), [pipeline, since])
+    return int(rows[0][0])
+
+
+def volume_history(session: Session, pipeline: str, runs: int = 30) -> list[int]:
+    """rows_read of the pipeline's latest successful (or partial) incremental runs."""
+    if not is_migrated(session, LEDGER):
+        return []
+    d = session.dialect
+    rows = session.query(
+        f"SELECT rows_read FROM {d.table(RUNS)} WHERE pipeline = {d.param} "
+        "AND status IN ('success', 'partial') "
+        "AND trigger_type NOT IN ('backfill', 'replay', 'reconcile') "
+        f"AND rows_read IS NOT NULL ORDER BY started_at DESC LIMIT {int(runs)}",
+        [pipeline],
+    )
+    return [int(r[0]) for r in rows]
+
+
+def latest_runs(session: Session, pipelines: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Of each pipeline that has runs, its latest: status, run id, start."""
+    out: dict[str, dict[str, Any]] = {}
+    if not is_migrated(session, LEDGER):
+        return out
+    d = session.dialect
+    for name in pipelines:
+        rows = session.query(
+            f"SELECT run_id, status, started_at FROM {d.table(RUNS)} "
+            f"WHERE pipeline = {d.param} ORDER BY started_at DESC LIMIT 1",
+            [name],
+        )
+        if rows:
+            run_id, status, started = rows[0]
+            out[name] = {"run_id": str(run_id), "status": str(status), "started_at": str(started)}
+    return out
+
+
+def latest_snapshot(session: Session, target: str) -> tuple[int, str | None] | None:
+    """(row_count, max_cursor) of the target's latest snapshot, or None."""
+    d = session.dialect
+    rows = session.query(
+        f"SELECT row_count, max_cursor FROM {d.table(SNAPSHOTS)} WHERE target_table = "
+        f"{d.param} ORDER BY created_at DESC LIMIT 1",
+        [target],
+    )
+    return (int(rows[0][0]), rows[0][1]) if rows else None
