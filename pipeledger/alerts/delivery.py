@@ -40,10 +40,14 @@ def post(url: str, payload: dict[str, Any], timeout: float) -> None:
     ``OSError`` (``URLError``, a timeout, a 5xx answer) for what a later attempt may get
     past."""
     request = urllib.request.Request(
-        url, data=json.dumps(payload).encode(), method="POST",
-        headers={"Content-Type": "application/json",
-                 "User-Agent": f"pipeledger/{__about__.__version__}"},
-    )  # fmt: skip
+        url,
+        data=json.dumps(payload).encode(),
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "User-Agent": f"pipeledger/{__about__.__version__}",
+        },
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             response.read()

@@ -123,9 +123,14 @@ def run_event(row: Sequence[Any]) -> Event:
         kind = "gate_halt"
     details = {"status": status, "error_code": code, "rows_rejected": rejected}
     return Event(
-        kind, str(pipeline), str(run_id), _reason(message, str(status)),
-        stored_datetime(ended) or datetime.min, str(run_id), details,
-    )  # fmt: skip
+        kind,
+        str(pipeline),
+        str(run_id),
+        _reason(message, str(status)),
+        stored_datetime(ended) or datetime.min,
+        str(run_id),
+        details,
+    )
 
 
 def mismatches_sql(d: Dialect) -> str:
@@ -144,31 +149,58 @@ def mismatch_event(row: Sequence[Any]) -> Event:
         f"{target}: {windows} window(s) differ from the source ({missing} rows missing, "
         f"{extra} extra, {changed} changed)"
     )
-    details = {"target_table": target, "windows_differing": windows, "missing_rows": missing,
-               "extra_rows": extra, "changed_rows": changed}  # fmt: skip
+    details = {
+        "target_table": target,
+        "windows_differing": windows,
+        "missing_rows": missing,
+        "extra_rows": extra,
+        "changed_rows": changed,
+    }
     return Event(
-        "reconciliation_mismatch", str(pipeline), str(run_id), reason,
-        stored_datetime(created) or datetime.min, str(run_id), details,
-    )  # fmt: skip
+        "reconciliation_mismatch",
+        str(pipeline),
+        str(run_id),
+        reason,
+        stored_datetime(created) or datetime.min,
+        str(run_id),
+        details,
+    )
 
 
 def volume_event(anomaly: VolumeAnomaly) -> Event:
-    details = {"rows_written": anomaly.rows_written, "history": anomaly.n,
-               "mean": anomaly.mean, "z_score": anomaly.z_score}  # fmt: skip
+    details = {
+        "rows_written": anomaly.rows_written,
+        "history": anomaly.n,
+        "mean": anomaly.mean,
+        "z_score": anomaly.z_score,
+    }
     return Event(
-        "volume_anomaly", anomaly.pipeline, anomaly.run_id, anomaly.reason, anomaly.started_at,
-        anomaly.run_id, details,
-    )  # fmt: skip
+        "volume_anomaly",
+        anomaly.pipeline,
+        anomaly.run_id,
+        anomaly.reason,
+        anomaly.started_at,
+        anomaly.run_id,
+        details,
+    )
 
 
 def breach_event(breach: Breach) -> Event:
     kind: AlertKind = "freshness_breach" if breach.kind == "freshness" else "slow_run"
-    details = {"due_at": breach.due_at.isoformat(), "sla_s": breach.sla_s,
-               "late": span(max(breach.late_s, 0))}  # fmt: skip
+    details = {
+        "due_at": breach.due_at.isoformat(),
+        "sla_s": breach.sla_s,
+        "late": span(max(breach.late_s, 0)),
+    }
     return Event(
-        kind, breach.pipeline, breach.breach_id, breach.reason, breach.detected_at,
-        breach.run_id, details,
-    )  # fmt: skip
+        kind,
+        breach.pipeline,
+        breach.breach_id,
+        breach.reason,
+        breach.detected_at,
+        breach.run_id,
+        details,
+    )
 
 
 def events(session: Session, now: datetime, lookback: timedelta = LOOKBACK) -> list[Event]:

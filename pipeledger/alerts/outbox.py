@@ -40,11 +40,18 @@ def record(session: Session, event: Event, webhooks: Sequence[str], now: datetim
     added = 0
     for webhook in sorted(webhooks):
         row = {
-            "alert_key": event.key, "webhook": webhook, "event": event.kind,
-            "pipeline": event.pipeline, "run_id": event.run_id, "reason": event.reason,
-            "payload": payload, "status": "pending", "attempts": 0, "created_at": now,
+            "alert_key": event.key,
+            "webhook": webhook,
+            "event": event.kind,
+            "pipeline": event.pipeline,
+            "run_id": event.run_id,
+            "reason": event.reason,
+            "payload": payload,
+            "status": "pending",
+            "attempts": 0,
+            "created_at": now,
             "next_attempt_at": now,
-        }  # fmt: skip
+        }
         added += session.execute(insert_sql(session.dialect), [row.get(c) for c in _COLUMNS])
     return added
 

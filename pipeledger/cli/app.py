@@ -133,13 +133,19 @@ def run(
                 outcomes = [s.outcome for s in scheduled]
             else:
                 why = api.trigger(
-                    trigger, retry=retry, correlation_id=correlation_id,
+                    trigger,
+                    retry=retry,
+                    correlation_id=correlation_id,
                     idempotency_key=idempotency_key,
-                )  # fmt: skip
+                )
                 outcomes = api.run(
-                    config, selectors or (), on_progress=on_progress, trigger=why,
-                    threads=threads, full_refresh=full_refresh,
-                )  # fmt: skip
+                    config,
+                    selectors or (),
+                    on_progress=on_progress,
+                    trigger=why,
+                    threads=threads,
+                    full_refresh=full_refresh,
+                )
         if due:
             report_scheduled(scheduled, as_json)
         else:

@@ -228,8 +228,9 @@ def report_scheduled(outcomes: Sequence[api.ScheduledOutcome], as_json: bool) ->
         out.print(
             f"[bold]{scheduled.node}[/] interval {interval.start.isoformat()} .. "
             f"{interval.end.isoformat()}",
-            soft_wrap=True, highlight=False,
-        )  # fmt: skip
+            soft_wrap=True,
+            highlight=False,
+        )
         print_outcome(scheduled.outcome)
 
 

@@ -177,8 +177,10 @@ class Tour:
     def increment(self) -> None:
         day2 = DAY1 + timedelta(days=1)
         placed = [DAY1 + timedelta(minutes=i) for i in range(1, 51)]
-        rows = [_row(i, day2 + timedelta(minutes=i), "completed", day=placed[i - 1])
-                for i in range(1, 51)]  # fmt: skip
+        rows = [
+            _row(i, day2 + timedelta(minutes=i), "completed", day=placed[i - 1])
+            for i in range(1, 51)
+        ]
         rows += [_row(i, day2 + timedelta(minutes=i)) for i in range(1001, 1101)]
         late = DAY1 + timedelta(minutes=1000) - timedelta(minutes=30)
         rows.append(_row(1200, late))  # arrives now, but happened before the watermark

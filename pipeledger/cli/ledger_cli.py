@@ -32,16 +32,36 @@ from pipeledger.cli.render import escape
 
 NO_RUNS = "no runs recorded yet"
 COLOURS = {
-    "success": "green", "failed": "red", "timed_out": "red", "abandoned": "red",
-    "partial": "yellow", "cancelled": "yellow", "running": "cyan", "skipped": "dim",
-    "HEALTHY": "green", "OK": "green", "UNKNOWN": "dim", "INSUFFICIENT_HISTORY": "dim",
-    "DEGRADED": "yellow", "WARNING": "yellow", "CRITICAL": "bold red",
-    "pending": "yellow", "delivered": "green",
-}  # fmt: skip
+    "success": "green",
+    "failed": "red",
+    "timed_out": "red",
+    "abandoned": "red",
+    "partial": "yellow",
+    "cancelled": "yellow",
+    "running": "cyan",
+    "skipped": "dim",
+    "HEALTHY": "green",
+    "OK": "green",
+    "UNKNOWN": "dim",
+    "INSUFFICIENT_HISTORY": "dim",
+    "DEGRADED": "yellow",
+    "WARNING": "yellow",
+    "CRITICAL": "bold red",
+    "pending": "yellow",
+    "delivered": "green",
+}
 
 # the values of pipeledger.ledger.vocabulary.RunStatus (tests/cli/test_json.py checks they agree)
-RUN_STATUSES = ("running", "success", "failed", "partial", "cancelled", "timed_out", "skipped",
-                "abandoned")  # fmt: skip
+RUN_STATUSES = (
+    "running",
+    "success",
+    "failed",
+    "partial",
+    "cancelled",
+    "timed_out",
+    "skipped",
+    "abandoned",
+)
 
 
 # -- plumbing ---------------------------------------------------------------------------
@@ -89,8 +109,11 @@ def _fail_on(found: Sequence[tuple[str, str]], floor: str | None) -> None:
     if floor is None or not found:
         return
     named = ", ".join(f"{pipeline} ({level})" for pipeline, level in found)
-    err.print(f"{len(found)} pipeline(s) at or above {floor.upper()}: {escape(named)}",
-              soft_wrap=True, highlight=False)  # fmt: skip
+    err.print(
+        f"{len(found)} pipeline(s) at or above {floor.upper()}: {escape(named)}",
+        soft_wrap=True,
+        highlight=False,
+    )
     raise fail(1)
 
 
@@ -274,8 +297,13 @@ def register(app: click.Group) -> None:
     @click.argument("name", required=False)
     @since_option
     @click.option("--status", type=click.Choice(RUN_STATUSES), help="Only runs in this state.")
-    @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True,
-                  help="At most this many.")  # fmt: skip
+    @click.option(
+        "--limit",
+        type=click.IntRange(min=1),
+        default=50,
+        show_default=True,
+        help="At most this many.",
+    )
     @json_option
     def runs(
         name: str | None, since: str | None, status: str | None, limit: int, as_json: bool
@@ -304,23 +332,32 @@ def register(app: click.Group) -> None:
 
     @app.command()
     @json_option
-    @click.option("--fail-on", type=click.Choice(["degraded", "critical"]),
-                  help="Exit 1 when a pipeline is this unhealthy or worse.")  # fmt: skip
+    @click.option(
+        "--fail-on",
+        type=click.Choice(["degraded", "critical"]),
+        help="Exit 1 when a pipeline is this unhealthy or worse.",
+    )
     def status(as_json: bool, fail_on: str | None) -> None:
         """Health per pipeline: 7-day success rate, freshness, volume anomaly."""
         with guard(as_json):
             rows = api.status(locate())
             _report(rows, as_json, status_lines, lambda: NO_RUNS)
         floor = api.health_rank(fail_on) if fail_on else None
-        found = [(s.pipeline, s.health.value) for s in rows
-                 if floor is not None and s.health.rank >= floor]  # fmt: skip
+        found = [
+            (s.pipeline, s.health.value)
+            for s in rows
+            if floor is not None and s.health.rank >= floor
+        ]
         _fail_on(found, fail_on)
 
     @app.command()
     @click.argument("name", required=False)
     @json_option
-    @click.option("--fail-on", type=click.Choice(["warning", "critical"]),
-                  help="Exit 1 when a volume is at this level or worse.")  # fmt: skip
+    @click.option(
+        "--fail-on",
+        type=click.Choice(["warning", "critical"]),
+        help="Exit 1 when a volume is at this level or worse.",
+    )
     def anomalies(name: str | None, as_json: bool, fail_on: str | None) -> None:
         """Rows written in each pipeline's latest interval against its last 30 days."""
         with guard(as_json):
@@ -328,8 +365,11 @@ def register(app: click.Group) -> None:
             rows = api.anomalies(where, name)
             _report(rows, as_json, anomaly_lines, lambda: _empty(where, "no successful runs"))
         floor = _LEVEL_RANK[fail_on.upper()] if fail_on else 0
-        found = [(a.pipeline, a.level.value) for a in rows
-                 if fail_on and _LEVEL_RANK.get(a.level, 0) >= floor]  # fmt: skip
+        found = [
+            (a.pipeline, a.level.value)
+            for a in rows
+            if fail_on and _LEVEL_RANK.get(a.level, 0) >= floor
+        ]
         _fail_on(found, fail_on)
 
     @app.command()
@@ -392,8 +432,7 @@ def _ledger_group() -> click.Group:
         """Look after the ledger database."""
 
     @ledger.command()
-    @click.option("--older-than", required=True,
-                  help="Delete runs that ended this long ago (90d).")  # fmt: skip
+    @click.option("--older-than", required=True, help="Delete runs that ended this long ago (90d).")
     @click.option("--dry-run", is_flag=True, help="Count, then roll back.")
     @json_option
     def prune(older_than: str, dry_run: bool, as_json: bool) -> None:

@@ -78,8 +78,9 @@ def replay_lines(r: ReplayResult) -> list[str]:
 @quarantine.command("list")
 @click.argument("name")
 @run_option
-@click.option("--all", "include_resolved", is_flag=True,
-              help="Include entries already resolved by a replay.")  # fmt: skip
+@click.option(
+    "--all", "include_resolved", is_flag=True, help="Include entries already resolved by a replay."
+)
 @json_option
 def list_entries(name: str, run: str | None, include_resolved: bool, as_json: bool) -> None:
     """What is set aside (unresolved unless --all), oldest first."""

@@ -92,8 +92,10 @@ def reconcile_lines(r: Reconciliation) -> list[str]:
             "  note: a backfill does not delete; extra rows stay until deleted in the target"
         )
     if r.lateness and r.lateness.rows_missed:
-        lines.append(f"  [yellow]note:[/] {r.lateness.rows_missed:,} of the rows missing "
-                     "had arrived later than the lateness buffer")  # fmt: skip
+        lines.append(
+            f"  [yellow]note:[/] {r.lateness.rows_missed:,} of the rows missing "
+            "had arrived later than the lateness buffer"
+        )
     return lines
 
 

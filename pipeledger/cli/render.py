@@ -66,9 +66,11 @@ def late_lines(result: LoadResult) -> list[str]:
     where = f" in {', '.join(late.missed_in)}" if late.missed_in else ""
     first, last = late.missed_cursors or ("?", "?")
     if result.mode == "backfill":
-        return [f"  [yellow]note:[/] {late.rows_missed:,} row(s) loaded here had arrived later "
-                f"than the lateness buffer ({late.buffer_s:,}s); `pipeledger lateness "
-                f"{result.pipeline}` counts them"]  # fmt: skip
+        return [
+            f"  [yellow]note:[/] {late.rows_missed:,} row(s) loaded here had arrived later "
+            f"than the lateness buffer ({late.buffer_s:,}s); `pipeledger lateness "
+            f"{result.pipeline}` counts them"
+        ]
     return [
         f"  [yellow]warning:[/] {late.rows_missed:,} row(s){escape(where)} arrived later than "
         f"the lateness buffer ({late.buffer_s:,}s) and were not loaded (cursor {first} .. "

@@ -68,9 +68,11 @@ def serve(poll: str, threads: int | None) -> None:
         every = api.parse_duration(poll)
         err.print(f"serving {config.source_file}: waking up at least every {poll}")
         api.serve(
-            config, lambda outcomes: report_scheduled(outcomes, False) if outcomes else None,
-            poll=every, threads=threads,
-        )  # fmt: skip
+            config,
+            lambda outcomes: report_scheduled(outcomes, False) if outcomes else None,
+            poll=every,
+            threads=threads,
+        )
         err.print("stopped")
 
 
@@ -87,13 +89,21 @@ def cancel(run_id: str, reason: str | None, as_json: bool) -> None:
         record = api.cancel(config, run_id, reason)
         every = config.ledger.heartbeat.total_seconds()
         if as_json:
-            print_json({"run_id": record.run_id, "pipeline": record.pipeline,
-                        "status": "cancel_requested", "host": record.host, "pid": record.pid,
-                        "within_s": every})  # fmt: skip
+            print_json(
+                {
+                    "run_id": record.run_id,
+                    "pipeline": record.pipeline,
+                    "status": "cancel_requested",
+                    "host": record.host,
+                    "pid": record.pid,
+                    "within_s": every,
+                }
+            )
             return
         out.print(
             f"cancel requested: run {record.run_id} of {record.pipeline} (process "
             f"{record.pid} on {record.host}) stops at its next heartbeat, within {every:g} s, "
             "rolls back and is recorded cancelled",
-            soft_wrap=True, highlight=False,
-        )  # fmt: skip
+            soft_wrap=True,
+            highlight=False,
+        )

@@ -70,8 +70,9 @@ class ModelSql:
             if name not in tables:
                 return node
             sub = sqlglot.parse_one(tables[name], read=READ)
-            return exp.Subquery(this=sub, alias=exp.TableAlias(this=exp.to_identifier(
-                node.alias_or_name)))  # fmt: skip
+            return exp.Subquery(
+                this=sub, alias=exp.TableAlias(this=exp.to_identifier(node.alias_or_name))
+            )
 
         return ModelSql(self.tree.copy().transform(swap).sql(READ), self.where)
 

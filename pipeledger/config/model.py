@@ -211,9 +211,16 @@ class DeleteMarker(_Strict):
 
 
 AlertKind = Literal[
-    "failed", "timed_out", "abandoned", "gate_halt", "quarantine", "volume_anomaly",
-    "freshness_breach", "reconciliation_mismatch", "slow_run",
-]  # fmt: skip
+    "failed",
+    "timed_out",
+    "abandoned",
+    "gate_halt",
+    "quarantine",
+    "volume_anomaly",
+    "freshness_breach",
+    "reconciliation_mismatch",
+    "slow_run",
+]
 ALERT_KINDS: tuple[AlertKind, ...] = get_args(AlertKind)
 
 
@@ -470,8 +477,9 @@ class Config(_Strict):
             for name, node in nodes.items():
                 unknown = [u for u in node.depends_on if u not in self.nodes]
                 if unknown:
-                    raise ValueError(f"{section}.{name}.depends_on: no pipeline or model named "
-                                     f"{unknown}")  # fmt: skip
+                    raise ValueError(
+                        f"{section}.{name}.depends_on: no pipeline or model named {unknown}"
+                    )
                 if name in node.depends_on:
                     raise ValueError(f"{section}.{name}.depends_on: it cannot depend on itself")
         return self
@@ -555,8 +563,9 @@ class Config(_Strict):
     def node(self, name: str) -> PipelineConfig | ModelConfig:
         if name not in self.nodes:
             known = ", ".join(sorted(self.nodes)) or "none"
-            raise ConfigError(f"{self.source_file}: no pipeline or model named {name!r} "
-                              f"(defined: {known})")  # fmt: skip
+            raise ConfigError(
+                f"{self.source_file}: no pipeline or model named {name!r} (defined: {known})"
+            )
         return self.nodes[name]
 
     def model(self, name: str) -> ModelConfig:

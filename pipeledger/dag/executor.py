@@ -86,9 +86,11 @@ class _State(Generic[Outcome]):
                 raise
 
     def _start_ready(
-        self, order: TopologicalSorter[str], pool: ThreadPoolExecutor,
+        self,
+        order: TopologicalSorter[str],
+        pool: ThreadPoolExecutor,
         running: dict[Future[Outcome], str],
-    ) -> None:  # fmt: skip
+    ) -> None:
         for name in sorted(order.get_ready()):
             if name in self.blocked:
                 self._finish(order, name, self.skip_node(name))

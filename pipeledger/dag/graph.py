@@ -49,8 +49,9 @@ class Graph:
 
     def downstream(self, name: str) -> set[str]:
         """Every node that reads ``name``'s output, directly or through others."""
-        return self._reach(name, {n: {d for d, ups in self.upstreams.items() if n in ups}
-                                  for n in self.kinds})  # fmt: skip
+        return self._reach(
+            name, {n: {d for d, ups in self.upstreams.items() if n in ups} for n in self.kinds}
+        )
 
     def upstream(self, name: str) -> set[str]:
         return self._reach(name, {n: set(ups) for n, ups in self.upstreams.items()})
@@ -83,8 +84,9 @@ class Graph:
         name = selector.strip("+")
         if name not in self.kinds:
             known = ", ".join(sorted(self.kinds)) or "none"
-            raise ConfigError(f"selector {selector!r}: no pipeline or model named {name!r} "
-                              f"(defined: {known})")  # fmt: skip
+            raise ConfigError(
+                f"selector {selector!r}: no pipeline or model named {name!r} (defined: {known})"
+            )
         found = {name}
         if selector.endswith("+"):
             found |= self.downstream(name)
@@ -94,8 +96,9 @@ class Graph:
 
     def ordered(self, names: Iterable[str]) -> list[str]:
         chosen = set(names)
-        order = TopologicalSorter({n: [u for u in self.upstreams[n] if u in chosen]
-                                   for n in sorted(chosen)})  # fmt: skip
+        order = TopologicalSorter(
+            {n: [u for u in self.upstreams[n] if u in chosen] for n in sorted(chosen)}
+        )
         order.prepare()
         out: list[str] = []
         while order.is_active():
@@ -108,9 +111,14 @@ class Graph:
         """Nodes (kind, target, tags, upstreams, last run) and edges."""
         last = last or {}
         nodes = [
-            {"name": n, "kind": self.kinds[n], "target": self.targets[n],
-             "tags": list(self.tags[n]), "upstreams": list(self.upstreams[n]),
-             "last_run": last.get(n)}
+            {
+                "name": n,
+                "kind": self.kinds[n],
+                "target": self.targets[n],
+                "tags": list(self.tags[n]),
+                "upstreams": list(self.upstreams[n]),
+                "last_run": last.get(n),
+            }
             for n in self.ordered(self.kinds)
-        ]  # fmt: skip
+        ]
         return {"nodes": nodes, "edges": [{"from": u, "to": d} for u, d in self.edges]}

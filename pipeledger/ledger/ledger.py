@@ -375,14 +375,21 @@ class Ledger:
         """The ops that add or update a pipeline and its dependencies in the registry."""
         now, sla, slow = _now(), info.freshness_sla, info.max_duration
         version = hashlib.sha256(info.config_text.encode()).hexdigest()[:12]
-        pipeline = st.Op("pipeline", {
-            "name": info.name, "version": version, "description": info.description,
-            "owner": info.owner, "source_system": info.source_system and redact(info.source_system),
-            "target_system": info.target_system and redact(info.target_system),
-            "freshness_sla_s": int(sla.total_seconds()) if sla else None,
-            "max_duration_s": None if slow is None else int(slow.total_seconds()),
-            "created_at": now, "updated_at": now,
-        })  # fmt: skip
+        pipeline = st.Op(
+            "pipeline",
+            {
+                "name": info.name,
+                "version": version,
+                "description": info.description,
+                "owner": info.owner,
+                "source_system": info.source_system and redact(info.source_system),
+                "target_system": info.target_system and redact(info.target_system),
+                "freshness_sla_s": int(sla.total_seconds()) if sla else None,
+                "max_duration_s": None if slow is None else int(slow.total_seconds()),
+                "created_at": now,
+                "updated_at": now,
+            },
+        )
         upstreams = list(info.depends_on)
         deps = st.Op("dependencies", {"downstream": info.name, "upstreams": upstreams, "at": now})
         return [pipeline, deps]
@@ -549,8 +556,9 @@ def _unchecked_keys(ops: Sequence[st.Op]) -> None:
             log.warning(
                 "pipeline %s: the ledger is unreachable, so idempotency key %r could not be "
                 "checked; the run goes on (its rows still land exactly once)",
-                op.data["pipeline"], op.data["idempotency_key"],
-            )  # fmt: skip
+                op.data["pipeline"],
+                op.data["idempotency_key"],
+            )
 
 
 def _status_for(exc: BaseException) -> RunStatus:

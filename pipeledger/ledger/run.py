@@ -146,10 +146,18 @@ class Run:
         """Record a discrete fact about this run (keep values surgical: keys and changes)."""
         self.events.append(
             AuditEvent(
-                str(uuid.uuid4()), self.run_id, self.record.pipeline, event_type.upper(), _now(),
-                target_table, record_count, old_values, new_values, metadata,
+                str(uuid.uuid4()),
+                self.run_id,
+                self.record.pipeline,
+                event_type.upper(),
+                _now(),
+                target_table,
+                record_count,
+                old_values,
+                new_values,
+                metadata,
             )
-        )  # fmt: skip
+        )
 
     def _final_ops(self) -> list[st.Op]:
         ops = [st.task_op(t) for t in self.tasks]

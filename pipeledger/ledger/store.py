@@ -149,8 +149,9 @@ def _refuse_duplicate(session: Session, data: dict[str, Any]) -> None:
             raise DuplicateRun(
                 f"pipeline {pipeline}: idempotency key {key!r} is held by run {run_id} "
                 f"({status}); this trigger did nothing",
-                duplicate_of=str(run_id), status=str(status),
-            )  # fmt: skip
+                duplicate_of=str(run_id),
+                status=str(status),
+            )
 
 
 def apply_replayed(session: Session, op: Op) -> None:
@@ -163,8 +164,11 @@ def apply_replayed(session: Session, op: Op) -> None:
     except DuplicateRun as exc:
         log.warning("ledger spool: %s; the run is recorded without the key", exc)
         key = op.data["idempotency_key"]
-        extra = {**(op.data.get("extra") or {}), "duplicate_key": key, "duplicate_of":
-                 exc.duplicate_of}  # fmt: skip
+        extra = {
+            **(op.data.get("extra") or {}),
+            "duplicate_key": key,
+            "duplicate_of": exc.duplicate_of,
+        }
         apply(session, Op("run", {**op.data, "idempotency_key": None, "extra": extra}))
 
 
@@ -180,12 +184,24 @@ def _late_completion(session: Session, data: dict[str, Any]) -> None:
         return
     event = AuditEvent(
         event_id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"late-completion:{data['run_id']}")),
-        run_id=data["run_id"], pipeline=data["pipeline"], event_type="LATE_COMPLETION",
+        run_id=data["run_id"],
+        pipeline=data["pipeline"],
+        event_type="LATE_COMPLETION",
         created_at=datetime.now(UTC),
-        old_values={"status": rows[0][0]}, new_values={"status": data["status"]},
-        metadata={k: data.get(k) for k in ("ended_at", "rows_read", "rows_inserted",
-                                           "rows_updated", "watermark_after", "error_code")},
-    )  # fmt: skip
+        old_values={"status": rows[0][0]},
+        new_values={"status": data["status"]},
+        metadata={
+            k: data.get(k)
+            for k in (
+                "ended_at",
+                "rows_read",
+                "rows_inserted",
+                "rows_updated",
+                "watermark_after",
+                "error_code",
+            )
+        },
+    )
     session.execute(lsql.insert_event(d), _params(_plain(event), lsql.EVENT_COLUMNS))
 
 
@@ -282,8 +298,11 @@ class Spool:
             for number, line, exc in rejected:
                 log.warning(
                     "ledger spool %s line %d is not a whole record (%s); set aside in %s",
-                    self.path, number, exc, aside,
-                )  # fmt: skip
+                    self.path,
+                    number,
+                    exc,
+                    aside,
+                )
                 handle.write(line + "\n")
 
     def _rewrite(self, lines: list[str]) -> None:
@@ -366,6 +385,8 @@ class LedgerStore:
                 sqlstate=unavailable.sqlstate,
             ) from exc
         log.warning(
-            "ledger unavailable (%s); %d record(s) spooled to %s", unavailable, len(ops),
+            "ledger unavailable (%s); %d record(s) spooled to %s",
+            unavailable,
+            len(ops),
             self.spool.path,
-        )  # fmt: skip
+        )

@@ -124,28 +124,52 @@ _RUN_ID = ForeignKey("run_id", RUNS, "run_id")
 PIPELINE_TABLE = LedgerTable(
     PIPELINES,
     columns=(
-        ("name", "text PRIMARY KEY"), ("version", "text NOT NULL"), ("description", "text"),
-        ("owner", "text"), ("source_system", "text"), ("target_system", "text"),
-        ("freshness_sla_s", "bigint"), ("created_at", "{ts} NOT NULL"),
+        ("name", "text PRIMARY KEY"),
+        ("version", "text NOT NULL"),
+        ("description", "text"),
+        ("owner", "text"),
+        ("source_system", "text"),
+        ("target_system", "text"),
+        ("freshness_sla_s", "bigint"),
+        ("created_at", "{ts} NOT NULL"),
         ("updated_at", "{ts} NOT NULL"),
     ),
     added=((6, "max_duration_s", "{big}"),),
-)  # fmt: skip
+)
 RUN_TABLE = LedgerTable(
     RUNS,
     columns=(
-        ("run_id", "text PRIMARY KEY"), ("logical_run_id", "text NOT NULL"),
-        ("attempt", "integer NOT NULL"), ("parent_run_id", "text"), ("correlation_id", "text"),
-        ("pipeline", "text NOT NULL"), ("trigger_type", "text NOT NULL"),
-        ("triggered_by", "text"), ("environment", "text"), ("status", "text NOT NULL"),
-        ("started_at", "{ts} NOT NULL"), ("ended_at", "{ts}"), ("duration_ms", "{big}"),
-        ("rows_read", "{big}"), ("rows_inserted", "{big}"), ("rows_updated", "{big}"),
-        ("rows_unchanged", "{big}"), ("rows_rejected", "{big}"), ("bytes_read", "{big}"),
-        ("watermark_before", "text"), ("watermark_after", "text"),
-        ("data_interval_start", "{ts}"), ("data_interval_end", "{ts}"),
-        ("error_code", "text"), ("error_message", "text"), ("code_version", "text"),
-        ("host", "text"), ("pid", "integer"), ("heartbeat_at", "{ts}"),
-        ("lease_expires_at", "{ts}"), ("extra", "{json}"),
+        ("run_id", "text PRIMARY KEY"),
+        ("logical_run_id", "text NOT NULL"),
+        ("attempt", "integer NOT NULL"),
+        ("parent_run_id", "text"),
+        ("correlation_id", "text"),
+        ("pipeline", "text NOT NULL"),
+        ("trigger_type", "text NOT NULL"),
+        ("triggered_by", "text"),
+        ("environment", "text"),
+        ("status", "text NOT NULL"),
+        ("started_at", "{ts} NOT NULL"),
+        ("ended_at", "{ts}"),
+        ("duration_ms", "{big}"),
+        ("rows_read", "{big}"),
+        ("rows_inserted", "{big}"),
+        ("rows_updated", "{big}"),
+        ("rows_unchanged", "{big}"),
+        ("rows_rejected", "{big}"),
+        ("bytes_read", "{big}"),
+        ("watermark_before", "text"),
+        ("watermark_after", "text"),
+        ("data_interval_start", "{ts}"),
+        ("data_interval_end", "{ts}"),
+        ("error_code", "text"),
+        ("error_message", "text"),
+        ("code_version", "text"),
+        ("host", "text"),
+        ("pid", "integer"),
+        ("heartbeat_at", "{ts}"),
+        ("lease_expires_at", "{ts}"),
+        ("extra", "{json}"),
     ),
     constraints=("UNIQUE (logical_run_id, attempt)",),
     indexes=(
@@ -155,122 +179,176 @@ RUN_TABLE = LedgerTable(
     ),
     foreign_key=ForeignKey("pipeline", PIPELINES, "name"),
     added=((5, "idempotency_key", "text"), (7, "rows_deleted", "{big}")),
-)  # fmt: skip
+)
 TASK_TABLE = LedgerTable(
     TASKS,
     columns=(
-        ("task_run_id", "text PRIMARY KEY"), ("run_id", "text NOT NULL"),
-        ("name", "text NOT NULL"), ("seq", "integer NOT NULL"), ("status", "text NOT NULL"),
-        ("started_at", "{ts} NOT NULL"), ("ended_at", "{ts}"), ("duration_ms", "{big}"),
-        ("rows_in", "{big}"), ("rows_out", "{big}"), ("rows_rejected", "{big}"),
-        ("bytes", "{big}"), ("error_message", "text"),
+        ("task_run_id", "text PRIMARY KEY"),
+        ("run_id", "text NOT NULL"),
+        ("name", "text NOT NULL"),
+        ("seq", "integer NOT NULL"),
+        ("status", "text NOT NULL"),
+        ("started_at", "{ts} NOT NULL"),
+        ("ended_at", "{ts}"),
+        ("duration_ms", "{big}"),
+        ("rows_in", "{big}"),
+        ("rows_out", "{big}"),
+        ("rows_rejected", "{big}"),
+        ("bytes", "{big}"),
+        ("error_message", "text"),
     ),
     indexes=(("task_runs_run", "run_id"), ("task_runs_started", "started_at")),
     foreign_key=_RUN_ID,
-)  # fmt: skip
+)
 AUDIT_TABLE = LedgerTable(
     AUDIT,
     columns=(
-        ("event_id", "text PRIMARY KEY"), ("run_id", "text"), ("pipeline", "text"),
-        ("event_type", "text NOT NULL"), ("target_table", "text"), ("record_count", "{big}"),
-        ("old_values", "{json}"), ("new_values", "{json}"), ("metadata", "{json}"),
+        ("event_id", "text PRIMARY KEY"),
+        ("run_id", "text"),
+        ("pipeline", "text"),
+        ("event_type", "text NOT NULL"),
+        ("target_table", "text"),
+        ("record_count", "{big}"),
+        ("old_values", "{json}"),
+        ("new_values", "{json}"),
+        ("metadata", "{json}"),
         ("created_at", "{ts} NOT NULL"),
     ),
     indexes=(("audit_events_target", "target_table, created_at"), ("audit_events_run", "run_id")),
     foreign_key=_RUN_ID,  # run_id may be NULL: an event about no run
-)  # fmt: skip
+)
 SNAPSHOT_TABLE = LedgerTable(
     SNAPSHOTS,
     columns=(
-        ("run_id", "text NOT NULL"), ("target_table", "text NOT NULL"),
-        ("row_count", "{big} NOT NULL"), ("max_cursor", "text"),
-        ("schema_fingerprint", "text NOT NULL"), ("columns", "{json} NOT NULL"),
+        ("run_id", "text NOT NULL"),
+        ("target_table", "text NOT NULL"),
+        ("row_count", "{big} NOT NULL"),
+        ("max_cursor", "text"),
+        ("schema_fingerprint", "text NOT NULL"),
+        ("columns", "{json} NOT NULL"),
         ("created_at", "{ts} NOT NULL"),
     ),
     constraints=("PRIMARY KEY (run_id, target_table)",),
     indexes=(("dataset_snapshots_target", "target_table, created_at"),),
     foreign_key=_RUN_ID,
-)  # fmt: skip
+)
 DEPENDENCY_TABLE = LedgerTable(
     DEPENDENCIES,
     columns=(
-        ("upstream", "text NOT NULL"), ("downstream", "text NOT NULL"),
+        ("upstream", "text NOT NULL"),
+        ("downstream", "text NOT NULL"),
         ("created_at", "{ts} NOT NULL"),
     ),
     constraints=("PRIMARY KEY (upstream, downstream)",),
-)  # fmt: skip
+)
 QUALITY_TABLE = LedgerTable(
     QUALITY,
     columns=(
-        ("result_id", "text PRIMARY KEY"), ("run_id", "text NOT NULL"),
-        ("pipeline", "text NOT NULL"), ("target_table", "text"), ("check_name", "text NOT NULL"),
-        ("kind", "text NOT NULL"), ("level", "text NOT NULL"), ("status", "text NOT NULL"),
-        ("observed", "text"), ("expected", "text"), ("failing_rows", "{big}"),
-        ("sample_keys", "{json}"), ("created_at", "{ts} NOT NULL"),
+        ("result_id", "text PRIMARY KEY"),
+        ("run_id", "text NOT NULL"),
+        ("pipeline", "text NOT NULL"),
+        ("target_table", "text"),
+        ("check_name", "text NOT NULL"),
+        ("kind", "text NOT NULL"),
+        ("level", "text NOT NULL"),
+        ("status", "text NOT NULL"),
+        ("observed", "text"),
+        ("expected", "text"),
+        ("failing_rows", "{big}"),
+        ("sample_keys", "{json}"),
+        ("created_at", "{ts} NOT NULL"),
     ),
     indexes=(
-        ("quality_results_run", "run_id"), ("quality_results_pipeline", "pipeline, created_at"),
+        ("quality_results_run", "run_id"),
+        ("quality_results_pipeline", "pipeline, created_at"),
     ),
     foreign_key=_RUN_ID,
-)  # fmt: skip
+)
 
 DAY_TABLE = LedgerTable(
     DAYS,
     columns=(
-        ("pipeline", "text NOT NULL"), ("day", "text NOT NULL"),
-        ("finished", "{big} NOT NULL"), ("succeeded", "{big} NOT NULL"),
-        ("success_rows", "{big} NOT NULL"), ("samples", "{big} NOT NULL"),
-        ("sample_rows", "{big} NOT NULL"), ("sample_squares", "numeric NOT NULL"),
+        ("pipeline", "text NOT NULL"),
+        ("day", "text NOT NULL"),
+        ("finished", "{big} NOT NULL"),
+        ("succeeded", "{big} NOT NULL"),
+        ("success_rows", "{big} NOT NULL"),
+        ("samples", "{big} NOT NULL"),
+        ("sample_rows", "{big} NOT NULL"),
+        ("sample_squares", "numeric NOT NULL"),
     ),
     constraints=("PRIMARY KEY (pipeline, day)",),
-)  # fmt: skip
+)
 ALERT_TABLE = LedgerTable(
     ALERTS,
     columns=(
-        ("alert_key", "text NOT NULL"), ("webhook", "text NOT NULL"), ("event", "text NOT NULL"),
-        ("pipeline", "text"), ("run_id", "text"), ("reason", "text NOT NULL"),
-        ("payload", "{json} NOT NULL"), ("status", "text NOT NULL"),
-        ("attempts", "integer NOT NULL"), ("created_at", "{ts} NOT NULL"),
-        ("next_attempt_at", "{ts} NOT NULL"), ("last_attempt_at", "{ts}"),
-        ("delivered_at", "{ts}"), ("last_error", "text"),
+        ("alert_key", "text NOT NULL"),
+        ("webhook", "text NOT NULL"),
+        ("event", "text NOT NULL"),
+        ("pipeline", "text"),
+        ("run_id", "text"),
+        ("reason", "text NOT NULL"),
+        ("payload", "{json} NOT NULL"),
+        ("status", "text NOT NULL"),
+        ("attempts", "integer NOT NULL"),
+        ("created_at", "{ts} NOT NULL"),
+        ("next_attempt_at", "{ts} NOT NULL"),
+        ("last_attempt_at", "{ts}"),
+        ("delivered_at", "{ts}"),
+        ("last_error", "text"),
     ),
     constraints=("PRIMARY KEY (alert_key, webhook)",),
     indexes=(("alerts_due", "status, next_attempt_at"), ("alerts_created", "created_at")),
-)  # fmt: skip
+)
 BREACH_TABLE = LedgerTable(
     BREACHES,
     columns=(
-        ("breach_id", "text PRIMARY KEY"), ("pipeline", "text NOT NULL"),
-        ("kind", "text NOT NULL"), ("run_id", "text"), ("due_at", "{ts} NOT NULL"),
-        ("detected_at", "{ts} NOT NULL"), ("ended_at", "{ts}"), ("sla_s", "{big} NOT NULL"),
+        ("breach_id", "text PRIMARY KEY"),
+        ("pipeline", "text NOT NULL"),
+        ("kind", "text NOT NULL"),
+        ("run_id", "text"),
+        ("due_at", "{ts} NOT NULL"),
+        ("detected_at", "{ts} NOT NULL"),
+        ("ended_at", "{ts}"),
+        ("sla_s", "{big} NOT NULL"),
         ("reason", "text NOT NULL"),
     ),
     indexes=(("sla_breaches_due", "due_at"),),
-)  # fmt: skip
+)
 RECONCILIATION_TABLE = LedgerTable(
     RECONCILIATIONS,
     columns=(
-        ("run_id", "text PRIMARY KEY"), ("pipeline", "text NOT NULL"),
-        ("target_table", "text NOT NULL"), ("status", "text NOT NULL"),
-        ("range_start", "text"), ("range_end", "text"), ("window_by", "text NOT NULL"),
-        ("windows_compared", "{big} NOT NULL"), ("windows_differing", "{big} NOT NULL"),
-        ("source_rows", "{big} NOT NULL"), ("target_rows", "{big} NOT NULL"),
-        ("missing_rows", "{big} NOT NULL"), ("extra_rows", "{big} NOT NULL"),
-        ("changed_rows", "{big} NOT NULL"), ("windows", "{json} NOT NULL"),
+        ("run_id", "text PRIMARY KEY"),
+        ("pipeline", "text NOT NULL"),
+        ("target_table", "text NOT NULL"),
+        ("status", "text NOT NULL"),
+        ("range_start", "text"),
+        ("range_end", "text"),
+        ("window_by", "text NOT NULL"),
+        ("windows_compared", "{big} NOT NULL"),
+        ("windows_differing", "{big} NOT NULL"),
+        ("source_rows", "{big} NOT NULL"),
+        ("target_rows", "{big} NOT NULL"),
+        ("missing_rows", "{big} NOT NULL"),
+        ("extra_rows", "{big} NOT NULL"),
+        ("changed_rows", "{big} NOT NULL"),
+        ("windows", "{json} NOT NULL"),
         ("created_at", "{ts} NOT NULL"),
     ),
     indexes=(("reconciliations_pipeline", "pipeline, created_at"),),
     foreign_key=_RUN_ID,
-)  # fmt: skip
+)
 
 CANCEL_TABLE = LedgerTable(
     CANCELLATIONS,
     columns=(
-        ("run_id", "text PRIMARY KEY"), ("requested_at", "{ts} NOT NULL"),
-        ("requested_by", "text"), ("reason", "text"),
+        ("run_id", "text PRIMARY KEY"),
+        ("requested_at", "{ts} NOT NULL"),
+        ("requested_by", "text"),
+        ("reason", "text"),
     ),
     foreign_key=_RUN_ID,
-)  # fmt: skip
+)
 
 # the tables with a foreign key, parents before children (migration 4 rebuilds them so)
 CHILDREN = (RUN_TABLE, TASK_TABLE, AUDIT_TABLE, SNAPSHOT_TABLE, QUALITY_TABLE)
@@ -301,18 +379,27 @@ def _quality(d: Dialect) -> list[str]:
 def ledger_migrations(d: Dialect) -> list[Migration]:
     """The ledger's schema changes, applied in order, each once."""
     return [
-        (1, "run ledger: pipelines, runs, tasks, audit, snapshots, dependencies",
-         [*create_schema(d), *_ledger(d)]),
+        (
+            1,
+            "run ledger: pipelines, runs, tasks, audit, snapshots, dependencies",
+            [*create_schema(d), *_ledger(d)],
+        ),
         (2, "quality gate results per run and check", _quality(d)),
         (3, "task trends by time", [TASK_TABLE.index(d, "task_runs_started")]),
-        (4, "foreign keys: runs to pipelines; tasks, events, snapshots and results to runs",
-         foreign_keys(d)),
+        (
+            4,
+            "foreign keys: runs to pipelines; tasks, events, snapshots and results to runs",
+            foreign_keys(d),
+        ),
         (5, "idempotency keys of runs; cancel requests", _operate(d)),
-        (6, "daily rollups of the runs (kept by triggers), alerts, SLA breaches, max_duration",
-         operating(d)),
+        (
+            6,
+            "daily rollups of the runs (kept by triggers), alerts, SLA breaches, max_duration",
+            operating(d),
+        ),
         (7, "rows deleted per run", RUN_TABLE.add_columns(d, 7)),
         (8, "reconciliations: what each reconcile run found", _reconciliations(d)),
-    ]  # fmt: skip
+    ]
 
 
 def operating(d: Dialect) -> list[str]:

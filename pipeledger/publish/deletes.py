@@ -191,9 +191,12 @@ def judge_deletes(
     if report is None:
         report = GateReport((), "publish")
     judged = GateReport(
-        (*report.results, result), report.decision, report.quarantined_rows,
-        report.schema_changes, report.new_entries,
-    )  # fmt: skip
+        (*report.results, result),
+        report.decision,
+        report.quarantined_rows,
+        report.schema_changes,
+        report.new_entries,
+    )
     if result.status != "fail":
         return judged
     halted = GateReport((*report.results, result), "halt", 0, report.schema_changes)
@@ -208,11 +211,16 @@ def delete_check(vanished: Vanished, max_fraction: float, warn: bool) -> CheckRe
     share = vanished.share
     status: CheckStatus = "pass" if share <= max_fraction else ("warn" if warn else "fail")
     return CheckResult(
-        "delete_fraction", "delete_fraction", "batch", status,
+        "delete_fraction",
+        "delete_fraction",
+        "batch",
+        status,
         f"{vanished.count:,} of {vanished.present:,} row(s) lacking ({share:.0%})",
         f"at most {max_fraction:.0%} of the target's rows in scope (max_delete_fraction)",
-        vanished.count if status != "pass" else 0, vanished.sample, warn,
-    )  # fmt: skip
+        vanished.count if status != "pass" else 0,
+        vanished.sample,
+        warn,
+    )
 
 
 def _key_text(row: Sequence[object]) -> str:

@@ -48,10 +48,17 @@ def pipeline_spec(
     delete flag of a pipeline with a delete marker; a quarantine replay's does not)."""
     key = pipeline.identity if pipeline.mode == "append" else pipeline.key
     return sql.MergeSpec(
-        target, columns, tuple(key), pipeline.cursor, pipeline.on_conflict, fingerprints,
-        before_images, markers=markers and pipeline.deleted is not None,
-        soft_delete=pipeline.soft_delete, history=pipeline.history is not None,
-    )  # fmt: skip
+        target,
+        columns,
+        tuple(key),
+        pipeline.cursor,
+        pipeline.on_conflict,
+        fingerprints,
+        before_images,
+        markers=markers and pipeline.deleted is not None,
+        soft_delete=pipeline.soft_delete,
+        history=pipeline.history is not None,
+    )
 
 
 def pipeline_shape(pipeline: PipelineConfig, rows: Sequence[tuple[str, str]]) -> Shape:
@@ -66,8 +73,9 @@ def pipeline_shape(pipeline: PipelineConfig, rows: Sequence[tuple[str, str]]) ->
         )
     added = {DELETED_AT_COLUMN, *(HISTORY_COLUMNS if pipeline.history else ())}
     data = [(name, kind) for name, kind in rows if name not in added]
-    return shape_from_table(data, pipeline.identity, pipeline.cursor, pipeline.partition_by,
-                            table=pipeline.target)  # fmt: skip
+    return shape_from_table(
+        data, pipeline.identity, pipeline.cursor, pipeline.partition_by, table=pipeline.target
+    )
 
 
 def first_load(
@@ -150,9 +158,11 @@ def merge_staged(
     lacking = delete_vanished(session, spec, run_id, loaded_at) if vanished else 0
     deleted = marked + lacking
     return replace(
-        counts, unchanged=counts.unchanged - marked, deleted=deleted,
+        counts,
+        unchanged=counts.unchanged - marked,
+        deleted=deleted,
         net_rows=counts.inserted if spec.soft_delete else counts.inserted - deleted,
-    )  # fmt: skip
+    )
 
 
 def keep_replaced(session: Session, spec: sql.MergeSpec, source: str, run_id: str) -> None:

@@ -73,9 +73,13 @@ def publish_history(
     check_history(session, spec)
     staged, unique = counts
     return MergeCounts(
-        inserted=new, updated=removed, unchanged=unique - changing, superseded=staged - unique,
-        deleted=deletions, net_rows=added - removed,
-    )  # fmt: skip
+        inserted=new,
+        updated=removed,
+        unchanged=unique - changing,
+        superseded=staged - unique,
+        deleted=deletions,
+        net_rows=added - removed,
+    )
 
 
 def _rewrite(

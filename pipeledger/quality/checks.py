@@ -60,8 +60,16 @@ def row_checks(d: Dialect, checks: ChecksConfig, shape: Shape) -> list[RowCheck]
     ]
     for name in checks.not_null:
         if name not in shape.key:
-            out.append(RowCheck(f"not_null:{name}", "not_null", _empty(shape, name), (),
-                                "no empty value", "not_null" in warn))  # fmt: skip
+            out.append(
+                RowCheck(
+                    f"not_null:{name}",
+                    "not_null",
+                    _empty(shape, name),
+                    (),
+                    "no empty value",
+                    "not_null" in warn,
+                )
+            )
     out += _ranges(d, checks, shape, "range" in warn)
     out += _accepted(d, checks, shape, "accepted_values" in warn)
     out += _matches(d, checks, shape, "matches" in warn)
@@ -94,8 +102,16 @@ def _ranges(d: Dialect, checks: ChecksConfig, shape: Shape, warn: bool) -> list[
             parts.append(f"{value} > {d.param}")
             params.append(_bound(shape, name, bound.max))
             expected.append(f"<= {bound.max:g}")
-        out.append(RowCheck(f"range:{name}", "range", "(" + " OR ".join(parts) + ")",
-                            tuple(params), " and ".join(expected), warn))  # fmt: skip
+        out.append(
+            RowCheck(
+                f"range:{name}",
+                "range",
+                "(" + " OR ".join(parts) + ")",
+                tuple(params),
+                " and ".join(expected),
+                warn,
+            )
+        )
     return out
 
 
@@ -104,9 +120,16 @@ def _accepted(d: Dialect, checks: ChecksConfig, shape: Shape, warn: bool) -> lis
     for name, values in checks.accepted_values.items():
         marks = ", ".join([d.param] * len(values))
         shown = ", ".join(map(str, values[:8])) + (", ..." if len(values) > 8 else "")
-        out.append(RowCheck(f"accepted_values:{name}", "accepted_values",
-                            f"{_number(d, shape, name)} NOT IN ({marks})", tuple(values),
-                            f"one of {shown}", warn))  # fmt: skip
+        out.append(
+            RowCheck(
+                f"accepted_values:{name}",
+                "accepted_values",
+                f"{_number(d, shape, name)} NOT IN ({marks})",
+                tuple(values),
+                f"one of {shown}",
+                warn,
+            )
+        )
     return out
 
 
@@ -119,8 +142,11 @@ def _matches(d: Dialect, checks: ChecksConfig, shape: Shape, warn: bool) -> list
     out = []
     for name, pattern in checks.matches.items():
         predicate = d.regex_mismatch(_text(shape, name))
-        out.append(RowCheck(f"matches:{name}", "matches", predicate, (pattern,),
-                            f"matching {pattern}", warn))  # fmt: skip
+        out.append(
+            RowCheck(
+                f"matches:{name}", "matches", predicate, (pattern,), f"matching {pattern}", warn
+            )
+        )
     return out
 
 

@@ -48,12 +48,22 @@ def _key_text(row: Sequence[object]) -> str:
 def _row_result(session: Session, spec: GateSpec, check: q.RowCheck, failing: int) -> CheckResult:
     sample: tuple[str, ...] = ()
     if failing:
-        rows = session.query(q.sample_keys(session.dialect, spec.shape.key, check.predicate),
-                             list(check.params))  # fmt: skip
+        rows = session.query(
+            q.sample_keys(session.dialect, spec.shape.key, check.predicate), list(check.params)
+        )
         sample = tuple(_key_text(r) for r in rows)
     status: CheckStatus = "pass" if not failing else ("warn" if check.warn_only else "fail")
-    return CheckResult(check.name, check.kind, "row", status, f"{failing:,} failing row(s)",
-                       check.expected, failing, sample, check.warn_only)  # fmt: skip
+    return CheckResult(
+        check.name,
+        check.kind,
+        "row",
+        status,
+        f"{failing:,} failing row(s)",
+        check.expected,
+        failing,
+        sample,
+        check.warn_only,
+    )
 
 
 def _duplicates(session: Session, spec: GateSpec, warn: bool) -> CheckResult:
@@ -79,9 +89,16 @@ def _row_count(spec: GateSpec, staged: int, rule: RowCountCheck) -> CheckResult:
     if rule.auto:
         history = list(spec.history or [])
         if len(history) < rule.min_history:
-            return CheckResult("row_count", "row_count", "batch", "not_learned", f"{staged:,}",
-                               f"a band learned from {rule.min_history} successful runs "
-                               f"(only {len(history)} so far)", warn_only=warn)  # fmt: skip
+            return CheckResult(
+                "row_count",
+                "row_count",
+                "batch",
+                "not_learned",
+                f"{staged:,}",
+                f"a band learned from {rule.min_history} successful runs "
+                f"(only {len(history)} so far)",
+                warn_only=warn,
+            )
         mean = statistics.fmean(history)
         spread = max(statistics.stdev(history), 0.01 * mean)  # identical history: 1% band
         low, high = max(0.0, mean - rule.sigma * spread), mean + rule.sigma * spread
@@ -94,8 +111,9 @@ def _row_count(spec: GateSpec, staged: int, rule: RowCountCheck) -> CheckResult:
         upper = "unbounded" if rule.max is None else f"{rule.max:,}"
         expected = f"{rule.min or 0:,}..{upper}"
     status: CheckStatus = "pass" if low <= staged <= high else ("warn" if warn else "fail")
-    return CheckResult("row_count", "row_count", "batch", status, f"{staged:,} rows", expected,
-                       warn_only=warn)  # fmt: skip
+    return CheckResult(
+        "row_count", "row_count", "batch", status, f"{staged:,} rows", expected, warn_only=warn
+    )
 
 
 def _drift(spec: GateSpec) -> CheckResult | None:
@@ -106,9 +124,15 @@ def _drift(spec: GateSpec) -> CheckResult | None:
     warn = "schema_drift" in spec.checks.warn or not fails
     observed = "; ".join(f"{kind}: {', '.join(cols)}" for kind, cols in spec.drift.items())
     status: CheckStatus = "warn" if warn else "fail"
-    return CheckResult("schema_drift", "schema_drift", "batch", status, observed,
-                       f"the columns of the last load (schema_drift = {policy})",
-                       warn_only=warn)  # fmt: skip
+    return CheckResult(
+        "schema_drift",
+        "schema_drift",
+        "batch",
+        status,
+        observed,
+        f"the columns of the last load (schema_drift = {policy})",
+        warn_only=warn,
+    )
 
 
 def evaluate(session: Session, spec: GateSpec) -> tuple[GateReport, list[q.RowCheck]]:
@@ -125,14 +149,18 @@ def evaluate(session: Session, spec: GateSpec) -> tuple[GateReport, list[q.RowCh
     if spec.key_proven_by_target and not failing:
         # nothing else fails, so no row leaves staging before the primary key is built
         name = "key_unique:" + ",".join(spec.shape.key)
-        unique = CheckResult(name, "key", "row", "pass", "proven by the new target's primary key",
-                             "unique keys")  # fmt: skip
+        unique = CheckResult(
+            name, "key", "row", "pass", "proven by the new target's primary key", "unique keys"
+        )
     else:
         unique = _duplicates(session, spec, "key" in spec.checks.warn)
     results.append(unique)
     if unique.status == "fail":
-        failing.append(q.RowCheck(unique.name, "key", q.duplicate_predicate(d, spec.shape.key),
-                                  (), "unique keys"))  # fmt: skip
+        failing.append(
+            q.RowCheck(
+                unique.name, "key", q.duplicate_predicate(d, spec.shape.key), (), "unique keys"
+            )
+        )
     batch = [r for r in (_drift(spec),) if r is not None]
     if spec.checks.row_count is not None:
         batch.append(_row_count(spec, staged, spec.checks.row_count))
@@ -170,9 +198,17 @@ def quarantine(session: Session, spec: GateSpec, failing: list[q.RowCheck]) -> t
         reason = f"{check.name}: expected {check.expected}"
         entries += session.execute(
             q.quarantine_rows(d, spec.target, spec.shape, check, check.predicate),
-            [spec.run_id, spec.pipeline, check.name, reason, now, spec.run_id, check.name,
-             *check.params],
-        )  # fmt: skip
+            [
+                spec.run_id,
+                spec.pipeline,
+                check.name,
+                reason,
+                now,
+                spec.run_id,
+                check.name,
+                *check.params,
+            ],
+        )
     params = [p for check in failing for p in check.params]
     held = session.execute(q.delete_failing(d, [c.predicate for c in failing]), params)
     return held, entries
@@ -200,13 +236,17 @@ def recheck_keys(session: Session, spec: GateSpec, report: GateReport) -> GateRe
     if spec.checks.on_fail == "halt":
         halted = replace(report, results=results, decision="halt")
         raise GateFailed(_halt_message(spec, halted), report=halted)
-    check = q.RowCheck(unique.name, "key", q.duplicate_predicate(d, spec.shape.key), (),
-                       "unique keys")  # fmt: skip
+    check = q.RowCheck(
+        unique.name, "key", q.duplicate_predicate(d, spec.shape.key), (), "unique keys"
+    )
     held, entries = quarantine(session, spec, [check])
     return GateReport(
-        results, "quarantine", report.quarantined_rows + held, report.schema_changes,
+        results,
+        "quarantine",
+        report.quarantined_rows + held,
+        report.schema_changes,
         report.new_entries + entries,
-    )  # fmt: skip
+    )
 
 
 def _halt_message(spec: GateSpec, report: GateReport) -> str:

@@ -85,9 +85,18 @@ def _time(value: object) -> str | None:
 def _entry(row: Sequence[Any]) -> QuarantineEntry:
     qid, run_id, pipeline, check, reason, keys, data, at, resolved, by, checked = row
     return QuarantineEntry(
-        str(qid), str(run_id), str(pipeline), str(check), str(reason), _json(keys), _json(data),
-        _time(at) or "", _time(resolved), by and str(by), checked and str(checked),
-    )  # fmt: skip
+        str(qid),
+        str(run_id),
+        str(pipeline),
+        str(check),
+        str(reason),
+        _json(keys),
+        _json(data),
+        _time(at) or "",
+        _time(resolved),
+        by and str(by),
+        checked and str(checked),
+    )
 
 
 def check_run_filter(run: str | None) -> None:
@@ -102,8 +111,9 @@ def read_entries(
     if session.table_columns(q.quarantine_table(target)) is None:
         return []
     params = [pipeline] if run is None else [pipeline, run]
-    rows = session.query(select_entries(session.dialect, target, resolved=resolved, run=run),
-                         params)  # fmt: skip
+    rows = session.query(
+        select_entries(session.dialect, target, resolved=resolved, run=run), params
+    )
     return [_entry(r) for r in rows]
 
 
@@ -116,5 +126,4 @@ def quarantined(
     check_run_filter(run)
     warehouse = open_warehouse(config.warehouse_url)
     with warehouse.session(write=False) as session:
-        return read_entries(session, name, pipeline.target_name, resolved=include_resolved,
-                            run=run)  # fmt: skip
+        return read_entries(session, name, pipeline.target_name, resolved=include_resolved, run=run)

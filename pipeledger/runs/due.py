@@ -130,18 +130,20 @@ def schedule_status(site: Site, now: datetime | None = None) -> list[dict[str, A
         with site.ledger.reading() as session:
             latest = scheduled_history(session, p.node).latest
         last = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in latest.items()}
-        out.append({
-            "node": p.node,
-            "kind": "model" if p.node in config.models else "load",
-            "schedule": node.schedule,
-            "timezone": node.timezone,
-            "catchup": node.catchup,
-            "next": node.cron.next_fire(moment).isoformat(),
-            "last": last or None,
-            "due": [i.to_json() for i in p.due],
-            "overdue": len(p.due),
-            "left_behind": p.left_behind,
-        })  # fmt: skip
+        out.append(
+            {
+                "node": p.node,
+                "kind": "model" if p.node in config.models else "load",
+                "schedule": node.schedule,
+                "timezone": node.timezone,
+                "catchup": node.catchup,
+                "next": node.cron.next_fire(moment).isoformat(),
+                "last": last or None,
+                "due": [i.to_json() for i in p.due],
+                "overdue": len(p.due),
+                "left_behind": p.left_behind,
+            }
+        )
     return out
 
 
@@ -198,5 +200,6 @@ def _upkeep(upkeep: Callable[[], dict[str, str]]) -> None:
         log.warning("the watchdog could not run: %s", redact(str(exc)))
         return
     for run_id, status in settled.items():
-        log.warning("run %s settled as %s (its lease expired or its process is gone)",
-                    run_id, status)  # fmt: skip
+        log.warning(
+            "run %s settled as %s (its lease expired or its process is gone)", run_id, status
+        )

@@ -109,9 +109,13 @@ def _counted(
 
 
 def take_snapshot(
-    session: Session, run_id: str, target: str, shape: Shape, written: Written,
+    session: Session,
+    run_id: str,
+    target: str,
+    shape: Shape,
+    written: Written,
     previous: tuple[int, str | None] | None,
-) -> DatasetSnapshot:  # fmt: skip
+) -> DatasetSnapshot:
     """Row count, greatest cursor and schema of the target as this transaction leaves it."""
     count, high = measure_target(session, target, shape, written, previous)
     return DatasetSnapshot(
@@ -164,17 +168,23 @@ def record_load(run: Run, session: Session, result: LoadResult, shape: Shape | N
         previous = run.ledger.previous_snapshot(result.target, session)
         c = result.counts
         written = Written(
-            c.inserted, result.rows_staged, result.target_created, result.staged_max_cursor,
-            deleted=c.deleted, growth=c.growth,
-        )  # fmt: skip
-        run.snapshots.append(take_snapshot(session, run.run_id, result.target, shape, written,
-                                           previous))  # fmt: skip
+            c.inserted,
+            result.rows_staged,
+            result.target_created,
+            result.staged_max_cursor,
+            deleted=c.deleted,
+            growth=c.growth,
+        )
+        run.snapshots.append(
+            take_snapshot(session, run.run_id, result.target, shape, written, previous)
+        )
         if result.target_created:
             run.audit(
-                "SCHEMA_CHANGE", target_table=result.target,
+                "SCHEMA_CHANGE",
+                target_table=result.target,
                 new_values={"columns": [f"{c.name} {c.sql_type}" for c in shape.columns]},
                 metadata={"change": "table_created"},
-            )  # fmt: skip
+            )
 
 
 def record_lateness(run: Run, lateness: RunLateness | None, target: str) -> None:
@@ -187,10 +197,16 @@ def record_lateness(run: Run, lateness: RunLateness | None, target: str) -> None
     if lateness.rows_missed:
         start, end = lateness.missed_cursors or (None, None)
         run.audit(
-            "LATE_ROW_DROPPED", target_table=target, record_count=lateness.rows_missed,
-            metadata={"buffer_s": lateness.buffer_s, "cursor_from": start, "cursor_to": end,
-                      "files": list(lateness.missed_in)},
-        )  # fmt: skip
+            "LATE_ROW_DROPPED",
+            target_table=target,
+            record_count=lateness.rows_missed,
+            metadata={
+                "buffer_s": lateness.buffer_s,
+                "cursor_from": start,
+                "cursor_to": end,
+                "files": list(lateness.missed_in),
+            },
+        )
 
 
 def record_load_failure(run: Run, result: LoadResult, error: BaseException) -> None:
@@ -208,34 +224,58 @@ def record_quality(run: Run, report: GateReport, target: str) -> None:
     """Every check result, and failures also as audit events."""
     now = datetime.now(UTC)
     for r in report.results:
-        run.quality.append({
-            "result_id": str(uuid.uuid4()), "run_id": run.run_id,
-            "pipeline": run.record.pipeline, "target_table": target,
-            "check_name": r.name, "kind": r.kind, "level": r.level, "status": r.status,
-            "observed": r.observed, "expected": r.expected,
-            "failing_rows": r.failing_rows, "sample_keys": list(r.sample_keys),
-            "created_at": now,
-        })  # fmt: skip
+        run.quality.append(
+            {
+                "result_id": str(uuid.uuid4()),
+                "run_id": run.run_id,
+                "pipeline": run.record.pipeline,
+                "target_table": target,
+                "check_name": r.name,
+                "kind": r.kind,
+                "level": r.level,
+                "status": r.status,
+                "observed": r.observed,
+                "expected": r.expected,
+                "failing_rows": r.failing_rows,
+                "sample_keys": list(r.sample_keys),
+                "created_at": now,
+            }
+        )
         if r.status in ("fail", "warn"):
             kind = "THRESHOLD_BREACH" if r.kind == "row_count" else "VALIDATION_FAILURE"
             run.audit(
-                kind, target_table=target, record_count=r.failing_rows or None,
-                metadata={"check": r.name, "status": r.status, "observed": r.observed,
-                          "expected": r.expected, "sample_keys": list(r.sample_keys)},
-            )  # fmt: skip
+                kind,
+                target_table=target,
+                record_count=r.failing_rows or None,
+                metadata={
+                    "check": r.name,
+                    "status": r.status,
+                    "observed": r.observed,
+                    "expected": r.expected,
+                    "sample_keys": list(r.sample_keys),
+                },
+            )
     if report.schema_changes:
-        run.audit("SCHEMA_CHANGE", target_table=target, new_values=report.schema_changes,
-                  metadata={"change": "drift"})  # fmt: skip
+        run.audit(
+            "SCHEMA_CHANGE",
+            target_table=target,
+            new_values=report.schema_changes,
+            metadata={"change": "drift"},
+        )
 
 
 def _counts(run: Run, result: LoadResult) -> None:
     c = result.counts
     rejected = result.quality.quarantined_rows if result.quality else 0
     run.set_counts(
-        rows_read=result.rows_read, rows_inserted=c.inserted, rows_updated=c.updated,
-        rows_unchanged=c.unchanged + c.superseded, rows_rejected=rejected,
-        rows_deleted=c.deleted, bytes_read=result.bytes_read,
-    )  # fmt: skip
+        rows_read=result.rows_read,
+        rows_inserted=c.inserted,
+        rows_updated=c.updated,
+        rows_unchanged=c.unchanged + c.superseded,
+        rows_rejected=rejected,
+        rows_deleted=c.deleted,
+        bytes_read=result.bytes_read,
+    )
     run.record.watermark_before = watermark_text(result.watermark_before, result.partitioned)
     run.record.watermark_after = watermark_text(result.watermark_after, result.partitioned)
     # the interval the run was started for (a schedule's, a backfill's range), else the
@@ -252,8 +292,11 @@ def _counts(run: Run, result: LoadResult) -> None:
 
 def record_events(run: Run, target: str, counts: MergeCounts) -> None:
     """One audit event per kind of write that happened: rows inserted, updated, deleted."""
-    for kind, count in (("RECORD_INSERTED", counts.inserted), ("RECORD_UPDATED", counts.updated),
-                        ("RECORD_DELETED", counts.deleted)):  # fmt: skip
+    for kind, count in (
+        ("RECORD_INSERTED", counts.inserted),
+        ("RECORD_UPDATED", counts.updated),
+        ("RECORD_DELETED", counts.deleted),
+    ):
         if count:
             run.audit(kind, target_table=target, record_count=count)
 
@@ -265,13 +308,13 @@ def _events(run: Run, result: LoadResult) -> None:
         start, end = result.window
         # rows_staged < record_count: rows recognised by fingerprint were not compared
         window = {"start": start, "end": end, "rows_staged": result.rows_staged}
-        run.audit("BACKFILL", target_table=target, record_count=result.rows_read,
-                  metadata=window)  # fmt: skip
+        run.audit("BACKFILL", target_table=target, record_count=result.rows_read, metadata=window)
     before, after = result.watermark_before, result.watermark_after
     moved = sorted(p for p, mark in after.items() if before.get(p) != mark)
     if moved:  # surgical: only the partitions that moved
         run.audit(
-            "WATERMARK_ADVANCED", target_table=target,
+            "WATERMARK_ADVANCED",
+            target_table=target,
             old_values={p or "watermark": before.get(p) for p in moved},
             new_values={p or "watermark": after[p] for p in moved},
-        )  # fmt: skip
+        )

@@ -274,13 +274,23 @@ def replay_in(
     counts = MergeCounts()
     if passed:
         # a marked row is never set aside (load.deletes): what comes back is a row to load
-        merge = pipeline_spec(pipeline, target, shape.columns, fingerprinted,
-                              config.needs_before_images(target), markers=False)  # fmt: skip
+        merge = pipeline_spec(
+            pipeline,
+            target,
+            shape.columns,
+            fingerprinted,
+            config.needs_before_images(target),
+            markers=False,
+        )
         counts = merge_staged(session, merge, len(passed), run_id, now)
     return replace(
-        empty, replayed=len(rows), still_failing=len(still), counts=counts,
-        resolved=_resolve(session, target, passed, run_id, now), failing_checks=failed_checks,
-    ), shape  # fmt: skip
+        empty,
+        replayed=len(rows),
+        still_failing=len(still),
+        counts=counts,
+        resolved=_resolve(session, target, passed, run_id, now),
+        failing_checks=failed_checks,
+    ), shape
 
 
 def consequence(name: str, run_id: str) -> str:
@@ -310,8 +320,7 @@ class ReplayJob:
 
     def execute(self, session: Session, run: Run) -> ReplayResult:
         with run.task("replay") as task:
-            result, shape = replay_in(session, self.config, self.name, self.run_id,
-                                      self.run_filter)  # fmt: skip
+            result, shape = replay_in(session, self.config, self.name, self.run_id, self.run_filter)
             task.rows_in, task.rows_rejected = result.replayed, result.still_failing
             task.rows_out = result.published
         result = replace(result, duration_s=time.monotonic() - self.began)
@@ -329,17 +338,24 @@ class ReplayJob:
     ) -> None:
         c = result.counts
         run.set_counts(
-            rows_read=result.replayed, rows_inserted=c.inserted, rows_updated=c.updated,
-            rows_unchanged=c.unchanged + c.superseded, rows_rejected=result.still_failing,
-        )  # fmt: skip
+            rows_read=result.replayed,
+            rows_inserted=c.inserted,
+            rows_updated=c.updated,
+            rows_unchanged=c.unchanged + c.superseded,
+            rows_rejected=result.still_failing,
+        )
         partitioned = self.config.pipeline(self.name).partition_by is not None
         marks = {p: to_text(v) for p, v in read_watermarks(session, self.name).items()}
         run.record.watermark_before = run.record.watermark_after = watermark_text(
             marks, partitioned
         )
         run.record.extra.update({"mode": "replay", "run_filter": result.run_filter})
-        run.audit("QUARANTINE_REPLAY", target_table=result.target, record_count=result.replayed,
-                  metadata=result.to_json())  # fmt: skip
+        run.audit(
+            "QUARANTINE_REPLAY",
+            target_table=result.target,
+            record_count=result.replayed,
+            metadata=result.to_json(),
+        )
         if c.inserted:
             run.audit("RECORD_INSERTED", target_table=result.target, record_count=c.inserted)
         if c.updated:

@@ -160,8 +160,9 @@ def _guard_start(session: Session, target: TableName) -> datetime:
     except WarehouseError as exc:
         if exc.sqlstate != WarehouseError.QUERY_CANCELED:
             raise
-        log.info("target %s: too big to scan for its newest row; guarded from now + %s",
-                 target, _SKEW)  # fmt: skip
+        log.info(
+            "target %s: too big to scan for its newest row; guarded from now + %s", target, _SKEW
+        )
         return datetime.now(UTC) + _SKEW
     return datetime.now(UTC) if newest is None else _instant(newest) + _TICK
 

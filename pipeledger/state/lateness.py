@@ -172,13 +172,17 @@ class RunLateness:
             return {int(k): int(v) for k, v in (data.get(name) or {}).items()}
 
         return cls(
-            buffer_s=int(data.get("buffer_s") or 0), measured=bool(data.get("measured")),
+            buffer_s=int(data.get("buffer_s") or 0),
+            measured=bool(data.get("measured")),
             rows_caught=int(data.get("rows_caught") or 0),
             rows_reread=int(data.get("rows_reread") or 0),
             rows_missed=int(data.get("rows_missed") or 0),
-            caught=hist("caught"), missed=hist("missed"), max_caught_s=data.get("max_caught_s"),
-            rows_new=int(data.get("rows_new") or 0), advanced_s=int(data.get("advanced_s") or 0),
-        )  # fmt: skip
+            caught=hist("caught"),
+            missed=hist("missed"),
+            max_caught_s=data.get("max_caught_s"),
+            rows_new=int(data.get("rows_new") or 0),
+            advanced_s=int(data.get("advanced_s") or 0),
+        )
 
 
 SUGGESTED_SHARE = 0.999  # of late rows a suggested buffer would have caught
@@ -220,12 +224,16 @@ def report(pipeline: str, buffer_s: int, runs: Iterable[RunLateness]) -> Latenes
     rate = sum(r.rows_new for r in measured) / advanced if advanced else None
     maxima = [r.max_caught_s for r in records if r.max_caught_s is not None]
     return LatenessReport(
-        pipeline=pipeline, runs=len(measured),
+        pipeline=pipeline,
+        runs=len(measured),
         late_rows_caught=sum(r.rows_caught for r in records),
         late_rows_missed=sum(r.rows_missed for r in records),
-        lateness_p50_s=percentile(caught, 0.5), lateness_p90_s=percentile(caught, 0.9),
-        lateness_p99_s=percentile(caught, 0.99), lateness_max_s=max(maxima, default=None),
-        buffer_s=buffer_s, rows_reread_per_run=reread / len(measured) if measured else None,
+        lateness_p50_s=percentile(caught, 0.5),
+        lateness_p90_s=percentile(caught, 0.9),
+        lateness_p99_s=percentile(caught, 0.99),
+        lateness_max_s=max(maxima, default=None),
+        buffer_s=buffer_s,
+        rows_reread_per_run=reread / len(measured) if measured else None,
         suggested_buffer_s=suggested,
         suggested_rows_reread_per_run=None if rate is None else round(rate * suggested, 1),
-    )  # fmt: skip
+    )

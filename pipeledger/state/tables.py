@@ -68,18 +68,36 @@ def state_migrations(d: Dialect) -> list[Migration]:
     return [
         (1, "watermark state per pipeline and partition", [*create_schema(d), _state_table(d)]),
         (2, "trigger function: an outside UPDATE clears the row's fingerprint", forget),
-        (3, "fingerprint guards: which trigger guards a target, and since when",
-         [fingerprint_guard_table(d), *forget]),
-        (4, "fingerprint guards replace a guards table of an earlier shape",
-         renewed_guard_table(d)),
-        (5, "commit log: one row per run that committed, in the run's transaction",
-         _commits_table(d)),
-        (6, "models: which upstream runs each model consumed",
-         [*inputs_table(d), f"CREATE INDEX IF NOT EXISTS {quote('run_commits_target')} "
-          f"ON {d.table(COMMITS_TABLE)} (target, committed_at)"]),
-        (7, "lateness: files each pipeline has read, late rows already counted",
-         [files_read_table(d), late_rows_table(d)]),
-    ]  # fmt: skip
+        (
+            3,
+            "fingerprint guards: which trigger guards a target, and since when",
+            [fingerprint_guard_table(d), *forget],
+        ),
+        (
+            4,
+            "fingerprint guards replace a guards table of an earlier shape",
+            renewed_guard_table(d),
+        ),
+        (
+            5,
+            "commit log: one row per run that committed, in the run's transaction",
+            _commits_table(d),
+        ),
+        (
+            6,
+            "models: which upstream runs each model consumed",
+            [
+                *inputs_table(d),
+                f"CREATE INDEX IF NOT EXISTS {quote('run_commits_target')} "
+                f"ON {d.table(COMMITS_TABLE)} (target, committed_at)",
+            ],
+        ),
+        (
+            7,
+            "lateness: files each pipeline has read, late rows already counted",
+            [files_read_table(d), late_rows_table(d)],
+        ),
+    ]
 
 
 def _commits_table(d: Dialect) -> list[str]:

@@ -170,8 +170,9 @@ def window_mask(
         known = pa.array(list(window.partition_lower), pa.string())
         mask = pc.invert(pc.is_in(partition, value_set=known))
         for value, lower in window.partition_lower.items():
-            here = pc.and_kleene(pc.equal(partition, value),
-                                 pc.greater_equal(column, coerce(lower, kind)))  # fmt: skip
+            here = pc.and_kleene(
+                pc.equal(partition, value), pc.greater_equal(column, coerce(lower, kind))
+            )
             mask = pc.or_kleene(mask, here)
         conditions.append(mask)
     result = conditions[0]

@@ -504,10 +504,19 @@ class ThrowawayPostgres:
         if process is None:
             return
         self._run(
-            [str(self.bin_dir / "pg_ctl"), "stop", "-D", str(self.data_dir), "-m", "fast",
-             "-w", "-t", str(int(_STOP_TIMEOUT_S))],
+            [
+                str(self.bin_dir / "pg_ctl"),
+                "stop",
+                "-D",
+                str(self.data_dir),
+                "-m",
+                "fast",
+                "-w",
+                "-t",
+                str(int(_STOP_TIMEOUT_S)),
+            ],
             timeout=_STOP_TIMEOUT_S + 5,
-        )  # fmt: skip
+        )
         process.wait(timeout=_STOP_TIMEOUT_S)
 
     def resume(self) -> str:

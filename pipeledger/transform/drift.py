@@ -96,9 +96,11 @@ def detect(source: pa.Schema, shape: Shape, typed_source: bool) -> Drift:
         retyped = tuple(
             f"{f.name}: {target[f.name]} -> {_sql_type(f)}"
             for f in source
-            if f.name in target and not pa.types.is_null(f.type) and _has_sql_type(f)
+            if f.name in target
+            and not pa.types.is_null(f.type)
+            and _has_sql_type(f)
             and not _compatible(target[f.name], _sql_type(f))
-        )  # fmt: skip
+        )
     return Drift(tuple(added), removed, retyped)
 
 

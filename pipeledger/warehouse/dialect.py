@@ -19,8 +19,11 @@ DialectName = Literal["postgres", "sqlite"]
 TimeUnit = Literal["hour", "day", "month"]
 # a time unit's label, for a cursor in UTC: 2024-01-05T10 (hour), 2024-01-05, 2024-01
 _LABEL_WIDTHS: dict[str, int] = {"hour": 13, "day": 10, "month": 7}
-_LABEL_FORMATS: dict[str, str] = {"hour": 'YYYY-MM-DD"T"HH24', "day": "YYYY-MM-DD",
-                                  "month": "YYYY-MM"}  # fmt: skip
+_LABEL_FORMATS: dict[str, str] = {
+    "hour": 'YYYY-MM-DD"T"HH24',
+    "day": "YYYY-MM-DD",
+    "month": "YYYY-MM",
+}
 STAGE = "_pipeledger_stage"
 STAGE_UNIQUE = "_pipeledger_stage_unique"
 
@@ -339,9 +342,15 @@ class _Sqlite(Dialect):
                 f"CASE WHEN {expression} IS NULL THEN NULL "
                 f"ELSE printf('%.{scale}f', {expression}) END"
             )
-        kinds = {"bigint": "INTEGER", "integer": "INTEGER", "smallint": "INTEGER",
-                 "boolean": "INTEGER", "real": "REAL", "double precision": "REAL",
-                 "text": "TEXT"}  # fmt: skip
+        kinds = {
+            "bigint": "INTEGER",
+            "integer": "INTEGER",
+            "smallint": "INTEGER",
+            "boolean": "INTEGER",
+            "real": "REAL",
+            "double precision": "REAL",
+            "text": "TEXT",
+        }
         if sql_type in kinds:
             return f"CAST({expression} AS {kinds[sql_type]})"
         return expression

@@ -82,9 +82,17 @@ class RunDetail(Answer):
 
 
 _DETAIL_COLUMNS = (
-    "triggered_by", "correlation_id", "environment", "bytes_read", "code_version", "host", "pid",
-    "heartbeat_at", "lease_expires_at", "extra",
-)  # fmt: skip
+    "triggered_by",
+    "correlation_id",
+    "environment",
+    "bytes_read",
+    "code_version",
+    "host",
+    "pid",
+    "heartbeat_at",
+    "lease_expires_at",
+    "extra",
+)
 _DETAIL_TIMES = frozenset({"heartbeat_at", "lease_expires_at"})
 
 

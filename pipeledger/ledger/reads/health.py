@@ -379,20 +379,29 @@ def _status(row: Sequence[Any], now: datetime, min_history: int) -> PipelineStat
     slow = _slow(duration, max_duration)
     health, reasons = _health(succeeded, finished, volume, late, slow)
     return PipelineStatus(
-        pipeline=pipeline, last_run_id=last_run_id, last_run_at=stored_datetime(last_at),
+        pipeline=pipeline,
+        last_run_id=last_run_id,
+        last_run_at=stored_datetime(last_at),
         last_status=last_status,
-        runs_7d=finished, successes_7d=succeeded,
+        runs_7d=finished,
+        successes_7d=succeeded,
         success_rate_7d=succeeded / finished if finished else None,
         avg_rows_7d=int(success_rows or 0) / succeeded if succeeded else None,
         last_success_at=last_success_at,
         freshness_s=(now - last_success_at).total_seconds() if last_success_at else None,
-        freshness_sla_s=sla, newest_data_at=newest,
+        freshness_sla_s=sla,
+        newest_data_at=newest,
         data_age_s=(now - newest).total_seconds() if newest else None,
-        due_at=late.due_at, stale=late.late, last_duration_ms=duration,
-        max_duration_s=max_duration, slow=slow is not None,
-        z_score=volume.z_score if volume else None, anomaly=volume.level if volume else None,
-        health=health, reasons=reasons,
-    )  # fmt: skip
+        due_at=late.due_at,
+        stale=late.late,
+        last_duration_ms=duration,
+        max_duration_s=max_duration,
+        slow=slow is not None,
+        z_score=volume.z_score if volume else None,
+        anomaly=volume.level if volume else None,
+        health=health,
+        reasons=reasons,
+    )
 
 
 def pipeline_status(session: Session, now: datetime, min_history: int = 5) -> list[PipelineStatus]:

@@ -181,10 +181,17 @@ def task_trends(
     times the task ran, its mean and longest duration, its mean rows out."""
     sql, params = task_trends_sql(session.dialect, now, pipeline, days)
     return [
-        TaskTrend(p, name, str(day), int(n), _as_float(avg_ms), None if mx is None else int(mx),
-                  _as_float(avg_out))
+        TaskTrend(
+            p,
+            name,
+            str(day),
+            int(n),
+            _as_float(avg_ms),
+            None if mx is None else int(mx),
+            _as_float(avg_out),
+        )
         for p, name, day, n, avg_ms, mx, avg_out in session.query(sql, params)
-    ]  # fmt: skip
+    ]
 
 
 # -- 7. blocked_pipelines ---------------------------------------------------------------

@@ -100,11 +100,17 @@ def _freshness_breach(status: PipelineStatus, now: datetime) -> Breach:
     assert status.due_at is not None and status.freshness_sla_s is not None
     why = next((r for r in status.reasons if r.startswith(FRESHNESS_REASON)), FRESHNESS_REASON)
     return Breach(
-        breach_id=str(uuid.uuid4()), pipeline=status.pipeline, kind="freshness",
+        breach_id=str(uuid.uuid4()),
+        pipeline=status.pipeline,
+        kind="freshness",
         run_id=status.last_run_id,
-        due_at=status.due_at, detected_at=now, ended_at=None, sla_s=status.freshness_sla_s,
-        reason=why, late_s=(now - status.due_at).total_seconds(),
-    )  # fmt: skip
+        due_at=status.due_at,
+        detected_at=now,
+        ended_at=None,
+        sla_s=status.freshness_sla_s,
+        reason=why,
+        late_s=(now - status.due_at).total_seconds(),
+    )
 
 
 def _duration_breach(row: Sequence[Any], now: datetime) -> Breach:
@@ -114,12 +120,16 @@ def _duration_breach(row: Sequence[Any], now: datetime) -> Breach:
     took = int(duration_ms) / 1000
     return Breach(
         breach_id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"pipeledger:duration:{run_id}")),
-        pipeline=pipeline, kind="duration", run_id=str(run_id),
-        due_at=started_at + timedelta(seconds=max_duration), detected_at=now,
-        ended_at=stored_datetime(ended), sla_s=max_duration,
+        pipeline=pipeline,
+        kind="duration",
+        run_id=str(run_id),
+        due_at=started_at + timedelta(seconds=max_duration),
+        detected_at=now,
+        ended_at=stored_datetime(ended),
+        sla_s=max_duration,
         reason=f"run {str(run_id)[:8]} took {span(took)} (max_duration {span(max_duration)})",
         late_s=took - max_duration,
-    )  # fmt: skip
+    )
 
 
 def observe(session: Session, now: datetime, runs_since: datetime) -> list[Breach]:
@@ -249,13 +259,21 @@ def _window(session: Session, now: datetime, days: int, found: Sequence[Breach])
     for pipeline in sorted(set(counts) | set(p95) | set(recovered) | set(mine)):
         runs, successes = counts.get(pipeline, (0, 0))
         r = recovered.get(pipeline, _Recovery([]))
-        rows.append(Reliability(
-            pipeline=pipeline, days=days, runs=runs, successes=successes,
-            success_rate=successes / runs if runs else None, recoveries=len(r.took),
-            mttr_s=sum(r.took) / len(r.took) if r.took else None,
-            failing_since=r.failing_since, p95_duration_ms=p95.get(pipeline),
-            breaches=len(mine[pipeline]), late_s=_time_late(mine[pipeline], since, now),
-        ))  # fmt: skip
+        rows.append(
+            Reliability(
+                pipeline=pipeline,
+                days=days,
+                runs=runs,
+                successes=successes,
+                success_rate=successes / runs if runs else None,
+                recoveries=len(r.took),
+                mttr_s=sum(r.took) / len(r.took) if r.took else None,
+                failing_since=r.failing_since,
+                p95_duration_ms=p95.get(pipeline),
+                breaches=len(mine[pipeline]),
+                late_s=_time_late(mine[pipeline], since, now),
+            )
+        )
     return rows
 
 

@@ -99,12 +99,14 @@ def count_late(
     for start in range(0, len(first), _CHUNK):
         chunk = first[start : start + _CHUNK]
         values = [int(h) for h in hashes[chunk]]
-        known = {int(r[0]) for r in session.query(lsql.counted_late(d, len(values)),
-                                                  [pipeline, *values])}  # fmt: skip
+        known = {
+            int(r[0]) for r in session.query(lsql.counted_late(d, len(values)), [pipeline, *values])
+        }
         new = [int(i) for i in chunk if int(hashes[i]) not in known]
         if new:
-            params = [v for i in new for v in (pipeline, int(hashes[i]), int(lateness[i]),
-                                               run_id, now)]  # fmt: skip
+            params = [
+                v for i in new for v in (pipeline, int(hashes[i]), int(lateness[i]), run_id, now)
+            ]
             session.execute(lsql.count_late(d, len(new)), params)
         fresh += new
     return np.array(sorted(fresh), dtype=np.int64)
@@ -126,9 +128,14 @@ class Missed:
 
 
 def missed_rows(
-    session: Session, buffer: timedelta | int, shape: Shape, target: TableName,
-    marks: Mapping[str, CursorValue], rows: str, where: str = "1=1",
-) -> Missed:  # fmt: skip
+    session: Session,
+    buffer: timedelta | int,
+    shape: Shape,
+    target: TableName,
+    marks: Mapping[str, CursorValue],
+    rows: str,
+    where: str = "1=1",
+) -> Missed:
     """Rows of ``rows`` (a table with the target's key, cursor and partition columns and a
     fingerprint) matching ``where`` that lie below the live window (``watermark - buffer``
     of their partition) and that the target lacks (``late_sql.unheld_rows``)."""
@@ -136,8 +143,9 @@ def missed_rows(
     live = incremental_window(marks, buffer, by is not None)
     inside, params = window_predicate(d, live, shape.cursor, by)
     columns = [ROW_HASH_COLUMN, shape.cursor, *([by] if by else [])]
-    statement = lsql.unheld_rows(d, target, shape.key, shape.cursor, rows, columns,
-                                 f"{where} AND NOT ({inside})")  # fmt: skip
+    statement = lsql.unheld_rows(
+        d, target, shape.key, shape.cursor, rows, columns, f"{where} AND NOT ({inside})"
+    )
     found = [r for r in session.query(statement, params) if _partition(r, by) in marks]
     cursors = [stored_cursor(r[1]) for r in found]
     late = [late_by(marks[_partition(r, by)], c) for r, c in zip(found, cursors, strict=True)]
@@ -192,8 +200,10 @@ class LateWatch:
         if self.mode != "incremental" or not isinstance(source, FileSource):
             return
         d = session.dialect
-        seen = {FileSeen(str(p), int(s), int(m))
-                for p, s, m in session.query(lsql.read_files(d), [self.name])}  # fmt: skip
+        seen = {
+            FileSeen(str(p), int(s), int(m))
+            for p, s, m in session.query(lsql.read_files(d), [self.name])
+        }
         self.new_files = [f for f in map(FileSeen.of, source.files()) if f not in seen]
         checked = self.new_files
         if not seen and self.marks:
@@ -281,8 +291,11 @@ class LateWatch:
         """Every row below the window is below its partition's watermark: how late it is."""
         _, lateness = self._below_marks(batch)
         arrays = [batch.column(c.name) for c in self._identity]
-        arrays += [batch.column(ROW_HASH_COLUMN), pa.array(lateness, pa.int64()),
-                   pa.array([origin] * batch.num_rows, pa.string())]  # fmt: skip
+        arrays += [
+            batch.column(ROW_HASH_COLUMN),
+            pa.array(lateness, pa.int64()),
+            pa.array([origin] * batch.num_rows, pa.string()),
+        ]
         names = [c.name for c in self._identity] + [ROW_HASH_COLUMN, LATENESS.name, ORIGIN.name]
         return pa.RecordBatch.from_arrays(arrays, names=names)
 
@@ -329,8 +342,9 @@ class LateWatch:
         if self.mode == "incremental" and self.below_hashes:
             hashes = np.concatenate(self.below_hashes)
             lateness = np.concatenate(self.below_lateness)
-            statement = lsql.held_fingerprints(session.dialect, self.target, self._shape.key,
-                                               self._shape.cursor)  # fmt: skip
+            statement = lsql.held_fingerprints(
+                session.dialect, self.target, self._shape.key, self._shape.cursor
+            )
             held = session.fetch_int64(statement, [max(self.marks.values())])
             known = np.isin(hashes, held)
             self.reread, self.caught = int(known.sum()), lateness[~known]
@@ -339,8 +353,14 @@ class LateWatch:
 
     def _found_in_stage(self, session: Session) -> None:
         """Staged rows below the live window that the target lacks."""
-        found = missed_rows(session, self.pipeline.lateness, self._shape, self.target,
-                            self.marks, session.dialect.stage())  # fmt: skip
+        found = missed_rows(
+            session,
+            self.pipeline.lateness,
+            self._shape,
+            self.target,
+            self.marks,
+            session.dialect.stage(),
+        )
         self._missed(*found.count(session, self.name, self.run_id))
 
     def after_merge(self, session: Session, stage_taken: bool) -> None:
@@ -352,8 +372,15 @@ class LateWatch:
         self._stage_candidates(session, stage_taken)
         if self.candidates:
             columns = [ROW_HASH_COLUMN, LATENESS.name, ORIGIN.name, self._shape.cursor]
-            statement = lsql.unheld_rows(d, self.target, self._shape.key, self._shape.cursor,
-                                         d.temp(lsql.CANDIDATES), columns, "1=1")  # fmt: skip
+            statement = lsql.unheld_rows(
+                d,
+                self.target,
+                self._shape.key,
+                self._shape.cursor,
+                d.temp(lsql.CANDIDATES),
+                columns,
+                "1=1",
+            )
             rows = session.query(statement)
             hashes = np.array([int(r[0]) for r in rows], dtype=np.int64)
             lateness = np.array([int(r[1]) for r in rows], dtype=np.int64)
@@ -362,8 +389,10 @@ class LateWatch:
             self.missed_in = tuple(sorted({str(rows[int(i)][2]) for i in fresh}))
         now = datetime.now(UTC)
         for seen in self.new_files:
-            session.execute(lsql.record_file(d), [self.name, seen.path, seen.size,
-                                                  seen.mtime_ns, self.run_id, now])  # fmt: skip
+            session.execute(
+                lsql.record_file(d),
+                [self.name, seen.path, seen.size, seen.mtime_ns, self.run_id, now],
+            )
 
     def _missed(self, lateness: Array, cursors: Sequence[CursorValue]) -> None:
         self.missed = lateness
@@ -371,8 +400,11 @@ class LateWatch:
             self.missed_cursors = (to_text(min(cursors)), to_text(max(cursors)))
             log.warning(
                 "pipeline %s run %s: %d row(s) arrived later than the lateness buffer (%s)",
-                self.name, self.run_id, len(cursors), self.pipeline.lateness,
-            )  # fmt: skip
+                self.name,
+                self.run_id,
+                len(cursors),
+                self.pipeline.lateness,
+            )
 
     # -- what it learned ------------------------------------------------------------------
     def result(self, after: Mapping[str, CursorValue]) -> RunLateness:
@@ -380,9 +412,14 @@ class LateWatch:
         return RunLateness(
             buffer_s=seconds(self.pipeline.lateness),
             measured=self.mode == "incremental" and bool(self.marks),
-            rows_caught=len(self.caught), rows_reread=self.reread, rows_missed=len(self.missed),
-            caught=histogram(self.caught), missed=histogram(self.missed),
+            rows_caught=len(self.caught),
+            rows_reread=self.reread,
+            rows_missed=len(self.missed),
+            caught=histogram(self.caught),
+            missed=histogram(self.missed),
             max_caught_s=int(self.caught.max()) if len(self.caught) else None,
-            rows_new=self.rows_new, advanced_s=sum(moved),
-            missed_cursors=self.missed_cursors, missed_in=self.missed_in,
-        )  # fmt: skip
+            rows_new=self.rows_new,
+            advanced_s=sum(moved),
+            missed_cursors=self.missed_cursors,
+            missed_in=self.missed_in,
+        )

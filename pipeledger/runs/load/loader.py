@@ -239,8 +239,16 @@ class Load:
             if self.shape is not None and self.part_schemas:
                 self.drift = self._resolve_drift(session, self.part_schemas, self.shape, checks)
         if LateWatch.wanted(self.mode, self.pipeline, self.before or {}):
-            self.late = LateWatch(self.name, self.run_id, self.pipeline, self.mode, self.shape,
-                                  self.target, self.before or {}, window)  # fmt: skip
+            self.late = LateWatch(
+                self.name,
+                self.run_id,
+                self.pipeline,
+                self.mode,
+                self.shape,
+                self.target,
+                self.before or {},
+                window,
+            )
             with self.clock.measure("extract"):
                 self.late.prepare(session, source)
         with self.clock.measure("load"):
@@ -301,8 +309,11 @@ class Load:
                 batch = self.known.unseen(batch)
             log.info(
                 "pipeline %s run %s: staged %d of %d rows read",
-                self.name, self.run_id, self.rows_staged, self.rows_read,
-            )  # fmt: skip
+                self.name,
+                self.run_id,
+                self.rows_staged,
+                self.rows_read,
+            )
             if batch.num_rows:
                 yield batch
 
@@ -460,16 +471,30 @@ class Load:
             # a CDC feed carries several changes of a key in one run, at other cursors
             shape = replace(shape, key=(*shape.key, shape.cursor))
         return GateSpec(
-            self.name, self.run_id, self.target, shape, checks, history, drift, proven,
+            self.name,
+            self.run_id,
+            self.target,
+            shape,
+            checks,
+            history,
+            drift,
+            proven,
             exempt=f"s.{quote(sql.DELETED_FLAG)}" if self.pipeline.deleted else None,
-        )  # fmt: skip
+        )
 
     def _advance(self, session: Session, shape: Shape, tracker: WatermarkTracker) -> None:
         moved = tracker.advanced(self.before or {})
         now = datetime.now(UTC)
         for partition, value in sorted(moved.items()):
-            params = [self.name, partition, shape.cursor, shape.cursor_type, to_text(value),
-                      self.run_id, now]  # fmt: skip
+            params = [
+                self.name,
+                partition,
+                shape.cursor,
+                shape.cursor_type,
+                to_text(value),
+                self.run_id,
+                now,
+            ]
             session.execute(write_state(session.dialect), params)
         self.after.update(moved)
 

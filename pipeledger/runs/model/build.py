@@ -354,10 +354,15 @@ class Model:
         if self._merges:
             kept = self.rows - (self.report.quarantined_rows if self.report else 0)
             spec = load_sql.MergeSpec(
-                m.target_name, self.columns, tuple(m.key), m.cursor or "",
-                m.on_conflict or "update", False, self._downstream,
+                m.target_name,
+                self.columns,
+                tuple(m.key),
+                m.cursor or "",
+                m.on_conflict or "update",
+                False,
+                self._downstream,
                 history=m.materialized == "scd2",
-            )  # fmt: skip
+            )
             self.created = existing is None
             publish = first_load if self.created else merge_staged
             self.counts = publish(session, spec, kept, self.run_id, self.started_at)
@@ -405,8 +410,9 @@ class Model:
             session.execute(keep_before_images(d, target, names, vanished), [self.run_id, *params])
         deleted = session.execute(load_sql.delete_where(d, target, vanished), params)
         new = f"NOT EXISTS ({sql.same_row(d, names, 't', d.table(target), 's')} AND ({scope}))"
-        inserted = session.execute(sql.insert_staged(d, target, names, new),
-                                   [self.run_id, self.started_at, *params])  # fmt: skip
+        inserted = session.execute(
+            sql.insert_staged(d, target, names, new), [self.run_id, self.started_at, *params]
+        )
         return MergeCounts(inserted=inserted, unchanged=self.rows - inserted, deleted=deleted)
 
     @property
@@ -434,14 +440,23 @@ class Model:
         m = self.model
         partial = self.report is not None and bool(self.report.new_entries)
         return ModelResult(
-            pipeline=self.name, run_id=self.run_id, mode=self.request.mode,
-            materialized=m.materialized, status="partial" if partial else "success",
-            target=m.target, started_at=self.started_at,
-            duration_s=time.monotonic() - self.began, rows_computed=self.rows,
-            counts=self.counts, consumed=tuple(r for r, _ in self._consumed),
-            touched=None if self.full else self.touched, full=self.full, quality=self.report,
-            steps=tuple(self.clock.results({}, 0)), target_created=self.created,
-        )  # fmt: skip
+            pipeline=self.name,
+            run_id=self.run_id,
+            mode=self.request.mode,
+            materialized=m.materialized,
+            status="partial" if partial else "success",
+            target=m.target,
+            started_at=self.started_at,
+            duration_s=time.monotonic() - self.began,
+            rows_computed=self.rows,
+            counts=self.counts,
+            consumed=tuple(r for r, _ in self._consumed),
+            touched=None if self.full else self.touched,
+            full=self.full,
+            quality=self.report,
+            steps=tuple(self.clock.results({}, 0)),
+            target_created=self.created,
+        )
 
     def consequence(self) -> str:
         return (

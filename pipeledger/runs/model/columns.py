@@ -31,8 +31,9 @@ def output_columns(
     """The query's columns in order, typed (see the module docstring)."""
     schema = _upstream_schema(session, query.tables)
     try:
-        tree = qualify(query.tree.copy(), schema=schema, dialect=READ,
-                       validate_qualify_columns=False)  # fmt: skip
+        tree = qualify(
+            query.tree.copy(), schema=schema, dialect=READ, validate_qualify_columns=False
+        )
         typed = annotate_types(tree, schema=schema, dialect=READ)
     except SqlglotError as exc:
         raise SchemaError(f"model {model}: cannot read the query's columns: {exc}") from None

@@ -39,15 +39,20 @@ class ModelJob:
     def _record(self, run: Run, session: Session, result: ModelResult) -> None:
         c = result.counts
         run.set_counts(
-            rows_read=result.rows_computed, rows_inserted=c.inserted, rows_updated=c.updated,
-            rows_unchanged=c.unchanged + c.superseded, rows_deleted=c.deleted,
+            rows_read=result.rows_computed,
+            rows_inserted=c.inserted,
+            rows_updated=c.updated,
+            rows_unchanged=c.unchanged + c.superseded,
+            rows_deleted=c.deleted,
             rows_rejected=result.quality.quarantined_rows if result.quality else 0,
-        )  # fmt: skip
+        )
         run.record.extra.update(
-            mode=result.mode, kind="model", materialized=result.materialized,
+            mode=result.mode,
+            kind="model",
+            materialized=result.materialized,
             upstream_runs=list(result.consumed),
             recomputed="all" if result.touched is None else result.touched,
-        )  # fmt: skip
+        )
         for step in result.steps:
             run.add_task(task_from(run.run_id, step))
         if result.quality is not None:
@@ -60,8 +65,12 @@ class ModelJob:
         target = result.target
         record_events(run, target, result.counts)
         if result.consumed:
-            run.audit("UPSTREAM_CONSUMED", target_table=target, record_count=len(result.consumed),
-                      metadata={"runs": list(result.consumed)})  # fmt: skip
+            run.audit(
+                "UPSTREAM_CONSUMED",
+                target_table=target,
+                record_count=len(result.consumed),
+                metadata={"runs": list(result.consumed)},
+            )
 
     def _snapshot(self, run: Run, session: Session, result: ModelResult) -> None:
         m = self.model.model
@@ -69,8 +78,13 @@ class ModelJob:
         shape = Shape(columns, tuple(m.key) or (columns[0].name,), m.cursor or "")
         previous = run.ledger.previous_snapshot(result.target, session)
         c = result.counts
-        written = Written(c.inserted, result.rows_computed, result.target_created,
-                          deleted=c.deleted, growth=c.growth)  # fmt: skip
+        written = Written(
+            c.inserted,
+            result.rows_computed,
+            result.target_created,
+            deleted=c.deleted,
+            growth=c.growth,
+        )
         run.snapshots.append(
             take_snapshot(session, run.run_id, result.target, shape, written, previous)
         )

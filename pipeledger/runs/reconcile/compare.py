@@ -127,8 +127,15 @@ class Reconcile:
         session.stage(self._source_rows(shape, span, marks))
         ids, cursor = [c.name for c in shape.identity], quote(shape.cursor)
         once = self._staged_once(session, shape, grain.label(d, f"v.{cursor}"))
-        rows = rsql.target_rows(d, self.pipeline.target_name, ids, shape.key, where,
-                                grain.label(d, f"t.{cursor}"), filled)  # fmt: skip
+        rows = rsql.target_rows(
+            d,
+            self.pipeline.target_name,
+            ids,
+            shape.key,
+            where,
+            grain.label(d, f"t.{cursor}"),
+            filled,
+        )
         source = rsql.staged_source_windows(d, once) if once else rsql.source_windows(d)
         sums = (
             _sums(session.query(source)),
@@ -137,17 +144,30 @@ class Reconcile:
         windows = self._differences(session, grain, sums, rows, params, shape, once)
         if windows and isinstance(self.pipeline.source, SqlSource):
             table = d.temp(rsql.DIFFERENCES)
-            self.missed = missed_rows(session, self.pipeline.lateness, shape,
-                                      self.pipeline.target_name, marks, table,
-                                      "kind IN ('missing', 'changed')")  # fmt: skip
+            self.missed = missed_rows(
+                session,
+                self.pipeline.lateness,
+                shape,
+                self.pipeline.target_name,
+                marks,
+                table,
+                "kind IN ('missing', 'changed')",
+            )
         return Reconciliation(
-            pipeline=self.name, run_id=self.run_id, target=self.pipeline.target, grain=grain,
-            start=self.request.start, end=self.request.end, started_at=self.started_at,
-            duration_s=time.monotonic() - self.began, rows_read=self.rows_read,
+            pipeline=self.name,
+            run_id=self.run_id,
+            target=self.pipeline.target,
+            grain=grain,
+            start=self.request.start,
+            end=self.request.end,
+            started_at=self.started_at,
+            duration_s=time.monotonic() - self.began,
+            rows_read=self.rows_read,
             windows_compared=len(sums[0].keys() | sums[1].keys()),
             source_rows=sum(n for n, _ in sums[0].values()),
-            target_rows=sum(n for n, _ in sums[1].values()), windows=windows,
-        )  # fmt: skip
+            target_rows=sum(n for n, _ in sums[1].values()),
+            windows=windows,
+        )
 
     def _staged_once(self, session: Session, shape: Shape, label: str) -> str | None:
         """The source's current version of each key: when a unique index proves every key
@@ -182,8 +202,9 @@ class Reconcile:
     def _span(self, shape: Shape) -> Window:
         """``--start``/``--end`` as closed bounds of the cursor's kind."""
         try:
-            lower, upper = (None if t is None else from_text(t)
-                            for t in (self.request.start, self.request.end))  # fmt: skip
+            lower, upper = (
+                None if t is None else from_text(t) for t in (self.request.start, self.request.end)
+            )
         except ValueError as exc:
             raise ConfigError(f"pipeline {self.name}: --start/--end: {exc}") from None
         integer = shape.cursor_type in INTEGER_TYPES
@@ -214,8 +235,9 @@ class Reconcile:
         if upper is None and shape.partition_by is None:
             upper = marks[UNPARTITIONED]  # let the source skip what is past the watermark
         types = {c.name: c.arrow for c in shape.columns}
-        read = ReadSpec(Window(span.lower, upper, backfill=True), shape.cursor,
-                        shape.partition_by, types)  # fmt: skip
+        read = ReadSpec(
+            Window(span.lower, upper, backfill=True), shape.cursor, shape.partition_by, types
+        )
         for item in open_source(self.pipeline, self.config).batches(read):
             batch = as_stored(item, shape)
             kept = _filtered(batch, self._in_reach(batch, span, marks, shape, item.unfiltered))
@@ -225,9 +247,12 @@ class Reconcile:
 
     @staticmethod
     def _in_reach(
-        batch: pa.RecordBatch, span: Window, marks: dict[str, CursorValue], shape: Shape,
+        batch: pa.RecordBatch,
+        span: Window,
+        marks: dict[str, CursorValue],
+        shape: Shape,
         unfiltered: bool,
-    ) -> pc.Expression:  # fmt: skip
+    ) -> pc.Expression:
         """In the span (when the source could not apply it) and at or before the row's
         partition's watermark."""
         cursor = pc.field(shape.cursor)
@@ -254,8 +279,9 @@ class Reconcile:
         at = [names.index(k) for k in shape.key]
         after: list[Any] = []
         while True:
-            statement = rsql.unhashed_rows(d, target, names, shape.key, where, bool(after),
-                                           PAGE_ROWS)  # fmt: skip
+            statement = rsql.unhashed_rows(
+                d, target, names, shape.key, where, bool(after), PAGE_ROWS
+            )
             page = session.query(statement, [*params, *after])
             if not page:
                 return True
@@ -265,9 +291,15 @@ class Reconcile:
 
     # -- what differs ---------------------------------------------------------------------
     def _differences(
-        self, session: Session, grain: Grain, sums: tuple[Sums, Sums], rows: str,
-        params: list[Any], shape: Shape, once: str | None,
-    ) -> tuple[WindowDiff, ...]:  # fmt: skip
+        self,
+        session: Session,
+        grain: Grain,
+        sums: tuple[Sums, Sums],
+        rows: str,
+        params: list[Any],
+        shape: Shape,
+        once: str | None,
+    ) -> tuple[WindowDiff, ...]:
         """The windows whose sums differ, with what differs in them: (key, fingerprint)
         pairs joined in just those windows (``once``: see :meth:`_staged_once`)."""
         source, target = sums
@@ -296,10 +328,15 @@ class Reconcile:
             samples.setdefault(str(window), []).append(_key_value(key))
         counted = [w for w in differing if w in kinds]  # else every key matched
         return tuple(
-            WindowDiff.of(grain, w, (source.get(w, (0, 0))[0], target.get(w, (0, 0))[0]),
-                          kinds[w], tuple(samples.get(w, [])))
+            WindowDiff.of(
+                grain,
+                w,
+                (source.get(w, (0, 0))[0], target.get(w, (0, 0))[0]),
+                kinds[w],
+                tuple(samples.get(w, [])),
+            )
             for w in counted
-        )  # fmt: skip
+        )
 
     def count_missed(self, session: Session, result: Reconciliation) -> Reconciliation:
         """Count, in ``session`` (the run's own transaction), the rows later than the buffer
@@ -309,9 +346,11 @@ class Reconcile:
         lateness, cursors = self.missed.count(session, self.name, self.run_id)
         span = (to_text(min(cursors)), to_text(max(cursors))) if cursors else None
         late = RunLateness(
-            buffer_s=seconds(self.pipeline.lateness), rows_missed=len(lateness),
-            missed=histogram(lateness), missed_cursors=span,
-        )  # fmt: skip
+            buffer_s=seconds(self.pipeline.lateness),
+            rows_missed=len(lateness),
+            missed=histogram(lateness),
+            missed_cursors=span,
+        )
         return replace(result, lateness=late)
 
 

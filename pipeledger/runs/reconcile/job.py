@@ -65,19 +65,38 @@ def record_reconciliation(run: Run, result: Reconciliation) -> None:
     """Everything the ledger keeps of a reconciliation (module docstring)."""
     run.set_counts(rows_read=result.rows_read)
     totals = result.totals()
-    run.record.extra.update(mode="reconcile", status=result.status, by=result.grain.name,
-                            windows_differing=len(result.windows), **totals)  # fmt: skip
-    run.reconciliations.append({
-        "run_id": run.run_id, "pipeline": result.pipeline, "target_table": result.target,
-        "status": result.status, "range_start": result.start, "range_end": result.end,
-        "window_by": result.grain.name, "windows_compared": result.windows_compared,
-        "windows_differing": len(result.windows), "source_rows": result.source_rows,
-        "target_rows": result.target_rows, **totals,
-        "windows": [w.to_json() for w in result.windows], "created_at": datetime.now(UTC),
-    })  # fmt: skip
+    run.record.extra.update(
+        mode="reconcile",
+        status=result.status,
+        by=result.grain.name,
+        windows_differing=len(result.windows),
+        **totals,
+    )
+    run.reconciliations.append(
+        {
+            "run_id": run.run_id,
+            "pipeline": result.pipeline,
+            "target_table": result.target,
+            "status": result.status,
+            "range_start": result.start,
+            "range_end": result.end,
+            "window_by": result.grain.name,
+            "windows_compared": result.windows_compared,
+            "windows_differing": len(result.windows),
+            "source_rows": result.source_rows,
+            "target_rows": result.target_rows,
+            **totals,
+            "windows": [w.to_json() for w in result.windows],
+            "created_at": datetime.now(UTC),
+        }
+    )
     for window in result.windows:
-        run.audit("RECONCILIATION_MISMATCH", target_table=result.target,
-                  record_count=window.differing_rows, metadata=window.to_json())  # fmt: skip
+        run.audit(
+            "RECONCILIATION_MISMATCH",
+            target_table=result.target,
+            record_count=window.differing_rows,
+            metadata=window.to_json(),
+        )
     record_lateness(run, result.lateness, result.target)
 
 

@@ -28,13 +28,26 @@ class WindowDiff:
     sample_keys: tuple[Any, ...] = ()  # a key, or a list of a composite key's values
 
     @classmethod
-    def of(cls, grain: Grain, label: str, rows: tuple[int, int], kinds: dict[str, int],
-           sample: tuple[Any, ...]) -> WindowDiff:  # fmt: skip
+    def of(
+        cls,
+        grain: Grain,
+        label: str,
+        rows: tuple[int, int],
+        kinds: dict[str, int],
+        sample: tuple[Any, ...],
+    ) -> WindowDiff:
         start, end = grain.bounds(label)
         return cls(
-            label, to_text(start), to_text(end), rows[0], rows[1], kinds.get("missing", 0),
-            kinds.get("extra", 0), kinds.get("changed", 0), sample,
-        )  # fmt: skip
+            label,
+            to_text(start),
+            to_text(end),
+            rows[0],
+            rows[1],
+            kinds.get("missing", 0),
+            kinds.get("extra", 0),
+            kinds.get("changed", 0),
+            sample,
+        )
 
     @property
     def differing_rows(self) -> int:

@@ -104,9 +104,14 @@ def staged_source_windows(d: Dialect, label: str) -> str:
 
 
 def target_rows(
-    d: Dialect, target: TableName, identity: Sequence[str], key: Sequence[str], where: str,
-    label: str, filled: bool,
-) -> str:  # fmt: skip
+    d: Dialect,
+    target: TableName,
+    identity: Sequence[str],
+    key: Sequence[str],
+    where: str,
+    label: str,
+    filled: bool,
+) -> str:
     """The target's rows matching ``where`` (over the target's own columns), labelled with
     their window, each with its fingerprint: the stored one, else (``filled``) the one the
     stage holds for its key. ``label``: SQL over ``t.<cursor>``."""
@@ -208,9 +213,14 @@ def unhashed_count(d: Dialect, target: TableName, where: str) -> str:
 
 
 def unhashed_rows(
-    d: Dialect, target: TableName, columns: Sequence[str], key: Sequence[str], where: str,
-    after: bool, limit: int,
-) -> str:  # fmt: skip
+    d: Dialect,
+    target: TableName,
+    columns: Sequence[str],
+    key: Sequence[str],
+    where: str,
+    after: bool,
+    limit: int,
+) -> str:
     """Up to ``limit`` target rows without a fingerprint, in key order: the first page, or
     (``after``) the page after a key (parameters after those of ``where``)."""
     keys = _names(key)
