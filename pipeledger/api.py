@@ -237,7 +237,7 @@ def run_one(
     site = _site(config)
     site.config.pipeline(name)
     spec = RunSpec(pipeline=name, trigger=trigger or Trigger())
-    return run_load(site, LoadRequest(name), spec, on_progress)
+    return run_load(site, LoadRequest(pipeline=name), spec, on_progress)
 
 
 def run_model(
@@ -290,7 +290,7 @@ def _backfill(
         return run_model(site, name, mode="backfill", window=window, trigger=why)
     pipeline = site.config.pipeline(name)
     window = backfill_window(start, end, pipeline.max_backfill, name)
-    request = LoadRequest(name, "backfill", window, full_compare)
+    request = LoadRequest(pipeline=name, mode="backfill", window=window, full_compare=full_compare)
     spec = RunSpec(pipeline=name, trigger=why, data_interval=data_interval(window))
     return run_load(site, request, spec, on_progress)
 
@@ -305,7 +305,7 @@ def check(config: ConfigLike, name: str) -> LoadResult:
     site = _site(config)
     if site.config.pipeline(name).checks is None:
         raise ConfigError(f"pipeline {name} declares no [pipelines.{name}.checks]")
-    request = LoadRequest(name, "check", recent_counts=recent_counts(site, name))
+    request = LoadRequest(pipeline=name, mode="check", recent_counts=recent_counts(site, name))
     return run_load(site, request, RunSpec(pipeline=name, dry_run=True))
 
 
@@ -348,7 +348,7 @@ def reconcile(
     if name in site.config.models:
         raise ConfigError(f"{name} is a model: reconcile compares a load's source and target")
     at_most = site.config.pipeline(name).max_backfill
-    request = ReconcileRequest(name, start, end, by)
+    request = ReconcileRequest(pipeline=name, start=start, end=end, by=by)
     found = reconciled(site, request)
     if not repair or found.status == "match":
         return found
@@ -360,7 +360,15 @@ def reconcile(
             exc.add_note(f"reconcile --repair: {len(repairs)} range(s) were backfilled first")
             raise
         c = done.counts
-        repairs.append(Repair(first, last, done.run_id, c.inserted, c.updated))
+        repairs.append(
+            Repair(
+                start=first,
+                end=last,
+                run_id=done.run_id,
+                rows_inserted=c.inserted,
+                rows_updated=c.updated,
+            )
+        )
     return replace(reconciled(site, request), found=found.windows, repairs=tuple(repairs))
 
 

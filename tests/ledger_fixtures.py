@@ -57,14 +57,22 @@ class LedgerBuilder:
         updated = None if written is None else written // 10
         run_id = run_id or self._id("run")
         record = RunRecord(
-            run_id=run_id, logical_run_id=more.pop("logical_run_id", run_id),
-            attempt=more.pop("attempt", 1), pipeline=pipeline,
-            trigger_type=TriggerType(trigger), status=RunStatus(status), started_at=started_at,
+            run_id=run_id,
+            logical_run_id=more.pop("logical_run_id", run_id),
+            attempt=more.pop("attempt", 1),
+            pipeline=pipeline,
+            trigger_type=TriggerType(trigger),
+            status=RunStatus(status),
+            started_at=started_at,
             ended_at=started_at + duration if final else None,
             duration_ms=int(duration.total_seconds() * 1000) if final else None,
-            rows_read=written, rows_inserted=None if written is None else written - (updated or 0),
-            rows_updated=updated, rows_unchanged=0, rows_rejected=0, **more,
-        )  # fmt: skip
+            rows_read=written,
+            rows_inserted=None if written is None else written - (updated or 0),
+            rows_updated=updated,
+            rows_unchanged=0,
+            rows_rejected=0,
+            **more,
+        )
         st.apply(self.session, st.run_op(record))
         return record
 
@@ -80,10 +88,17 @@ class LedgerBuilder:
     ) -> TaskRecord:
         start = run.started_at + timedelta(seconds=seq)
         record = TaskRecord(
-            self._id("task"), run.run_id, name, seq, start,
-            ended_at=start + timedelta(milliseconds=duration_ms), duration_ms=duration_ms,
-            status=TaskStatus(status), rows_in=rows_out, rows_out=rows_out,
-        )  # fmt: skip
+            task_run_id=self._id("task"),
+            run_id=run.run_id,
+            name=name,
+            seq=seq,
+            started_at=start,
+            ended_at=start + timedelta(milliseconds=duration_ms),
+            duration_ms=duration_ms,
+            status=TaskStatus(status),
+            rows_in=rows_out,
+            rows_out=rows_out,
+        )
         st.apply(self.session, st.task_op(record))
         return record
 
@@ -97,20 +112,33 @@ class LedgerBuilder:
         **values: Any,
     ) -> AuditEvent:
         event = AuditEvent(
-            self._id("event"), run.run_id if run else None, run.pipeline if run else None,
-            event_type, created_at, target_table, **values,
-        )  # fmt: skip
+            event_id=self._id("event"),
+            run_id=run.run_id if run else None,
+            pipeline=run.pipeline if run else None,
+            event_type=event_type,
+            created_at=created_at,
+            target_table=target_table,
+            **values,
+        )
         st.apply(self.session, st.event_op(event))
         return event
 
     def snapshot(
-        self, run: RunRecord, target_table: str, row_count: int,
+        self,
+        run: RunRecord,
+        target_table: str,
+        row_count: int,
         max_cursor: str | None = "2024-06-01T00:00:00",
-    ) -> DatasetSnapshot:  # fmt: skip
+    ) -> DatasetSnapshot:
         snapshot = DatasetSnapshot(
-            run.run_id, target_table, row_count, max_cursor, "abc123",
-            [{"name": "order_id", "type": "bigint"}], run.ended_at or run.started_at,
-        )  # fmt: skip
+            run_id=run.run_id,
+            target_table=target_table,
+            row_count=row_count,
+            max_cursor=max_cursor,
+            schema_fingerprint="abc123",
+            columns=[{"name": "order_id", "type": "bigint"}],
+            created_at=run.ended_at or run.started_at,
+        )
         st.apply(self.session, st.snapshot_op(snapshot))
         return snapshot
 
@@ -123,8 +151,14 @@ class LedgerBuilder:
     ) -> None:
         sla = int(freshness_sla.total_seconds()) if freshness_sla else None
         slow = int(max_duration.total_seconds()) if max_duration else None
-        data = {"name": name, "version": "v1", "freshness_sla_s": sla, "max_duration_s": slow,
-                "created_at": registered, "updated_at": registered}  # fmt: skip
+        data = {
+            "name": name,
+            "version": "v1",
+            "freshness_sla_s": sla,
+            "max_duration_s": slow,
+            "created_at": registered,
+            "updated_at": registered,
+        }
         st.apply(self.session, st.Op("pipeline", data))
 
     def depends(self, downstream: str, *upstreams: str) -> None:

@@ -146,11 +146,11 @@ def test_an_end_before_the_start_is_refused(start: str, end: str) -> None:
 
 
 SPEC = sql.MergeSpec(
-    TableName("analytics", "orders"),
-    (Column("id", "bigint"), Column("status", "text"), Column("updated_at", "timestamptz")),
-    ("id",),
-    "updated_at",
-    "newer_wins",
+    target=TableName("analytics", "orders"),
+    columns=(Column("id", "bigint"), Column("status", "text"), Column("updated_at", "timestamptz")),
+    key=("id",),
+    cursor="updated_at",
+    policy="newer_wins",
 )
 
 
@@ -177,7 +177,9 @@ def test_an_incremental_merge_goes_straight_from_the_stage() -> None:
 def test_targets_of_policies_that_update_leave_room_on_each_page() -> None:
     """PostgreSQL then updates a row within its page (no new index entry)."""
     assert sql.create_target(POSTGRES, SPEC).endswith("\n) WITH (fillfactor = 90)")
-    ignore = sql.MergeSpec(SPEC.target, SPEC.columns, SPEC.key, SPEC.cursor, "ignore")
+    ignore = sql.MergeSpec(
+        target=SPEC.target, columns=SPEC.columns, key=SPEC.key, cursor=SPEC.cursor, policy="ignore"
+    )
     assert sql.create_target(POSTGRES, ignore).endswith("\n)")
     assert sql.create_target(SQLITE, SPEC).endswith("\n)")
     run_id = "00000000-0000-4000-8000-000000000000"
@@ -186,14 +188,18 @@ def test_targets_of_policies_that_update_leave_room_on_each_page() -> None:
 
 
 def test_update_policy_compares_every_value_column() -> None:
-    spec = sql.MergeSpec(SPEC.target, SPEC.columns, SPEC.key, SPEC.cursor, "update")
+    spec = sql.MergeSpec(
+        target=SPEC.target, columns=SPEC.columns, key=SPEC.key, cursor=SPEC.cursor, policy="update"
+    )
     assert sql.update_condition(POSTGRES, spec) == (
         '(t."status", t."updated_at") IS DISTINCT FROM (excluded."status", excluded."updated_at")'
     )
     assert sql.update_condition(SQLITE, spec) == (
         '(t."status", t."updated_at") IS NOT (excluded."status", excluded."updated_at")'
     )
-    ignore = sql.MergeSpec(SPEC.target, SPEC.columns, SPEC.key, SPEC.cursor, "ignore")
+    ignore = sql.MergeSpec(
+        target=SPEC.target, columns=SPEC.columns, key=SPEC.key, cursor=SPEC.cursor, policy="ignore"
+    )
     assert sql.update_condition(POSTGRES, ignore) is None
     assert "DO NOTHING" in sql.merge(SQLITE, ignore, "s")
 

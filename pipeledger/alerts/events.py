@@ -62,7 +62,7 @@ _BY_STATUS: dict[str, AlertKind] = {
 GATE_HALT_CODE = "GateFailed"  # the error code the ledger records for a gate halt
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Event:
     kind: AlertKind
     pipeline: str
@@ -123,13 +123,13 @@ def run_event(row: Sequence[Any]) -> Event:
         kind = "gate_halt"
     details = {"status": status, "error_code": code, "rows_rejected": rejected}
     return Event(
-        kind,
-        str(pipeline),
-        str(run_id),
-        _reason(message, str(status)),
-        stored_datetime(ended) or datetime.min,
-        str(run_id),
-        details,
+        kind=kind,
+        pipeline=str(pipeline),
+        subject=str(run_id),
+        reason=_reason(message, str(status)),
+        occurred_at=stored_datetime(ended) or datetime.min,
+        run_id=str(run_id),
+        details=details,
     )
 
 
@@ -157,13 +157,13 @@ def mismatch_event(row: Sequence[Any]) -> Event:
         "changed_rows": changed,
     }
     return Event(
-        "reconciliation_mismatch",
-        str(pipeline),
-        str(run_id),
-        reason,
-        stored_datetime(created) or datetime.min,
-        str(run_id),
-        details,
+        kind="reconciliation_mismatch",
+        pipeline=str(pipeline),
+        subject=str(run_id),
+        reason=reason,
+        occurred_at=stored_datetime(created) or datetime.min,
+        run_id=str(run_id),
+        details=details,
     )
 
 
@@ -175,13 +175,13 @@ def volume_event(anomaly: VolumeAnomaly) -> Event:
         "z_score": anomaly.z_score,
     }
     return Event(
-        "volume_anomaly",
-        anomaly.pipeline,
-        anomaly.run_id,
-        anomaly.reason,
-        anomaly.started_at,
-        anomaly.run_id,
-        details,
+        kind="volume_anomaly",
+        pipeline=anomaly.pipeline,
+        subject=anomaly.run_id,
+        reason=anomaly.reason,
+        occurred_at=anomaly.started_at,
+        run_id=anomaly.run_id,
+        details=details,
     )
 
 
@@ -193,13 +193,13 @@ def breach_event(breach: Breach) -> Event:
         "late": span(max(breach.late_s, 0)),
     }
     return Event(
-        kind,
-        breach.pipeline,
-        breach.breach_id,
-        breach.reason,
-        breach.detected_at,
-        breach.run_id,
-        details,
+        kind=kind,
+        pipeline=breach.pipeline,
+        subject=breach.breach_id,
+        reason=breach.reason,
+        occurred_at=breach.detected_at,
+        run_id=breach.run_id,
+        details=details,
     )
 
 

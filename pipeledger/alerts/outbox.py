@@ -14,9 +14,10 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pipeledger.alerts.events import Event
+from pipeledger.config.model import AlertKind
 from pipeledger.ledger.reads.queries import Answer
 from pipeledger.ledger.tables import ALERT_TABLE, ALERTS, stored_datetime
 from pipeledger.warehouse.dialect import Dialect
@@ -24,6 +25,9 @@ from pipeledger.warehouse.session import Session
 
 _COLUMNS = ALERT_TABLE.column_names
 BATCH = 20  # due alerts read at once
+
+
+AlertStatus = Literal["pending", "delivered", "failed"]  # the module docstring
 
 
 def insert_sql(d: Dialect) -> str:
@@ -56,7 +60,7 @@ def record(session: Session, event: Event, webhooks: Sequence[str], now: datetim
     return added
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Due:
     alert_key: str
     webhook: str
@@ -79,7 +83,12 @@ def due(session: Session, now: datetime, webhooks: Sequence[str]) -> list[Due]:
     d = session.dialect
     rows = session.query(due_sql(d, len(webhooks)), [now, *webhooks, BATCH])
     return [
-        Due(key, hook, json.loads(p) if isinstance(p, str) else p, int(n))
+        Due(
+            alert_key=key,
+            webhook=hook,
+            payload=json.loads(p) if isinstance(p, str) else p,
+            attempts=int(n),
+        )
         for key, hook, p, n in rows
     ]
 
@@ -133,11 +142,11 @@ def settle(
 class AlertRow(Answer):
     alert_key: str
     webhook: str
-    event: str
+    event: AlertKind
     pipeline: str | None
     run_id: str | None
     reason: str
-    status: str
+    status: AlertStatus
     attempts: int
     created_at: datetime
     next_attempt_at: datetime | None

@@ -93,7 +93,15 @@ def raise_event(
     if kind not in config.alerts.on or not config.alerts.webhooks:
         return False
     now = datetime.now(UTC)
-    event = Event(kind, pipeline, subject or run_id or reason, reason, now, run_id, details or {})
+    event = Event(
+        kind=kind,
+        pipeline=pipeline,
+        subject=subject or run_id or reason,
+        reason=reason,
+        occurred_at=now,
+        run_id=run_id,
+        details=details or {},
+    )
     database = open_warehouse(config.ledger_url)
     ensure_migrated(database, LEDGER)
     with database.session() as session:

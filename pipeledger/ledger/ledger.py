@@ -84,7 +84,7 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PipelineInfo:
     """What the registry (``pipelines``, ``pipeline_dependencies``) knows of a pipeline."""
 

@@ -112,7 +112,13 @@ class Run:
 
     @contextmanager
     def task(self, name: str) -> Iterator[Task]:
-        record = TaskRecord(str(uuid.uuid4()), self.run_id, name, len(self.tasks) + 1, _now())
+        record = TaskRecord(
+            task_run_id=str(uuid.uuid4()),
+            run_id=self.run_id,
+            name=name,
+            seq=len(self.tasks) + 1,
+            started_at=_now(),
+        )
         self.tasks.append(record)
         try:
             yield Task(record)
@@ -146,16 +152,16 @@ class Run:
         """Record a discrete fact about this run (keep values surgical: keys and changes)."""
         self.events.append(
             AuditEvent(
-                str(uuid.uuid4()),
-                self.run_id,
-                self.record.pipeline,
-                event_type.upper(),
-                _now(),
-                target_table,
-                record_count,
-                old_values,
-                new_values,
-                metadata,
+                event_id=str(uuid.uuid4()),
+                run_id=self.run_id,
+                pipeline=self.record.pipeline,
+                event_type=event_type.upper(),
+                created_at=_now(),
+                target_table=target_table,
+                record_count=record_count,
+                old_values=old_values,
+                new_values=new_values,
+                metadata=metadata,
             )
         )
 

@@ -58,7 +58,7 @@ class TaskStatus(StrEnum):
     INTERRUPTED = "interrupted"  # it had started when another step failed the run
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TaskRecord:
     """One step of a run. Mutable while the step runs (``t.rows_out = n``)."""
 
@@ -77,7 +77,7 @@ class TaskRecord:
     error_message: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AuditEvent:
     event_id: str
     run_id: str | None
@@ -91,7 +91,7 @@ class AuditEvent:
     metadata: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DatasetSnapshot:
     run_id: str
     target_table: str
@@ -102,7 +102,7 @@ class DatasetSnapshot:
     created_at: datetime
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunRecord:
     """One attempt of a logical run, as ``pipeline_runs`` stores it."""
 

@@ -69,7 +69,9 @@ def split_marker(item: SourceBatch, marker: DeleteMarker) -> tuple[SourceBatch, 
             f"{item.origin}: the source has no column {marker.column!r} (deleted.column)"
         )
     flags = deleted_flags(item, batch.column(index), marker)
-    rest = SourceBatch(batch.remove_column(index), item.origin, item.row_numbers)
+    rest = SourceBatch(
+        batch=batch.remove_column(index), origin=item.origin, row_numbers=item.row_numbers
+    )
     return rest, flags
 
 
@@ -119,7 +121,7 @@ def delete_marked(
 
 
 # -- full snapshots ------------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Vanished:
     """What a full snapshot lacks, listed in :data:`~pipeledger.publish.merge_sql.VANISHED`: how
     many keys, of how many target rows in its scope, a few of them, and (SCD2) the time
@@ -157,7 +159,7 @@ def find_vanished(
     session.execute(sql.find_vanished(d, spec, where), params)
     present, count = session.query(sql.count_in_scope(d, spec, where), params)[0]
     sample = tuple(_key_text(row) for row in session.query(sql.sample_vanished(d, spec)))
-    return Vanished(int(count), int(present), sample, closed_at)
+    return Vanished(count=int(count), present=int(present), sample=sample, closed_at=closed_at)
 
 
 def _closing_time(spec: sql.MergeSpec, started_at: datetime) -> CursorValue:
@@ -189,17 +191,22 @@ def judge_deletes(
     run halts (GateFailed, exit 3) when the snapshot would delete too much."""
     result = delete_check(vanished, config.max_delete_fraction, config.on_mass_delete == "warn")
     if report is None:
-        report = GateReport((), "publish")
+        report = GateReport(results=(), decision="publish")
     judged = GateReport(
-        (*report.results, result),
-        report.decision,
-        report.quarantined_rows,
-        report.schema_changes,
-        report.new_entries,
+        results=(*report.results, result),
+        decision=report.decision,
+        quarantined_rows=report.quarantined_rows,
+        schema_changes=report.schema_changes,
+        new_entries=report.new_entries,
     )
     if result.status != "fail":
         return judged
-    halted = GateReport((*report.results, result), "halt", 0, report.schema_changes)
+    halted = GateReport(
+        results=(*report.results, result),
+        decision="halt",
+        quarantined_rows=0,
+        schema_changes=report.schema_changes,
+    )
     lines = [r.line() for r in halted.results if r.status in ("fail", "warn", "not_learned")]
     message = "\n  ".join(
         [f"pipeline {pipeline}: quality gate failed; nothing was published", *lines]
@@ -211,15 +218,15 @@ def delete_check(vanished: Vanished, max_fraction: float, warn: bool) -> CheckRe
     share = vanished.share
     status: CheckStatus = "pass" if share <= max_fraction else ("warn" if warn else "fail")
     return CheckResult(
-        "delete_fraction",
-        "delete_fraction",
-        "batch",
-        status,
-        f"{vanished.count:,} of {vanished.present:,} row(s) lacking ({share:.0%})",
-        f"at most {max_fraction:.0%} of the target's rows in scope (max_delete_fraction)",
-        vanished.count if status != "pass" else 0,
-        vanished.sample,
-        warn,
+        name="delete_fraction",
+        kind="delete_fraction",
+        level="batch",
+        status=status,
+        observed=f"{vanished.count:,} of {vanished.present:,} row(s) lacking ({share:.0%})",
+        expected=f"at most {max_fraction:.0%} of the target's rows in scope (max_delete_fraction)",
+        failing_rows=vanished.count if status != "pass" else 0,
+        sample_keys=vanished.sample,
+        warn_only=warn,
     )
 
 

@@ -48,13 +48,13 @@ def pipeline_spec(
     delete flag of a pipeline with a delete marker; a quarantine replay's does not)."""
     key = pipeline.identity if pipeline.mode == "append" else pipeline.key
     return sql.MergeSpec(
-        target,
-        columns,
-        tuple(key),
-        pipeline.cursor,
-        pipeline.on_conflict,
-        fingerprints,
-        before_images,
+        target=target,
+        columns=columns,
+        key=tuple(key),
+        cursor=pipeline.cursor,
+        policy=pipeline.on_conflict,
+        fingerprints=fingerprints,
+        before_images=before_images,
         markers=markers and pipeline.deleted is not None,
         soft_delete=pipeline.soft_delete,
         history=pipeline.history is not None,

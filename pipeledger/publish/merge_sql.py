@@ -33,7 +33,7 @@ VALID_FROM, VALID_TO, IS_CURRENT = HISTORY_COLUMNS
 VANISHED = "_pipeledger_vanished"  # the keys a full snapshot lacks (load.deletes)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MergeSpec:
     """Everything the merge needs to know about one target."""
 

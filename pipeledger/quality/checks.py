@@ -14,16 +14,17 @@ from typing import Any
 from pipeledger.common.columns import TableName
 from pipeledger.config.model import ChecksConfig
 from pipeledger.errors import SchemaError
+from pipeledger.quality.report import CheckKind
 from pipeledger.transform.conform import Shape
 from pipeledger.warehouse.dialect import Dialect, quote
 
 QUARANTINE_SUFFIX = "_quarantine"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RowCheck:
     name: str
-    kind: str
+    kind: CheckKind
     predicate: str
     params: tuple[Any, ...]
     expected: str
@@ -55,19 +56,26 @@ def row_checks(d: Dialect, checks: ChecksConfig, shape: Shape) -> list[RowCheck]
         raise SchemaError(f"checks name column(s) {unknown} that the target does not have")
     warn = set(checks.warn)
     out = [
-        RowCheck(f"key_not_null:{k}", "key", _empty(shape, k), (), "no empty key", "key" in warn)
+        RowCheck(
+            name=f"key_not_null:{k}",
+            kind="key",
+            predicate=_empty(shape, k),
+            params=(),
+            expected="no empty key",
+            warn_only="key" in warn,
+        )
         for k in shape.key
     ]
     for name in checks.not_null:
         if name not in shape.key:
             out.append(
                 RowCheck(
-                    f"not_null:{name}",
-                    "not_null",
-                    _empty(shape, name),
-                    (),
-                    "no empty value",
-                    "not_null" in warn,
+                    name=f"not_null:{name}",
+                    kind="not_null",
+                    predicate=_empty(shape, name),
+                    params=(),
+                    expected="no empty value",
+                    warn_only="not_null" in warn,
                 )
             )
     out += _ranges(d, checks, shape, "range" in warn)
@@ -104,12 +112,12 @@ def _ranges(d: Dialect, checks: ChecksConfig, shape: Shape, warn: bool) -> list[
             expected.append(f"<= {bound.max:g}")
         out.append(
             RowCheck(
-                f"range:{name}",
-                "range",
-                "(" + " OR ".join(parts) + ")",
-                tuple(params),
-                " and ".join(expected),
-                warn,
+                name=f"range:{name}",
+                kind="range",
+                predicate="(" + " OR ".join(parts) + ")",
+                params=tuple(params),
+                expected=" and ".join(expected),
+                warn_only=warn,
             )
         )
     return out
@@ -122,12 +130,12 @@ def _accepted(d: Dialect, checks: ChecksConfig, shape: Shape, warn: bool) -> lis
         shown = ", ".join(map(str, values[:8])) + (", ..." if len(values) > 8 else "")
         out.append(
             RowCheck(
-                f"accepted_values:{name}",
-                "accepted_values",
-                f"{_number(d, shape, name)} NOT IN ({marks})",
-                tuple(values),
-                f"one of {shown}",
-                warn,
+                name=f"accepted_values:{name}",
+                kind="accepted_values",
+                predicate=f"{_number(d, shape, name)} NOT IN ({marks})",
+                params=tuple(values),
+                expected=f"one of {shown}",
+                warn_only=warn,
             )
         )
     return out
@@ -144,7 +152,12 @@ def _matches(d: Dialect, checks: ChecksConfig, shape: Shape, warn: bool) -> list
         predicate = d.regex_mismatch(_text(shape, name))
         out.append(
             RowCheck(
-                f"matches:{name}", "matches", predicate, (pattern,), f"matching {pattern}", warn
+                name=f"matches:{name}",
+                kind="matches",
+                predicate=predicate,
+                params=(pattern,),
+                expected=f"matching {pattern}",
+                warn_only=warn,
             )
         )
     return out

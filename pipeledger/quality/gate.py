@@ -24,7 +24,7 @@ from pipeledger.warehouse.session import Session
 from pipeledger.warehouse.stage import create_schema, unique_key_index
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GateSpec:
     pipeline: str
     run_id: str
@@ -54,15 +54,15 @@ def _row_result(session: Session, spec: GateSpec, check: q.RowCheck, failing: in
         sample = tuple(_key_text(r) for r in rows)
     status: CheckStatus = "pass" if not failing else ("warn" if check.warn_only else "fail")
     return CheckResult(
-        check.name,
-        check.kind,
-        "row",
-        status,
-        f"{failing:,} failing row(s)",
-        check.expected,
-        failing,
-        sample,
-        check.warn_only,
+        name=check.name,
+        kind=check.kind,
+        level="row",
+        status=status,
+        observed=f"{failing:,} failing row(s)",
+        expected=check.expected,
+        failing_rows=failing,
+        sample_keys=sample,
+        warn_only=check.warn_only,
     )
 
 
@@ -74,13 +74,27 @@ def _duplicates(session: Session, spec: GateSpec, warn: bool) -> CheckResult:
     try:
         with session.savepoint():
             session.execute(unique_key_index(d, spec.shape.key))
-        return CheckResult(name, "key", "row", "pass", "0 duplicated key(s)", "unique keys")
+        return CheckResult(
+            name=name,
+            kind="key",
+            level="row",
+            status="pass",
+            observed="0 duplicated key(s)",
+            expected="unique keys",
+        )
     except WarehouseError as exc:
         if exc.sqlstate != WarehouseError.UNIQUE_VIOLATION:
             raise
     predicate = q.duplicate_predicate(d, spec.shape.key)
     failing = int(session.query(f"SELECT count(*) FROM {d.stage()} AS s WHERE {predicate}")[0][0])
-    check = q.RowCheck(name, "key", predicate, (), "unique keys", warn)
+    check = q.RowCheck(
+        name=name,
+        kind="key",
+        predicate=predicate,
+        params=(),
+        expected="unique keys",
+        warn_only=warn,
+    )
     return _row_result(session, spec, check, failing)
 
 
@@ -90,12 +104,12 @@ def _row_count(spec: GateSpec, staged: int, rule: RowCountCheck) -> CheckResult:
         history = list(spec.history or [])
         if len(history) < rule.min_history:
             return CheckResult(
-                "row_count",
-                "row_count",
-                "batch",
-                "not_learned",
-                f"{staged:,}",
-                f"a band learned from {rule.min_history} successful runs "
+                name="row_count",
+                kind="row_count",
+                level="batch",
+                status="not_learned",
+                observed=f"{staged:,}",
+                expected=f"a band learned from {rule.min_history} successful runs "
                 f"(only {len(history)} so far)",
                 warn_only=warn,
             )
@@ -112,7 +126,13 @@ def _row_count(spec: GateSpec, staged: int, rule: RowCountCheck) -> CheckResult:
         expected = f"{rule.min or 0:,}..{upper}"
     status: CheckStatus = "pass" if low <= staged <= high else ("warn" if warn else "fail")
     return CheckResult(
-        "row_count", "row_count", "batch", status, f"{staged:,} rows", expected, warn_only=warn
+        name="row_count",
+        kind="row_count",
+        level="batch",
+        status=status,
+        observed=f"{staged:,} rows",
+        expected=expected,
+        warn_only=warn,
     )
 
 
@@ -125,12 +145,12 @@ def _drift(spec: GateSpec) -> CheckResult | None:
     observed = "; ".join(f"{kind}: {', '.join(cols)}" for kind, cols in spec.drift.items())
     status: CheckStatus = "warn" if warn else "fail"
     return CheckResult(
-        "schema_drift",
-        "schema_drift",
-        "batch",
-        status,
-        observed,
-        f"the columns of the last load (schema_drift = {policy})",
+        name="schema_drift",
+        kind="schema_drift",
+        level="batch",
+        status=status,
+        observed=observed,
+        expected=f"the columns of the last load (schema_drift = {policy})",
         warn_only=warn,
     )
 
@@ -150,7 +170,12 @@ def evaluate(session: Session, spec: GateSpec) -> tuple[GateReport, list[q.RowCh
         # nothing else fails, so no row leaves staging before the primary key is built
         name = "key_unique:" + ",".join(spec.shape.key)
         unique = CheckResult(
-            name, "key", "row", "pass", "proven by the new target's primary key", "unique keys"
+            name=name,
+            kind="key",
+            level="row",
+            status="pass",
+            observed="proven by the new target's primary key",
+            expected="unique keys",
         )
     else:
         unique = _duplicates(session, spec, "key" in spec.checks.warn)
@@ -158,7 +183,11 @@ def evaluate(session: Session, spec: GateSpec) -> tuple[GateReport, list[q.RowCh
     if unique.status == "fail":
         failing.append(
             q.RowCheck(
-                unique.name, "key", q.duplicate_predicate(d, spec.shape.key), (), "unique keys"
+                name=unique.name,
+                kind="key",
+                predicate=q.duplicate_predicate(d, spec.shape.key),
+                params=(),
+                expected="unique keys",
             )
         )
     batch = [r for r in (_drift(spec),) if r is not None]
@@ -166,7 +195,9 @@ def evaluate(session: Session, spec: GateSpec) -> tuple[GateReport, list[q.RowCh
         batch.append(_row_count(spec, staged, spec.checks.row_count))
     results = batch + results
     decision = _decide(spec.checks, batch, failing)
-    return GateReport(tuple(results), decision, schema_changes=dict(spec.drift)), failing
+    return GateReport(
+        results=tuple(results), decision=decision, schema_changes=dict(spec.drift)
+    ), failing
 
 
 def _exempting(check: q.RowCheck, exempt: str | None) -> q.RowCheck:
@@ -221,7 +252,13 @@ def run_gate(session: Session, spec: GateSpec) -> GateReport:
         raise GateFailed(_halt_message(spec, report), report=report)
     if report.decision == "quarantine":
         held, entries = quarantine(session, spec, failing)
-        return GateReport(report.results, "quarantine", held, report.schema_changes, entries)
+        return GateReport(
+            results=report.results,
+            decision="quarantine",
+            quarantined_rows=held,
+            schema_changes=report.schema_changes,
+            new_entries=entries,
+        )
     return report
 
 
@@ -237,15 +274,19 @@ def recheck_keys(session: Session, spec: GateSpec, report: GateReport) -> GateRe
         halted = replace(report, results=results, decision="halt")
         raise GateFailed(_halt_message(spec, halted), report=halted)
     check = q.RowCheck(
-        unique.name, "key", q.duplicate_predicate(d, spec.shape.key), (), "unique keys"
+        name=unique.name,
+        kind="key",
+        predicate=q.duplicate_predicate(d, spec.shape.key),
+        params=(),
+        expected="unique keys",
     )
     held, entries = quarantine(session, spec, [check])
     return GateReport(
-        results,
-        "quarantine",
-        report.quarantined_rows + held,
-        report.schema_changes,
-        report.new_entries + entries,
+        results=results,
+        decision="quarantine",
+        quarantined_rows=report.quarantined_rows + held,
+        schema_changes=report.schema_changes,
+        new_entries=report.new_entries + entries,
     )
 
 

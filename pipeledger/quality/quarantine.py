@@ -22,7 +22,7 @@ from pipeledger.warehouse.session import Session
 MIN_RUN_PREFIX = 8
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class QuarantineEntry:
     """One row set aside by one check. ``reason`` is the latest verdict on the row (today's
     failing checks after a replay); ``check`` is the check that set it aside."""
@@ -85,17 +85,17 @@ def _time(value: object) -> str | None:
 def _entry(row: Sequence[Any]) -> QuarantineEntry:
     qid, run_id, pipeline, check, reason, keys, data, at, resolved, by, checked = row
     return QuarantineEntry(
-        str(qid),
-        str(run_id),
-        str(pipeline),
-        str(check),
-        str(reason),
-        _json(keys),
-        _json(data),
-        _time(at) or "",
-        _time(resolved),
-        by and str(by),
-        checked and str(checked),
+        quarantine_id=str(qid),
+        run_id=str(run_id),
+        pipeline=str(pipeline),
+        check=str(check),
+        reason=str(reason),
+        key_values=_json(keys),
+        row=_json(data),
+        quarantined_at=_time(at) or "",
+        resolved_at=_time(resolved),
+        resolved_by_run=by and str(by),
+        last_checked_run=checked and str(checked),
     )
 
 

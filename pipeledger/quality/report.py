@@ -9,12 +9,24 @@ CheckStatus = Literal["pass", "fail", "warn", "not_learned"]
 Level = Literal["row", "batch"]
 
 
-@dataclass(frozen=True)
+CheckKind = Literal[
+    "row_count",  # rows staged against a fixed or learned band
+    "key",  # the natural key unique and not null
+    "not_null",  # required columns
+    "range",  # a column's min / max
+    "accepted_values",  # a column's allowed values
+    "matches",  # a column's pattern
+    "schema_drift",  # columns added, removed or retyped
+    "delete_fraction",  # the share of the target a full snapshot would delete
+]
+
+
+@dataclass(frozen=True, kw_only=True)
 class CheckResult:
     """One check: what was observed against what was expected, and which rows failed."""
 
     name: str
-    kind: str
+    kind: CheckKind
     level: Level
     status: CheckStatus
     observed: str
@@ -47,7 +59,7 @@ class CheckResult:
 Decision = Literal["publish", "quarantine", "halt"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GateReport:
     """Every check of one run, and the one decision made from all of them."""
 

@@ -57,7 +57,7 @@ def run_model(
     from pipeledger.runs.model.job import ModelJob
 
     site.config.model(name)
-    request = ModelRequest(name, mode, window)
+    request = ModelRequest(model=name, mode=mode, window=window)
     kind = TriggerType.BACKFILL if mode == "backfill" else None
     spec = RunSpec(pipeline=name, trigger=trigger or Trigger(), trigger_type=kind)
     return run_job(site, spec, lambda run_id: ModelJob(request, site, run_id))
@@ -92,7 +92,7 @@ def node_outcome(
             if name in site.config.models:
                 return run_model(site, name, mode=mode, trigger=trigger)
             spec = RunSpec(pipeline=name, trigger=trigger)
-            return run_load(site, LoadRequest(name), spec, on_progress)
+            return run_load(site, LoadRequest(pipeline=name), spec, on_progress)
         except Exception as exc:  # every node's outcome is reported, whatever happened
             if not should_retry(site, name, exc, attempt):
                 outcome = outcome_of(name, exc)

@@ -48,7 +48,7 @@ def _greatest(a: str | None, b: str | None) -> str | None:
     return a if from_text(a) >= from_text(b) else b  # type: ignore[operator]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Written:
     """What a run did to its target, as far as the snapshot needs to know."""
 
@@ -168,10 +168,10 @@ def record_load(run: Run, session: Session, result: LoadResult, shape: Shape | N
         previous = run.ledger.previous_snapshot(result.target, session)
         c = result.counts
         written = Written(
-            c.inserted,
-            result.rows_staged,
-            result.target_created,
-            result.staged_max_cursor,
+            inserted=c.inserted,
+            staged_rows=result.rows_staged,
+            target_created=result.target_created,
+            staged_max_cursor=result.staged_max_cursor,
             deleted=c.deleted,
             growth=c.growth,
         )

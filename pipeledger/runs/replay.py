@@ -63,7 +63,7 @@ ROW_ID = "_pipeledger_quarantine_id"
 _CHUNK = 500  # ids per IN (...) list: well under SQLite's bound-parameter limit
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReplayResult:
     """What one replay did. ``replayed`` and ``still_failing`` count distinct rows (a row
     that failed two checks has two entries); ``resolved`` counts entries."""
@@ -146,7 +146,7 @@ def replay_batch(shape: Shape, rows: Sequence[_Row], origin: str) -> pa.RecordBa
         ],
         names=names,
     )
-    conformed = conform(SourceBatch(raw, origin), shape, gated_keys=True)
+    conformed = conform(SourceBatch(batch=raw, origin=origin), shape, gated_keys=True)
     conformed = with_row_hash(conformed, shape.columns)
     ids = pa.array([r.row_id for r in rows], pa.string())
     return conformed.append_column(ROW_ID, ids)
@@ -255,13 +255,19 @@ def replay_in(
     pipeline = config.pipeline(name)
     target = pipeline.target_name
     session.lock_pipeline(name)
-    empty = ReplayResult(name, run_id, pipeline.target, run)
+    empty = ReplayResult(pipeline=name, run_id=run_id, target=pipeline.target, run_filter=run)
     rows = distinct_rows(read_entries(session, name, target, resolved=False, run=run))
     if not rows:
         return empty, None
     shape, fingerprinted = _shape(session, name, pipeline)
     _stage(session, shape, replay_batch(shape, rows, str(q.quarantine_table(target))))
-    spec = GateSpec(name, run_id, target, shape, pipeline.checks or ChecksConfig())
+    spec = GateSpec(
+        pipeline=name,
+        run_id=run_id,
+        target=target,
+        shape=shape,
+        checks=pipeline.checks or ChecksConfig(),
+    )
     failing, failed_checks = _todays_failures(session, spec)
     reasons = _reasons(session, failing)
     still = [r for r in rows if r.row_id in reasons]
@@ -362,7 +368,7 @@ class ReplayJob:
             run.audit("RECORD_UPDATED", target_table=result.target, record_count=c.updated)
         if shape is not None and run.ledger.records:
             previous = run.ledger.previous_snapshot(result.target, session)
-            written = Written(c.inserted, result.replayed)
+            written = Written(inserted=c.inserted, staged_rows=result.replayed)
             run.snapshots.append(
                 take_snapshot(session, run.run_id, result.target, shape, written, previous)
             )

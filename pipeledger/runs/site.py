@@ -53,7 +53,7 @@ class Site:
         if isinstance(node, ModelConfig):  # the query is part of what the model is
             text += config.model_sql(name).text
         info = PipelineInfo(
-            name,
+            name=name,
             config_text=redact(text),
             description=node.description,
             owner=node.owner,

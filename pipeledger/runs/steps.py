@@ -18,7 +18,7 @@ from typing import Literal
 StepStatus = Literal["success", "failed", "interrupted"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StepResult:
     """One step of a load (extract, transform, load) as the ledger records it."""
 

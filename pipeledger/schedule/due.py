@@ -21,7 +21,7 @@ from datetime import datetime
 from pipeledger.schedule.cron import Cron, Interval
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Plan:
     """A node's schedule at one instant."""
 
@@ -51,4 +51,4 @@ def plan(
         chosen = [i for i in among if i.end >= held_since]
     due = tuple(i for i in chosen if i.key not in held)
     left_behind = bool(catchup and held_until and among and held_until < among[0].start)
-    return Plan(node, tuple(among), due, left_behind)
+    return Plan(node=node, candidates=tuple(among), due=due, left_behind=left_behind)

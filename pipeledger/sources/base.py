@@ -21,7 +21,7 @@ from pipeledger.state.watermark import Window, window_mask
 BATCH_ROWS = 32_768
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReadSpec:
     """What a source needs to know to read one run's rows."""
 
@@ -34,7 +34,7 @@ class ReadSpec:
     outside: frozenset[str] = frozenset()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SourceBatch:
     """Rows inside the window, with where they came from (for error messages).
 
@@ -123,4 +123,10 @@ def _split(items: Iterator[SourceBatch], spec: ReadSpec) -> Iterator[SourceBatch
             kept = batch.filter(part)
             if kept.num_rows:
                 numbers = None if item.row_numbers is None else item.row_numbers.filter(part)
-                yield SourceBatch(kept, item.origin, numbers, item.unfiltered, outside)
+                yield SourceBatch(
+                    batch=kept,
+                    origin=item.origin,
+                    row_numbers=numbers,
+                    unfiltered=item.unfiltered,
+                    outside=outside,
+                )

@@ -281,8 +281,8 @@ def _in_window(batch: pa.RecordBatch, path: Path, first_row: int, spec: ReadSpec
     if spec.cursor in batch.schema.names and not _wholly_inside(batch, spec):
         mask = window_mask(spec.window, batch, spec.cursor, spec.partition_by)
     if mask is None:
-        return SourceBatch(batch, str(path), numbers)
-    return SourceBatch(batch.filter(mask), str(path), numbers.filter(mask))
+        return SourceBatch(batch=batch, origin=str(path), row_numbers=numbers)
+    return SourceBatch(batch=batch.filter(mask), origin=str(path), row_numbers=numbers.filter(mask))
 
 
 def _wholly_inside(batch: pa.RecordBatch, spec: ReadSpec) -> bool:

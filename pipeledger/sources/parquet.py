@@ -74,7 +74,7 @@ class ParquetSource(FileSource):
                 batches = _filtered_after_cast(dataset, plain, expression)
             for batch in batches:
                 if batch.num_rows:
-                    yield SourceBatch(batch, str(path))
+                    yield SourceBatch(batch=batch, origin=str(path))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             raise SourceError(f"{path}: {exc}") from None
 

@@ -89,7 +89,9 @@ class SqlSource:
         statement = select_statement(self.dialect, self.table, self.query, where)
         for batch in open_reader(self.url).read(statement, params, BATCH_ROWS):
             self.bytes_read += batch.nbytes
-            yield SourceBatch(_own_columns(batch), self.description, unfiltered=not pushdown)
+            yield SourceBatch(
+                batch=_own_columns(batch), origin=self.description, unfiltered=not pushdown
+            )
 
 
 def _own_columns(batch: pa.RecordBatch) -> pa.RecordBatch:

@@ -126,7 +126,9 @@ def as_stored(source: SourceBatch, shape: Shape) -> pa.RecordBatch:
     target's columns (as a load that tolerates drift aligns them: a column the target lacks
     is dropped, one the source lacks is null) and cast to their types. Rows without a key
     are left out, as no load stores them. For comparing a source with its target."""
-    aligned = SourceBatch(align(source.batch, shape), source.origin, source.row_numbers)
+    aligned = SourceBatch(
+        batch=align(source.batch, shape), origin=source.origin, row_numbers=source.row_numbers
+    )
     batch = conform(aligned, shape, gated_keys=True)
     if any(batch.column(name).null_count for name in shape.key):
         keyed = pc.is_valid(batch.column(shape.key[0]))

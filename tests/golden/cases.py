@@ -71,7 +71,14 @@ POLICIES = ("update", "newer_wins", "ignore", "error")
 def spec(
     policy: str = "update", key: tuple[str, ...] = KEY, fingerprints: bool = True
 ) -> load_sql.MergeSpec:
-    return load_sql.MergeSpec(TARGET, COLUMNS, key, "updated_at", policy, fingerprints)
+    return load_sql.MergeSpec(
+        target=TARGET,
+        columns=COLUMNS,
+        key=key,
+        cursor="updated_at",
+        policy=policy,
+        fingerprints=fingerprints,
+    )
 
 
 # -- what a builder produced ------------------------------------------------------------

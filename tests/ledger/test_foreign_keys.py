@@ -148,7 +148,7 @@ def test_a_pipeline_that_never_registered_is_added_to_the_registry(warehouse_url
         rows = session.query(f"SELECT version FROM {d.table(PIPELINES)} WHERE name = 'hand_made'")
         assert rows == [("unregistered",)]
         assert count(session, TASKS, f"run_id = '{run.run_id}'") == 1
-    ledger_.register(PipelineInfo("hand_made", config_text="{}", owner="data team"))
+    ledger_.register(PipelineInfo(name="hand_made", config_text="{}", owner="data team"))
     with reading(warehouse_url) as session:
         d = session.dialect
         rows = session.query(

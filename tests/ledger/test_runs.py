@@ -236,8 +236,18 @@ def test_a_late_final_record_for_an_abandoned_run_is_kept_as_an_event(warehouse_
 
     database = open_warehouse(warehouse_url)
     start = datetime.now(UTC) - timedelta(hours=1)
-    record = RunRecord("r-1", "r-1", 1, "orders", TriggerType.MANUAL, RunStatus.RUNNING, start,
-                       host="elsewhere", pid=1, lease_expires_at=start)  # fmt: skip
+    record = RunRecord(
+        run_id="r-1",
+        logical_run_id="r-1",
+        attempt=1,
+        pipeline="orders",
+        trigger_type=TriggerType.MANUAL,
+        status=RunStatus.RUNNING,
+        started_at=start,
+        host="elsewhere",
+        pid=1,
+        lease_expires_at=start,
+    )
     with database.session() as session:
         migrate(session, LEDGER)
         store.apply(session, store.run_op(record))

@@ -20,8 +20,9 @@ from tests.helpers import Project, order, orders_pipeline
 
 
 @pytest.fixture
-def ledger_url(backend: str, tmp_path_factory: pytest.TempPathFactory,
-               request: pytest.FixtureRequest) -> Iterator[str]:  # fmt: skip
+def ledger_url(
+    backend: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[str]:
     """A ledger database of its own, on the test's backend."""
     if backend == "sqlite":
         yield f"sqlite:///{tmp_path_factory.mktemp('ledger') / 'ledger.db'}"
@@ -38,11 +39,26 @@ def ledger_url(backend: str, tmp_path_factory: pytest.TempPathFactory,
 def spooled_records() -> list[str]:
     """A Python pipeline's run and its task, as a spool keeps them."""
     start = datetime.now(UTC) - timedelta(hours=1)
-    run = RunRecord("spooled-run", "spooled-run", 1, "python_job", TriggerType.MANUAL,
-                    RunStatus.SUCCESS, start, ended_at=start + timedelta(minutes=1),
-                    rows_inserted=5)  # fmt: skip
-    task = TaskRecord("spooled-task", "spooled-run", "extract", 1, start,
-                      status=TaskStatus.SUCCESS, rows_out=5)  # fmt: skip
+    run = RunRecord(
+        run_id="spooled-run",
+        logical_run_id="spooled-run",
+        attempt=1,
+        pipeline="python_job",
+        trigger_type=TriggerType.MANUAL,
+        status=RunStatus.SUCCESS,
+        started_at=start,
+        ended_at=start + timedelta(minutes=1),
+        rows_inserted=5,
+    )
+    task = TaskRecord(
+        task_run_id="spooled-task",
+        run_id="spooled-run",
+        name="extract",
+        seq=1,
+        started_at=start,
+        status=TaskStatus.SUCCESS,
+        rows_out=5,
+    )
     return [st.run_op(run).to_json(), st.task_op(task).to_json()]
 
 
@@ -74,6 +90,7 @@ def test_a_corrupt_spool_line_is_set_aside_and_the_rest_replays(
             f"SELECT task_run_id FROM {d.table(TASKS)} WHERE run_id = 'spooled-run'"
         )
     assert [tuple(r) for r in runs] == [
-        ("spooled-run", "success", 5), (result["run_id"], "success", 3)
-    ]  # fmt: skip
+        ("spooled-run", "success", 5),
+        (result["run_id"], "success", 3),
+    ]
     assert [tuple(t) for t in tasks] == [("spooled-task",)]

@@ -257,7 +257,9 @@ def test_a_value_has_one_fingerprint_whatever_arrow_type_carried_it() -> None:
     views = views.set_column(4, "raw", plain.column("raw").cast(pa.binary_view()))
     large = views.set_column(2, "name", plain.column("name").cast(pa.large_string()))
     hashes = [
-        row_hashes(conform_batch(SourceBatch(b, "x"), shape), shape.columns).to_pylist()
+        row_hashes(
+            conform_batch(SourceBatch(batch=b, origin="x"), shape), shape.columns
+        ).to_pylist()
         for b in (plain, other, views, large)
     ]
     assert hashes[0] == hashes[1] == hashes[2] == hashes[3]

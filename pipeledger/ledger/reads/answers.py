@@ -6,6 +6,7 @@ that a command imports only what it asks."""
 from __future__ import annotations
 
 import json
+import typing
 from collections.abc import Sequence
 from dataclasses import fields, is_dataclass
 from datetime import UTC, datetime, time, timedelta
@@ -83,10 +84,32 @@ def _columns(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in fields(cls))
 
 
+_ENUMS: dict[type, dict[str, type[StrEnum]]] = {}
+
+
+def _enums(cls: type) -> dict[str, type[StrEnum]]:
+    """The fields of ``cls`` that hold a closed set (a StrEnum, or None)."""
+    if cls in _ENUMS:
+        return _ENUMS[cls]
+    out = {}
+    for name, hint in typing.get_type_hints(cls).items():
+        kinds = typing.get_args(hint) or (hint,)
+        closed = [k for k in kinds if isinstance(k, type) and issubclass(k, StrEnum)]
+        if closed:
+            out[name] = closed[0]
+    _ENUMS[cls] = out
+    return out
+
+
 def _build(cls: type[Any], row: Sequence[Any], datetimes: frozenset[str]) -> Any:
+    """An answer from a row in its columns' order: times as aware datetimes, the words of
+    a closed set as its enum."""
     values = dict(zip(_columns(cls), row, strict=False))
     for name in datetimes & values.keys():
         values[name] = stored_datetime(values[name])
+    for name, enum in _enums(cls).items():
+        if values.get(name) is not None:
+            values[name] = enum(values[name])
     return cls(**values)
 
 

@@ -13,18 +13,19 @@ from pipeledger.errors import AmbiguousRunId
 from pipeledger.ledger.reads.answers import MIN_PREFIX, Answer, _as_json, _build, _columns
 from pipeledger.ledger.reads.runs import _RUN_TIMES, RunRow
 from pipeledger.ledger.tables import AUDIT, RUNS, SNAPSHOTS, TASKS, stored_datetime
+from pipeledger.ledger.vocabulary import TaskStatus
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
 
 # -- 2. show_run ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TaskRow(Answer):
     task_run_id: str
     name: str
     seq: int
-    status: str
+    status: TaskStatus
     started_at: datetime
     ended_at: datetime | None
     duration_ms: int | None
@@ -35,7 +36,7 @@ class TaskRow(Answer):
     error_message: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AuditRow(Answer):
     event_id: str
     run_id: str | None
@@ -49,7 +50,7 @@ class AuditRow(Answer):
     created_at: datetime
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SnapshotRow(Answer):
     target_table: str
     row_count: int
@@ -59,7 +60,7 @@ class SnapshotRow(Answer):
     created_at: datetime
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunDetail(Answer):
     run: RunRow
     triggered_by: str | None

@@ -33,7 +33,7 @@ from pipeledger.warehouse.session import Session
 # -- 4. volume_anomalies ----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VolumeAnomaly(Answer):
     pipeline: str
     run_id: str
@@ -133,7 +133,18 @@ def assess_volume(
         elif x * n == total:
             z = 0.0
     level, reason = _level(x, n, mean, stddev, z, max(min_history, 2))
-    return VolumeAnomaly(pipeline, run_id, started_at, x, n, mean, stddev, z, level, reason)
+    return VolumeAnomaly(
+        pipeline=pipeline,
+        run_id=run_id,
+        started_at=started_at,
+        rows_written=x,
+        n=n,
+        mean=mean,
+        stddev=stddev,
+        z_score=z,
+        level=level,
+        reason=reason,
+    )
 
 
 def _level(
@@ -180,7 +191,7 @@ def volume_anomalies(
 # -- 3. pipeline_status -----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PipelineStatus(Answer):
     pipeline: str
     last_run_id: str | None

@@ -144,7 +144,7 @@ from pipeledger.warehouse.session import Session
 # -- 5. task_trends ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TaskTrend(Answer):
     pipeline: str
     task: str
@@ -182,13 +182,13 @@ def task_trends(
     sql, params = task_trends_sql(session.dialect, now, pipeline, days)
     return [
         TaskTrend(
-            p,
-            name,
-            str(day),
-            int(n),
-            _as_float(avg_ms),
-            None if mx is None else int(mx),
-            _as_float(avg_out),
+            pipeline=p,
+            task=name,
+            day=str(day),
+            runs=int(n),
+            avg_duration_ms=_as_float(avg_ms),
+            max_duration_ms=None if mx is None else int(mx),
+            avg_rows_out=_as_float(avg_out),
         )
         for p, name, day, n, avg_ms, mx, avg_out in session.query(sql, params)
     ]
@@ -197,7 +197,7 @@ def task_trends(
 # -- 7. blocked_pipelines ---------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Blocked(Answer):
     downstream: str
     upstream: str
@@ -226,7 +226,13 @@ def _blocked(row: Sequence[Any], now: datetime) -> Blocked | None:
         reason = f"upstream {upstream} last succeeded {age} ago; expected within {span(expected)}"
     else:
         return None
-    return Blocked(downstream, upstream, last, expected, reason)
+    return Blocked(
+        downstream=downstream,
+        upstream=upstream,
+        upstream_last_success=last,
+        expected_within_s=expected,
+        reason=reason,
+    )
 
 
 def blocked_pipelines(session: Session, now: datetime) -> list[Blocked]:

@@ -10,18 +10,19 @@ from typing import Any
 
 from pipeledger.ledger.reads.answers import Answer, _build, _columns
 from pipeledger.ledger.tables import RUNS
+from pipeledger.ledger.vocabulary import RunStatus, TriggerType
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunRow(Answer):
     run_id: str
     logical_run_id: str
     attempt: int
     pipeline: str
-    status: str
-    trigger_type: str
+    status: RunStatus
+    trigger_type: TriggerType
     started_at: datetime
     ended_at: datetime | None
     duration_ms: int | None

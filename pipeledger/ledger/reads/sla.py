@@ -36,7 +36,7 @@ FAILURES = ("failed", "timed_out", "abandoned")
 _COLUMNS = BREACH_TABLE.column_names
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Breach(Answer):
     breach_id: str
     pipeline: str
@@ -176,7 +176,7 @@ def breaches(session: Session, now: datetime, days: int = 30) -> list[Breach]:
     return [_breach(row, now) for row in rows]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Reliability(Answer):
     pipeline: str
     days: int

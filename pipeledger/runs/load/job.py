@@ -21,7 +21,13 @@ class LoadJob:
         run_id: str,
         on_progress: ProgressCallback | None = None,
     ) -> None:
-        self.load = Load(request, site.config, site.warehouse, run_id, on_progress)
+        self.load = Load(
+            request=request,
+            config=site.config,
+            warehouse=site.warehouse,
+            run_id=run_id,
+            on_progress=on_progress,
+        )
 
     @property
     def target(self) -> str:

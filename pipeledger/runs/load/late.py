@@ -157,7 +157,7 @@ def _partition(row: Sequence[Any], partition_by: str | None) -> str:
     return UNPARTITIONED if partition_by is None else str(row[2])
 
 
-@dataclass
+@dataclass(kw_only=True)
 class LateWatch:
     """One run's view of its late rows (module docstring). The loader calls
     :meth:`prepare` before it stages, :meth:`observe` with every batch it stages,
@@ -273,7 +273,12 @@ class LateWatch:
         self, source: FileSource, files: Sequence[FileSeen]
     ) -> Iterator[pa.RecordBatch]:
         types = {c.name: c.arrow for c in self._shape.columns}
-        spec = ReadSpec(Window(), self._shape.cursor, self._shape.partition_by, types)
+        spec = ReadSpec(
+            window=Window(),
+            cursor=self._shape.cursor,
+            partition_by=self._shape.partition_by,
+            column_types=types,
+        )
         for seen in files:
             for item in source.read_file(Path(seen.path), spec):
                 below = self._below_window(as_stored(item, self._shape))

@@ -82,7 +82,7 @@ log = logging.getLogger("pipeledger.load")
 ProgressCallback = Callable[[str, int], None]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LoadRequest:
     """What one load is asked to do."""
 
@@ -93,7 +93,7 @@ class LoadRequest:
     recent_counts: Sequence[int] | None = None  # rows read by recent runs (a learned band)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Load:
     """One load of one pipeline, run by :meth:`execute` inside the caller's transaction;
     the scaffold (:mod:`pipeledger.run`) opens it, records the load and commits."""
@@ -228,7 +228,13 @@ class Load:
         else:
             types = {name: arrow_type(kind) for name, kind in self.pipeline.columns.items()}
         outside = self.late.outside if self.late is not None else frozenset()
-        return ReadSpec(window, self.pipeline.cursor, self.pipeline.partition_by, types, outside)
+        return ReadSpec(
+            window=window,
+            cursor=self.pipeline.cursor,
+            partition_by=self.pipeline.partition_by,
+            column_types=types,
+            outside=outside,
+        )
 
     def _stage(self, session: Session, window: Window, tracker: WatermarkTracker) -> None:
         source = open_source(self.pipeline, self.config)
@@ -240,14 +246,14 @@ class Load:
                 self.drift = self._resolve_drift(session, self.part_schemas, self.shape, checks)
         if LateWatch.wanted(self.mode, self.pipeline, self.before or {}):
             self.late = LateWatch(
-                self.name,
-                self.run_id,
-                self.pipeline,
-                self.mode,
-                self.shape,
-                self.target,
-                self.before or {},
-                window,
+                name=self.name,
+                run_id=self.run_id,
+                pipeline=self.pipeline,
+                mode=self.mode,
+                shape=self.shape,
+                target=self.target,
+                marks=self.before or {},
+                window=window,
             )
             with self.clock.measure("extract"):
                 self.late.prepare(session, source)
@@ -354,7 +360,11 @@ class Load:
         if checks is None:
             batch = conform(item, self.shape)
         else:
-            aligned = SourceBatch(align(item.batch, self.shape), item.origin, item.row_numbers)
+            aligned = SourceBatch(
+                batch=align(item.batch, self.shape),
+                origin=item.origin,
+                row_numbers=item.row_numbers,
+            )
             batch = conform(aligned, self.shape, gated_keys=True)
         if flags is not None:
             batch = batch.append_column(sql.DELETED_FLAG, flags)
@@ -471,14 +481,14 @@ class Load:
             # a CDC feed carries several changes of a key in one run, at other cursors
             shape = replace(shape, key=(*shape.key, shape.cursor))
         return GateSpec(
-            self.name,
-            self.run_id,
-            self.target,
-            shape,
-            checks,
-            history,
-            drift,
-            proven,
+            pipeline=self.name,
+            run_id=self.run_id,
+            target=self.target,
+            shape=shape,
+            checks=checks,
+            history=history,
+            drift=drift,
+            key_proven_by_target=proven,
             exempt=f"s.{quote(sql.DELETED_FLAG)}" if self.pipeline.deleted else None,
         )
 

@@ -14,7 +14,7 @@ Mode = Literal["incremental", "backfill", "check"]
 Status = Literal["success", "partial", "failed"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LoadResult:
     pipeline: str
     run_id: str

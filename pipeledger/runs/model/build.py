@@ -69,14 +69,14 @@ ModelMode = Literal["incremental", "full_refresh", "backfill"]
 _BIND_LIMIT = 500  # touched partitions bound as values (lets the planner push them down)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelRequest:
     model: str
     mode: ModelMode = "incremental"
     window: Window | None = None  # backfill: a range of partition_by (or, merge: the cursor)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelResult:
     """What one model run did."""
 
@@ -354,13 +354,13 @@ class Model:
         if self._merges:
             kept = self.rows - (self.report.quarantined_rows if self.report else 0)
             spec = load_sql.MergeSpec(
-                m.target_name,
-                self.columns,
-                tuple(m.key),
-                m.cursor or "",
-                m.on_conflict or "update",
-                False,
-                self._downstream,
+                target=m.target_name,
+                columns=self.columns,
+                key=tuple(m.key),
+                cursor=m.cursor or "",
+                policy=m.on_conflict or "update",
+                fingerprints=False,
+                before_images=self._downstream,
                 history=m.materialized == "scd2",
             )
             self.created = existing is None
@@ -434,7 +434,13 @@ class Model:
         if m.materialized == "scd2":  # one row per version: per key and cursor
             key = (*key, cursor)
         shape = Shape(self.columns, key, cursor)
-        return GateSpec(self.name, self.run_id, m.target_name, shape, m.checks or ChecksConfig())
+        return GateSpec(
+            pipeline=self.name,
+            run_id=self.run_id,
+            target=m.target_name,
+            shape=shape,
+            checks=m.checks or ChecksConfig(),
+        )
 
     def _result(self) -> ModelResult:
         m = self.model

@@ -79,9 +79,9 @@ class ModelJob:
         previous = run.ledger.previous_snapshot(result.target, session)
         c = result.counts
         written = Written(
-            c.inserted,
-            result.rows_computed,
-            result.target_created,
+            inserted=c.inserted,
+            staged_rows=result.rows_computed,
+            target_created=result.target_created,
             deleted=c.deleted,
             growth=c.growth,
         )

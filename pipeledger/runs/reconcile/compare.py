@@ -79,7 +79,7 @@ _CHUNK = 500
 _U64 = 1 << 64
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReconcileRequest:
     pipeline: str
     start: str | None = None  # closed bounds on the cursor; None: open
@@ -236,7 +236,10 @@ class Reconcile:
             upper = marks[UNPARTITIONED]  # let the source skip what is past the watermark
         types = {c.name: c.arrow for c in shape.columns}
         read = ReadSpec(
-            Window(span.lower, upper, backfill=True), shape.cursor, shape.partition_by, types
+            window=Window(span.lower, upper, backfill=True),
+            cursor=shape.cursor,
+            partition_by=shape.partition_by,
+            column_types=types,
         )
         for item in open_source(self.pipeline, self.config).batches(read):
             batch = as_stored(item, shape)

@@ -13,7 +13,7 @@ from pipeledger.state.watermark import to_text
 Verdict = Literal["match", "mismatch"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class WindowDiff:
     """One window whose rows differ: ``start <= cursor < end``."""
 
@@ -38,15 +38,15 @@ class WindowDiff:
     ) -> WindowDiff:
         start, end = grain.bounds(label)
         return cls(
-            label,
-            to_text(start),
-            to_text(end),
-            rows[0],
-            rows[1],
-            kinds.get("missing", 0),
-            kinds.get("extra", 0),
-            kinds.get("changed", 0),
-            sample,
+            label=label,
+            start=to_text(start),
+            end=to_text(end),
+            source_rows=rows[0],
+            target_rows=rows[1],
+            missing_rows=kinds.get("missing", 0),
+            extra_rows=kinds.get("extra", 0),
+            changed_rows=kinds.get("changed", 0),
+            sample_keys=sample,
         )
 
     @property
@@ -66,7 +66,7 @@ class WindowDiff:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Repair:
     """One backfill ``reconcile --repair`` ran."""
 
@@ -80,7 +80,7 @@ class Repair:
         return dict(self.__dict__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Reconciliation:
     """The source and the target compared over ``start .. end`` (closed; either may be
     open), capped at each partition's watermark."""
