@@ -456,7 +456,7 @@ def graph(config: ConfigLike) -> dict[str, Any]:
 
     site = _site(config)
     last: dict[str, dict[str, Any]] = {}
-    if site.ledger.records:
+    if site.ledger.recording:
         with site.ledger.reading() as session:
             last = latest_runs(session, list(site.config.nodes))
     return Graph.of(site.config).to_json(last)

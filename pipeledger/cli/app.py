@@ -30,7 +30,6 @@ from pipeledger.cli.common import (
     cancellable,
     err,
     fail,
-    guard,
     json_option,
     locate,
     out,
@@ -40,6 +39,7 @@ from pipeledger.cli.common import (
     print_outcome,
     read_config,
     report_scheduled,
+    reporting,
     usage_error_json,
 )
 from pipeledger.cli.render import dag_lines, escape, state_lines
@@ -118,7 +118,7 @@ def run(
     watermark; a model processes what its upstreams changed since it last ran. A node
     whose upstream failed is skipped; the other branches go on. Transient failures are
     retried as each node's ``retries`` say."""
-    with guard(as_json), cancellable():
+    with reporting(as_json), cancellable():
         if due and (retry or idempotency_key or full_refresh):
             raise ConfigError(
                 "--due gives each interval its own key: use it without --retry, "
@@ -168,7 +168,7 @@ def run(
 @json_option
 def backfill(name: str, start: str, end: str, full_compare: bool, as_json: bool) -> None:
     """Reprocess exactly start <= cursor <= end; the live watermark does not move."""
-    with guard(as_json), cancellable():
+    with reporting(as_json), cancellable():
         config = read_config()
         outcome: api.Outcome
         try:
@@ -188,7 +188,7 @@ def backfill(name: str, start: str, end: str, full_compare: bool, as_json: bool)
 @json_option
 def dag(as_json: bool) -> None:
     """The graph of loads and models: nodes, what each reads from, and its last run."""
-    with guard(as_json):
+    with reporting(as_json):
         payload = api.graph(read_config())
         if as_json:
             print_json(payload)
@@ -201,7 +201,7 @@ def dag(as_json: bool) -> None:
 @json_option
 def state(name: str | None, as_json: bool) -> None:
     """Watermarks per pipeline and partition."""
-    with guard(as_json):
+    with reporting(as_json):
         rows = api.watermarks(locate(), name)
         if as_json:
             print_json([r.to_json() for r in rows])
@@ -217,7 +217,7 @@ def state(name: str | None, as_json: bool) -> None:
 def check(name: str, as_json: bool) -> None:
     """Dry run of the quality gate: extract, stage and check, then roll back. Exit 3 when
     the gate would not publish everything."""
-    with guard(as_json):
+    with reporting(as_json):
         try:
             report = api.check(read_config(), name).quality
         except GateFailed as exc:
@@ -237,7 +237,7 @@ def check(name: str, as_json: bool) -> None:
 def watchdog(as_json: bool) -> None:
     """Replay the ledger's spool, then settle runs whose lease expired or whose process is
     gone: success if the warehouse shows they committed, else abandoned. Runs do this too."""
-    with guard(as_json):
+    with reporting(as_json):
         settled = api.watchdog(read_config())
         if as_json:
             abandoned = [run_id for run_id, status in settled.items() if status == "abandoned"]
@@ -260,7 +260,7 @@ def demo(directory: Path | None) -> None:
     """A guided tour on the embedded default: load, re-run, increment, late row, backfill."""
     from pipeledger.cli.demo import run_demo
 
-    with guard():
+    with reporting():
         run_demo(directory, out.console)
 
 

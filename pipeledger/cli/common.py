@@ -165,7 +165,7 @@ def usage_error_json(exc: click.ClickException) -> dict[str, Any]:
 
 
 @contextmanager
-def guard(as_json: bool = False) -> Iterator[None]:
+def reporting(as_json: bool = False) -> Iterator[None]:
     """Any error ends the command with its exit code: printed on stderr, and with
     ``--json`` also as one JSON document on stdout (stdout stays valid JSON)."""
     try:

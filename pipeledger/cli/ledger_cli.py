@@ -20,12 +20,12 @@ from pipeledger.api import ConfigError
 from pipeledger.cli.common import (
     err,
     fail,
-    guard,
     json_option,
     locate,
     out,
     print_json,
     read_config,
+    reporting,
     since_option,
 )
 from pipeledger.cli.render import escape
@@ -309,7 +309,7 @@ def register(app: click.Group) -> None:
         name: str | None, since: str | None, status: str | None, limit: int, as_json: bool
     ) -> None:
         """Recent runs (of pipeline NAME, default all), newest first."""
-        with guard(as_json):
+        with reporting(as_json):
             start = parse_since(since, _now()) if since else None
             where = locate()
             rows = api.recent_runs(where, name, since=start, status=status, limit=limit)
@@ -323,7 +323,7 @@ def register(app: click.Group) -> None:
     def show(run_id: str, as_json: bool) -> None:
         """One run with its tasks, audit events and snapshots (RUN_ID: a run id, or its
         first 8+ characters)."""
-        with guard(as_json):
+        with reporting(as_json):
             detail = api.show(locate(), run_id)
             if as_json:
                 print_json(detail.to_json())
@@ -339,7 +339,7 @@ def register(app: click.Group) -> None:
     )
     def status(as_json: bool, fail_on: str | None) -> None:
         """Health per pipeline: 7-day success rate, freshness, volume anomaly."""
-        with guard(as_json):
+        with reporting(as_json):
             rows = api.status(locate())
             _report(rows, as_json, status_lines, lambda: NO_RUNS)
         floor = api.health_rank(fail_on) if fail_on else None
@@ -360,7 +360,7 @@ def register(app: click.Group) -> None:
     )
     def anomalies(name: str | None, as_json: bool, fail_on: str | None) -> None:
         """Rows written in each pipeline's latest interval against its last 30 days."""
-        with guard(as_json):
+        with reporting(as_json):
             where = locate()
             rows = api.anomalies(where, name)
             _report(rows, as_json, anomaly_lines, lambda: _empty(where, "no successful runs"))
@@ -377,7 +377,7 @@ def register(app: click.Group) -> None:
     def sla(as_json: bool) -> None:
         """SLA breaches of the last 30 days (and open ones), and per pipeline its success
         rate, mean time to recovery and p95 duration over 7 and 30 days."""
-        with guard(as_json):
+        with reporting(as_json):
             report = api.sla(locate())
             if as_json:
                 print_json(report.to_json())
@@ -390,7 +390,7 @@ def register(app: click.Group) -> None:
     @json_option
     def alerts(since: str | None, as_json: bool) -> None:
         """Alerts raised (default: in the last 7 days) and whether each was delivered."""
-        with guard(as_json):
+        with reporting(as_json):
             rows = api.recent_alerts(locate(), since=parse_since(since or "7d", _now()))
             _report(rows, as_json, alert_lines, lambda: "no alerts raised")
 
@@ -399,7 +399,7 @@ def register(app: click.Group) -> None:
     @json_option
     def tasks(name: str | None, as_json: bool) -> None:
         """Per task and day (14 days): runs, mean and longest duration, mean rows out."""
-        with guard(as_json):
+        with reporting(as_json):
             where = locate()
             rows = api.tasks(where, name)
             _report(rows, as_json, trend_lines, lambda: _empty(where, "no tasks in 14 days"))
@@ -410,7 +410,7 @@ def register(app: click.Group) -> None:
     @json_option
     def audit(table: str, since: str | None, as_json: bool) -> None:
         """Audit events about one target table, newest first."""
-        with guard(as_json):
+        with reporting(as_json):
             start = parse_since(since, _now()) if since else None
             rows = api.audit(locate(), table, since=start)
             _report(rows, as_json, audit_lines, lambda: f"no audit events for {table}")
@@ -419,7 +419,7 @@ def register(app: click.Group) -> None:
     @json_option
     def blocked(as_json: bool) -> None:
         """Pipelines waiting on an upstream that is not fresh (exit 0 either way)."""
-        with guard(as_json):
+        with reporting(as_json):
             rows = api.blocked(locate())
             _report(rows, as_json, blocked_lines, lambda: "no pipeline is blocked")
 
@@ -438,7 +438,7 @@ def _ledger_group() -> click.Group:
     def prune(older_than: str, dry_run: bool, as_json: bool) -> None:
         """Delete old runs with their tasks, events, snapshots and check results (keeps
         running runs and each pipeline's last success)."""
-        with guard(as_json):
+        with reporting(as_json):
             age = api.parse_duration(older_than)
             result = api.prune(locate(), age, dry_run=dry_run)
             _prune_report(result, dry_run, as_json)
@@ -448,7 +448,7 @@ def _ledger_group() -> click.Group:
     def migrate_command(as_json: bool) -> None:
         """Create or upgrade the ledger tables (ledger database) and the watermark table
         (warehouse)."""
-        with guard(as_json):
+        with reporting(as_json):
             applied = api.migrate(read_config())
             if as_json:
                 print_json(applied)

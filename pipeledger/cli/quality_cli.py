@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import click
 
 from pipeledger import api
-from pipeledger.cli.common import F, app, guard, json_option, out, print_json, read_config
+from pipeledger.cli.common import F, app, json_option, out, print_json, read_config, reporting
 from pipeledger.cli.render import escape
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def replay_lines(r: ReplayResult) -> list[str]:
 @json_option
 def list_entries(name: str, run: str | None, include_resolved: bool, as_json: bool) -> None:
     """What is set aside (unresolved unless --all), oldest first."""
-    with guard(as_json):
+    with reporting(as_json):
         entries = api.quarantined(read_config(), name, run=run, include_resolved=include_resolved)
         if as_json:
             print_json([e.to_json() for e in entries])
@@ -103,7 +103,7 @@ def list_entries(name: str, run: str | None, include_resolved: bool, as_json: bo
 @json_option
 def replay_entries(name: str, run: str | None, as_json: bool) -> None:
     """Check the unresolved rows again with today's config; publish those that pass."""
-    with guard(as_json):
+    with reporting(as_json):
         result = api.replay(read_config(), name, run=run)
         if as_json:
             print_json(result.to_json())

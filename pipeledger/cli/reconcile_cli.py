@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import click
 
 from pipeledger import api
-from pipeledger.cli.common import fail, guard, json_option, out, print_json, read_config
+from pipeledger.cli.common import fail, json_option, out, print_json, read_config, reporting
 from pipeledger.cli.render import escape
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def register(app: click.Group) -> None:
     ) -> None:
         """Compare source and target window by window (row counts and fingerprints), up to
         the watermark; list the windows that differ. Exit 3 when one does."""
-        with guard(as_json):
+        with reporting(as_json):
             config = read_config()
             result = api.reconcile(config, name, start=start, end=end, by=by, repair=repair)
             if as_json:
@@ -53,7 +53,7 @@ def register(app: click.Group) -> None:
         """How late rows arrived over the pipeline's history: caught by the lateness
         buffer (percentiles), missed by it, what it costs, and a buffer that would have
         caught 99.9% of them."""
-        with guard(as_json):
+        with reporting(as_json):
             result = api.lateness(read_config(), name)
             if as_json:
                 print_json(result.to_json())

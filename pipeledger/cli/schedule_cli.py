@@ -11,13 +11,13 @@ from pipeledger.cli.common import (
     app,
     cancellable,
     err,
-    guard,
     json_option,
     out,
     positive,
     print_json,
     read_config,
     report_scheduled,
+    reporting,
 )
 
 
@@ -26,7 +26,7 @@ from pipeledger.cli.common import (
 def schedule(as_json: bool) -> None:
     """Each scheduled node: its schedule, its next firing, its latest scheduled run and
     what is overdue now (run it with `pipeledger run --due`)."""
-    with guard(as_json):
+    with reporting(as_json):
         rows = api.schedule_status(read_config())
         if as_json:
             print_json(rows)
@@ -63,7 +63,7 @@ def serve(poll: str, threads: int | None) -> None:
     --poll), run the watchdog, run what is due; a failed run is reported and the loop goes
     on. SIGTERM or Ctrl-C stops it: at once when it waits (exit 0); a run in progress is
     rolled back and recorded cancelled (exit 143 or 130, as for `run`)."""
-    with guard(), cancellable():
+    with reporting(), cancellable():
         config = read_config()
         every = api.parse_duration(poll)
         err.print(f"serving {config.source_file}: waking up at least every {poll}")
@@ -84,7 +84,7 @@ def cancel(run_id: str, reason: str | None, as_json: bool) -> None:
     """Stop a running run (RUN_ID, or its first 8+ characters), from any host: it sees the
     request at its next heartbeat ([ledger] heartbeat), cancels its statement, rolls back and
     ends cancelled."""
-    with guard(as_json):
+    with reporting(as_json):
         config = read_config()
         record = api.cancel(config, run_id, reason)
         every = config.ledger.heartbeat.total_seconds()

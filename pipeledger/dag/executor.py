@@ -35,7 +35,7 @@ def execute(
     chosen = set(selected)
     order = TopologicalSorter({n: [u for u in graph.upstreams[n] if u in chosen] for n in selected})
     order.prepare()
-    state = _State(graph, run_node, skip_node, failed)
+    state = _Progress(graph, run_node, skip_node, failed)
     if min(threads, len(selected)) <= 1:
         state.sequential(order)
     else:
@@ -43,7 +43,7 @@ def execute(
     return [state.outcomes[name] for name in selected]
 
 
-class _State(Generic[Outcome]):
+class _Progress(Generic[Outcome]):
     def __init__(
         self,
         graph: Graph,

@@ -194,7 +194,7 @@ class Ledger:
         return not self.store.separate
 
     @property
-    def records(self) -> bool:
+    def recording(self) -> bool:
         """Whether anything is recorded at all (a :class:`NullLedger` records nothing)."""
         return True
 
@@ -579,7 +579,7 @@ class NullLedger(Ledger):
         super().__init__("sqlite:///:memory:")
 
     @property
-    def records(self) -> bool:
+    def recording(self) -> bool:
         return False
 
     @property

@@ -31,7 +31,7 @@ class GateSpec:
     target: TableName
     shape: Shape
     checks: ChecksConfig
-    history: Sequence[int] | None = None  # rows staged by earlier successful runs
+    recent_counts: Sequence[int] | None = None  # rows staged by earlier successful runs
     drift: dict[str, list[str]] = field(default_factory=dict)
     # a new PostgreSQL target proves key uniqueness with the primary key it builds anyway:
     # the gate then checks duplicates only if that fails (see recheck_keys)
@@ -101,7 +101,7 @@ def _duplicates(session: Session, spec: GateSpec, warn: bool) -> CheckResult:
 def _row_count(spec: GateSpec, staged: int, rule: RowCountCheck) -> CheckResult:
     warn = "row_count" in spec.checks.warn
     if rule.auto:
-        history = list(spec.history or [])
+        history = list(spec.recent_counts or [])
         if len(history) < rule.min_history:
             return CheckResult(
                 name="row_count",

@@ -16,7 +16,7 @@ from pipeledger.common import clock
 from pipeledger.common.secrets import redact
 from pipeledger.dag.graph import Graph
 from pipeledger.errors import ConfigError, PipeledgerError, RunCancelled
-from pipeledger.ledger.reads.recent import scheduled_history
+from pipeledger.ledger.reads.recent import scheduled_runs
 from pipeledger.ledger.vocabulary import TriggerType
 from pipeledger.runs.interrupt import interrupt_reset, pause
 from pipeledger.runs.nodes import run_nodes
@@ -53,7 +53,7 @@ class ScheduledOutcome:
 
 
 def needs_ledger(site: Site, what: str) -> None:
-    if not site.ledger.records:
+    if not site.ledger.recording:
         raise ConfigError(f"{what} needs the ledger, and [ledger] enabled = false; nothing was run")
 
 
@@ -70,7 +70,7 @@ def plans(site: Site, selectors: Sequence[str] = (), now: datetime | None = None
             if node.cron is None:
                 continue
             among = candidates(node.cron, node.catchup, node.max_catchup, moment)
-            held = scheduled_history(session, name, [i.key for i in among])
+            held = scheduled_runs(session, name, [i.key for i in among])
             out.append(plan(name, among, node.catchup, held.held_since, held.held_until, held.held))
     return out
 
@@ -128,7 +128,7 @@ def schedule_status(site: Site, now: datetime | None = None) -> list[dict[str, A
         node = config.node(p.node)
         assert node.cron is not None
         with site.ledger.reading() as session:
-            latest = scheduled_history(session, p.node).latest
+            latest = scheduled_runs(session, p.node).latest
         last = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in latest.items()}
         out.append(
             {

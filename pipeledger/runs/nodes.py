@@ -68,7 +68,7 @@ def recent_counts(site: Site, name: str) -> list[int] | None:
     checks = site.config.pipeline(name).checks
     if checks is None or checks.row_count is None or not checks.row_count.auto:
         return None
-    if not site.ledger.records:
+    if not site.ledger.recording:
         return None
     with site.ledger.reading() as session:
         return volume_history(session, name)

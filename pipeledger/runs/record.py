@@ -162,7 +162,7 @@ def record_load(run: Run, session: Session, result: LoadResult, shape: Shape | N
         if result.status == "partial":
             q = result.quality
             run.mark(RunStatus.PARTIAL, f"{q.quarantined_rows} row(s) quarantined")
-    if not run.ledger.records:
+    if not run.ledger.recording:
         return
     if shape is not None and session.table_columns(TableName.parse(result.target)):
         previous = run.ledger.previous_snapshot(result.target, session)

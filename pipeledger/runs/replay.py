@@ -366,7 +366,7 @@ class ReplayJob:
             run.audit("RECORD_INSERTED", target_table=result.target, record_count=c.inserted)
         if c.updated:
             run.audit("RECORD_UPDATED", target_table=result.target, record_count=c.updated)
-        if shape is not None and run.ledger.records:
+        if shape is not None and run.ledger.recording:
             previous = run.ledger.previous_snapshot(result.target, session)
             written = Written(inserted=c.inserted, staged_rows=result.replayed)
             run.snapshots.append(

@@ -50,7 +50,7 @@ from pipeledger.ledger.run import Run
 from pipeledger.ledger.vocabulary import TriggerType
 from pipeledger.runs.interrupt import stoppable
 from pipeledger.runs.site import Site, who
-from pipeledger.state.tables import STATE, record_commit
+from pipeledger.state.tables import STATE, log_commit
 from pipeledger.warehouse.clients import acting_for
 from pipeledger.warehouse.migrations import ensure_migrated
 from pipeledger.warehouse.session import Session, Warehouse
@@ -118,12 +118,12 @@ def run_job(site: Site, spec: RunSpec, make: Callable[[str], Job[R]]) -> R:
 def _run_job(site: Site, spec: RunSpec, make: Callable[[str], Job[R]]) -> R:
     ledger = NullLedger() if spec.dry_run else site.ledger
     trigger = spec.trigger
-    if trigger.idempotency_key and not ledger.records:
+    if trigger.idempotency_key and not ledger.recording:
         raise ConfigError(
             f"pipeline {spec.pipeline}: an idempotency key needs the ledger ([ledger] "
             "enabled = false); nothing was run"
         )
-    setup = site.registration(spec.pipeline) if ledger.records else []
+    setup = site.registration(spec.pipeline) if ledger.recording else []
     stop = Stop()
     result: R | None = None
     working = False
@@ -209,16 +209,16 @@ def _in_transaction(warehouse: Warehouse, job: Job[R], run: Run, dry_run: bool, 
 def _commit_records(session: Session, job: Job[R], run: Run) -> None:
     """The commit log's row, and the final record where the ledger shares the warehouse."""
     ledger_ops = None
-    if not run.ledger.shares_transactions and run.ledger.records:
+    if not run.ledger.shares_transactions and run.ledger.recording:
         ledger_ops = "\n".join(op.to_json() for op in run.final_record())
-    record_commit(session, run.run_id, run.record.pipeline, job.target, ledger_ops)
+    log_commit(session, run.run_id, run.record.pipeline, job.target, ledger_ops)
     run.commit_with(session)
 
 
 def record_skip(site: Site, name: str, trigger: Trigger, reason: str, message: str) -> str:
     """A node that is not run (its upstream failed), recorded as a ``skipped`` run."""
     ledger = site.ledger
-    setup = site.registration(name) if ledger.records else []
+    setup = site.registration(name) if ledger.recording else []
     return ledger.record_skipped(
         name,
         reason=reason,

@@ -222,7 +222,7 @@ def select_commits(d: Dialect, count: int) -> str:
     )
 
 
-def record_commit(
+def log_commit(
     session: Session, run_id: str, pipeline: str, target: str | None, ledger_ops: str | None
 ) -> None:
     """This run commits (it is inside the transaction that does). ``ledger_ops``: what the

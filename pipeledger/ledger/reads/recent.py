@@ -18,7 +18,7 @@ from pipeledger.warehouse.session import Session
 
 
 @dataclass(frozen=True, kw_only=True)
-class ScheduledHistory:
+class ScheduledRuns:
     """What the ledger knows of a pipeline's scheduled runs (``pipeledger.schedule``)."""
 
     held_since: datetime | None = None  # end of the first interval whose run holds its key
@@ -27,15 +27,13 @@ class ScheduledHistory:
     latest: dict[str, Any] = field(default_factory=dict)  # the latest scheduled run
 
 
-def scheduled_history(
-    session: Session, pipeline: str, keys: Sequence[str] = ()
-) -> ScheduledHistory:
+def scheduled_runs(session: Session, pipeline: str, keys: Sequence[str] = ()) -> ScheduledRuns:
     """The pipeline's scheduled runs: the span of intervals held, which of ``keys`` runs
     hold, and its latest scheduled run."""
     d = session.dialect
     columns = session.table_columns(RUNS) or []
     if "idempotency_key" not in {name for name, _ in columns}:
-        return ScheduledHistory()
+        return ScheduledRuns()
     since, until = session.query(lsql.scheduled_span(d), [pipeline])[0]
     held = session.query(lsql.held_keys(d, len(keys)), [pipeline, *keys]) if keys else []
     latest = session.query(lsql.latest_scheduled(d), [pipeline])
@@ -48,7 +46,7 @@ def scheduled_history(
             "start": stored_datetime(start),
             "end": stored_datetime(end),
         }
-    return ScheduledHistory(
+    return ScheduledRuns(
         held_since=stored_datetime(since),
         held_until=stored_datetime(until),
         held=frozenset(str(r[0]) for r in held),

@@ -476,7 +476,7 @@ class Load:
         """``keyed_later``: a new target gets its primary key after the insert, which
         proves the keys unique (the gate then checks them only if that fails)."""
         drift = self.drift.changes() if self.drift else {}
-        history, proven = self.request.recent_counts, self.new_target and keyed_later
+        counts, proven = self.request.recent_counts, self.new_target and keyed_later
         if self.pipeline.deleted and shape.cursor not in shape.key:
             # a CDC feed carries several changes of a key in one run, at other cursors
             shape = replace(shape, key=(*shape.key, shape.cursor))
@@ -486,7 +486,7 @@ class Load:
             target=self.target,
             shape=shape,
             checks=checks,
-            history=history,
+            recent_counts=counts,
             drift=drift,
             key_proven_by_target=proven,
             exempt=f"s.{quote(sql.DELETED_FLAG)}" if self.pipeline.deleted else None,

@@ -58,7 +58,7 @@ class ModelJob:
         if result.quality is not None:
             record_quality(run, result.quality, result.target)
         self._events(run, result)
-        if run.ledger.records and (result.rows_computed or result.target_created):
+        if run.ledger.recording and (result.rows_computed or result.target_created):
             self._snapshot(run, session, result)
 
     def _events(self, run: Run, result: ModelResult) -> None:
