@@ -9,8 +9,8 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
 
 from pipeledger.common.secrets import redact
 from pipeledger.errors import RunAbandonedError, UsageError
@@ -26,12 +26,40 @@ from pipeledger.ledger.vocabulary import (
 )
 from pipeledger.warehouse.session import Session
 
-if TYPE_CHECKING:
-    from pipeledger.ledger.ledger import Ledger
-
 MAX_MESSAGE = 2000
 
 CancelCallback = Callable[[str], None]  # told who asked, from the heartbeat's thread
+
+
+class Book(Protocol):
+    """What a run and its heartbeat ask of the ledger that opened them
+    (:class:`pipeledger.ledger.ledger.Ledger`)."""
+
+    heartbeat_every: timedelta
+
+    @property
+    def shares_transactions(self) -> bool:
+        """The run's final record commits in the transaction of its own writes."""
+        ...
+
+    @property
+    def recording(self) -> bool:
+        """Anything is recorded at all."""
+        ...
+
+    def beat(self, record: RunRecord) -> None:
+        """Renew the run's lease (best effort)."""
+        ...
+
+    def cancel_request(self, run_id: str) -> str | None:
+        """Who asked to cancel the run, if anyone."""
+        ...
+
+    def previous_snapshot(
+        self, target: str, warehouse_session: Session
+    ) -> tuple[int, str | None] | None:
+        """(row_count, max_cursor) of the target's latest snapshot, if any."""
+        ...
 
 
 def _now() -> datetime:
@@ -72,7 +100,7 @@ class Task:
 class Run:
     """One attempt, while it runs. Counters are plain attributes on ``run.record``."""
 
-    def __init__(self, ledger: Ledger, record: RunRecord) -> None:
+    def __init__(self, ledger: Book, record: RunRecord) -> None:
         self.ledger = ledger
         self.record = record
         self.tasks: list[TaskRecord] = []
@@ -213,7 +241,7 @@ class Heartbeat(threading.Thread):
     is one heartbeat. It reads before it writes, because on SQLite the write waits while
     the run's load holds the database; the read does not."""
 
-    def __init__(self, ledger: Ledger, run: Run, on_cancel: CancelCallback | None) -> None:
+    def __init__(self, ledger: Book, run: Run, on_cancel: CancelCallback | None) -> None:
         super().__init__(name=f"pipeledger-heartbeat-{run.run_id}", daemon=True)
         self.ledger = ledger
         self.run_ = run
