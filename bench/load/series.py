@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common.orders import (
@@ -21,7 +22,13 @@ from bench.load import startup
 from bench.load.baselines import prepare_hand_target
 from bench.load.measure import APP_NAME, Database, Measurement, run_step
 
-Baseline = Callable[[], Measurement]
+
+@dataclass(frozen=True)
+class Baseline:
+    """The hand-written incremental, run beside pipeledger's: ``first``, just before it."""
+
+    run: Callable[[], Measurement]
+    first: bool
 
 
 def source_folder(work: Path, data: Dataset, *files: Path) -> Path:
@@ -34,7 +41,7 @@ def load_series(
     work: Path,
     data: Dataset,
     family: tuple[str, str],
-    baseline: tuple[Baseline, bool] | None = None,
+    baseline: Baseline | None = None,
 ) -> dict[str, Measurement]:
     """First load, identical re-run, backfill (shortcut and full compare), then the
     incremental file alone, in one fresh database of ``db``'s server; each step in its own
@@ -59,13 +66,13 @@ def load_series(
             ms[name] = run_step(name, child, kind, (rows, table_rows), here, common + extra)
         assert data.incremental is not None
         source_folder(work, data, data.incremental)  # the new file alone (see README)
-        if baseline is not None and baseline[1]:
-            ms["hand-merge"] = baseline[0]()
+        if baseline is not None and baseline.first:
+            ms["hand-merge"] = baseline.run()
         name = "incremental" + suffix
         sizes = (data.incremental_rows, rows)
         ms[name] = run_step(name, "run", kind, sizes, here, common)
-        if baseline is not None and not baseline[1]:
-            ms["hand-merge"] = baseline[0]()
+        if baseline is not None and not baseline.first:
+            ms["hand-merge"] = baseline.run()
     return ms
 
 
@@ -122,7 +129,8 @@ def one_round(
         def baseline() -> Measurement:
             return run_step("hand-merge", "hand-merge", "baseline", sizes, db.at(hand_url), child)
 
-        ms.update(load_series(db, work, base, ("load", ""), (baseline, index % 2 == 0)))
+        hand = Baseline(baseline, first=index % 2 == 0)
+        ms.update(load_series(db, work, base, ("load", ""), hand))
     ms.update(cli_series(db.url, work, base))
     ms.update(startup.measure(db.url, work, startup.source(work), calls))
     if big is not None:
