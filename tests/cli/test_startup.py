@@ -2,7 +2,7 @@
 or the ledger import neither pyarrow nor numpy, which are most of a load's start-up, nor
 pydantic (the config model: they only need to know where the warehouse and the ledger
 are), nor sqlglot. ``--help`` does not import rich either. Their wall times are measured by
-``bench/load_bench.py``."""
+``python -m bench.load``."""
 
 from __future__ import annotations
 

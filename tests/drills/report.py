@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.results_block import replace_block
+from bench.common.results import replace_block
 
 RESULTS = Path(__file__).resolve().parents[2] / "bench" / "RESULTS.md"
 BEGIN, END = "<!-- BEGIN DRILL -->", "<!-- END DRILL -->"

@@ -33,6 +33,7 @@ from pipeledger.errors import (
 )
 from pipeledger.warehouse.clients import client_gone, client_process, current_client
 from pipeledger.warehouse.dialect import POSTGRES
+from pipeledger.warehouse.session import observed
 from pipeledger.warehouse.stage import copy_stage, handed_on
 
 # numpy, pyarrow and the COPY encoder are imported by the methods that handle Arrow data,
@@ -150,7 +151,8 @@ class PostgresSession:
     def execute(self, statement: str, params: Sequence[Any] = ()) -> int:
         self._check()
         try:
-            cursor = self._conn.execute(statement, params or None)
+            with observed("execute", statement):
+                cursor = self._conn.execute(statement, params or None)
         except psycopg.Error as exc:
             raise _translate(exc, "statement failed") from exc
         return int(cursor.rowcount)
@@ -158,8 +160,9 @@ class PostgresSession:
     def query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         self._check()
         try:
-            cursor = self._conn.execute(statement, params or None)
-            return list(cursor.fetchall())
+            with observed("query", statement):
+                cursor = self._conn.execute(statement, params or None)
+                return list(cursor.fetchall())
         except psycopg.Error as exc:
             raise _translate(exc, "query failed") from exc
 
@@ -168,7 +171,8 @@ class PostgresSession:
         import numpy as np
 
         packed = f"SELECT string_agg(int8send(v), ''::bytea) FROM ({statement}) AS fetched(v)"
-        data = self._scalar_bytes(packed, params)
+        with observed("fetch", packed):
+            data = self._scalar_bytes(packed, params)
         if data is None:
             return np.zeros(0, dtype=np.int64)
         return np.frombuffer(data, dtype=">i8").astype(np.int64)
@@ -190,14 +194,16 @@ class PostgresSession:
         schema = head[0].schema  # every batch has the target's columns
         binary = pg_binary.supports(schema)
         encode = pg_binary.encode if binary else _csv_bytes
+        statement = copy_stage(schema.names, binary)
         try:
             with (
+                observed("stage", statement) as timer,
                 self._conn.cursor() as cursor,
-                cursor.copy(copy_stage(schema.names, binary)) as copy,
+                cursor.copy(statement) as copy,
             ):
                 if binary:
                     copy.write(pg_binary.HEADER)
-                for batch in itertools.chain(handed_on(head), stream):
+                for batch in timer.excluding(itertools.chain(handed_on(head), stream)):
                     self._check()
                     copy.write(encode(batch))
                 if binary:

@@ -45,6 +45,7 @@ from pipeledger.errors import (
     WarehouseError,
 )
 from pipeledger.warehouse.dialect import SQLITE, quote
+from pipeledger.warehouse.session import observed
 
 # numpy and pyarrow are imported by the functions that handle Arrow data, so that reading
 # state or the ledger (the CLI's quick commands) does not load them
@@ -164,14 +165,17 @@ class SqliteSession:
     def execute(self, statement: str, params: Sequence[Any] = ()) -> int:
         self._check()
         try:
-            return self._conn.execute(statement, [_value(p) for p in params]).rowcount
+            with observed("execute", statement):
+                return self._conn.execute(statement, [_value(p) for p in params]).rowcount
         except sqlite3.Error as exc:
             raise _translate(exc, "statement failed") from exc
 
     def query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         self._check()
         try:
-            return list(self._conn.execute(statement, [_value(p) for p in params]).fetchall())
+            with observed("query", statement):
+                rows = self._conn.execute(statement, [_value(p) for p in params])
+                return list(rows.fetchall())
         except sqlite3.Error as exc:
             raise _translate(exc, "query failed") from exc
 
@@ -179,8 +183,9 @@ class SqliteSession:
         import numpy as np
 
         try:
-            rows = self._conn.execute(statement, [_value(p) for p in params])
-            return np.fromiter((value for (value,) in rows), dtype=np.int64)
+            with observed("fetch", statement):
+                rows = self._conn.execute(statement, [_value(p) for p in params])
+                return np.fromiter((value for (value,) in rows), dtype=np.int64)
         except sqlite3.Error as exc:
             raise _translate(exc, "query failed") from exc
 
@@ -189,11 +194,11 @@ class SqliteSession:
 
         for batch in batches:
             self._check()
-            columns = [_column(batch.column(i)) for i in range(batch.num_columns)]
+            statement = insert_stage(self.dialect, batch.schema.names)
             try:
-                self._conn.executemany(
-                    insert_stage(self.dialect, batch.schema.names), zip(*columns, strict=True)
-                )
+                with observed("stage", statement):
+                    columns = [_column(batch.column(i)) for i in range(batch.num_columns)]
+                    self._conn.executemany(statement, zip(*columns, strict=True))
             except sqlite3.Error as exc:
                 raise _translate(exc, "staging failed") from exc
 

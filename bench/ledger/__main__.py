@@ -1,0 +1,5 @@
+"""``python -m bench.ledger``: see :mod:`bench.ledger`."""
+
+from bench.ledger.main import main
+
+main()

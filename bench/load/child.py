@@ -1,0 +1,93 @@
+"""One measured step of the load benchmark, in a fresh process started by
+:func:`bench.load.measure.run_step`: ``python -m bench.load.child --step STEP ...``: a
+pipeledger run or backfill, or one of the :mod:`~bench.load.baselines`. It prints one JSON
+object: its seconds (the operation alone: imports and interpreter start excluded), CPU
+seconds, row counts, phases (pipeledger's) and peak RSS."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pipeledger
+from bench.common.clock import Clock
+from bench.common.orders import PIPELINE, pipeline
+from bench.common.process import own_peak_rss_mb
+from bench.load import phases
+from bench.load.baselines import hand_merge, raw_copy
+from pipeledger import api
+from pipeledger.common.buffers import prefer_system_allocator
+from pipeledger.config.model import parse_config
+from pipeledger.runs.load.result import LoadResult
+from pipeledger.warehouse.session import observe_statements
+
+PIPELEDGER_STEPS = ("run", "backfill", "backfill-full")
+
+
+def load(step: str, url: str, work: Path, source: str, window: tuple[str, str]) -> LoadResult:
+    """pipeledger's run (``run``) or backfill over ``window`` of the orders pipeline."""
+    config = parse_config(
+        {"warehouse": {"url": url}, "pipelines": {PIPELINE: pipeline(source)}},
+        work / "pipeledger.toml",
+    )
+    if step == "run":
+        return api.run_one(config, PIPELINE)
+    start, end = window
+    result = api.backfill(config, PIPELINE, start, end, full_compare=step == "backfill-full")
+    assert isinstance(result, LoadResult), "the orders pipeline is a load, not a model"
+    return result
+
+
+def pipeledger_step(
+    step: str, url: str, work: Path, source: str, window: tuple[str, str]
+) -> dict[str, Any]:
+    """One pipeledger load, timed; its phases from its steps and its statements."""
+    clock = Clock()
+    with observe_statements(clock.statements(phases.classify)):
+        started, cpu = time.perf_counter(), time.process_time()
+        result = load(step, url, work, source, window)
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    out = result.to_json()
+    steps = {s.name: s.duration_ms / 1000.0 for s in result.steps}
+    keys = ("rows_read", "rows_inserted", "rows_updated", "rows_unchanged", "rows_superseded")
+    return {
+        "seconds": seconds,
+        "cpu_s": cpu,
+        **{k: out[k] for k in keys},
+        "watermark_after": out["watermark_after"],
+        "breakdown": phases.breakdown(steps, clock.totals, seconds),
+        "pipeledger_path": str(Path(pipeledger.__file__).parent),  # a snapshot's, or not
+    }
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--step", required=True, choices=["raw-copy", "hand-merge", *PIPELEDGER_STEPS])
+    p.add_argument("--url", required=True)
+    p.add_argument("--csv", type=Path, help="raw-copy, hand-merge: the file")
+    p.add_argument("--rows", type=int, default=0, help="hand-merge: rows in its table before")
+    p.add_argument("--work", type=Path, help="pipeledger steps: the config's folder")
+    p.add_argument("--source", help="pipeledger steps: the source folder, under --work")
+    p.add_argument("--start", default="", help="backfill: its range")
+    p.add_argument("--end", default="")
+    return p.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    if args.step == "raw-copy":
+        out = raw_copy(args.url, args.csv)
+    elif args.step == "hand-merge":
+        out = hand_merge(args.url, args.csv, args.rows)
+    else:
+        prefer_system_allocator()  # as the pipeledger command does
+        out = pipeledger_step(args.step, args.url, args.work, args.source, (args.start, args.end))
+    out["vmhwm_mb"] = own_peak_rss_mb()
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
