@@ -137,9 +137,11 @@ def read_only_reason(path: Path) -> tuple[str, str] | None:
     if path.exists() and not os.access(path, os.W_OK):
         return "the file is read-only", f"make it writable (chmod u+w {path})"
     for side in _sidecars(path):
-        # access() first: a reader that closes removes its -shm, and access() says "not
-        # writable" of a file that is gone; only one still there after it is read-only
-        if not os.access(side, os.W_OK) and side.exists():
+        # other processes make and remove these files while we look: a reader that closes
+        # removes its -shm (access() then says "not writable" of a file that is gone), and a
+        # run opening the database makes its -wal; only a file there before and after an
+        # access() that fails is read-only
+        if side.exists() and not os.access(side, os.W_OK) and side.exists():
             return (
                 f"{side.name} beside it is read-only (left by a reader of the read-only file)",
                 f"delete {side} while no process has the database open, or make it writable",
