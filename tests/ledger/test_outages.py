@@ -48,7 +48,7 @@ class LedgerDatabase:
 
     def query(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
         with psycopg.connect(self.url) as conn:
-            return list(conn.execute(sql, params).fetchall())  # type: ignore[arg-type]
+            return list(conn.execute(sql, params).fetchall())
 
     def run(self, run_id: str) -> tuple[Any, ...]:
         rows = self.query(

@@ -14,7 +14,6 @@ from typing import Any
 import psycopg
 import pytest
 
-from pipeledger.common.columns import TableName
 from pipeledger.testing.postgres import ThrowawayPostgres
 from tests.helpers import Project, order, orders_pipeline, write_big_orders_csv
 from tests.runs.test_crash_and_concurrency import BIG, _paused, _wait_until_staging
@@ -228,7 +227,7 @@ def test_a_late_final_record_for_an_abandoned_run_is_kept_as_an_event(warehouse_
     from datetime import UTC, datetime, timedelta
 
     from pipeledger.ledger import store
-    from pipeledger.ledger.tables import LEDGER
+    from pipeledger.ledger.tables import AUDIT, LEDGER, RUNS
     from pipeledger.ledger.vocabulary import RunRecord, RunStatus, TriggerType
     from pipeledger.ledger.watchdog import abandon_expired
     from pipeledger.warehouse.adapters import open_warehouse
@@ -248,9 +247,7 @@ def test_a_late_final_record_for_an_abandoned_run_is_kept_as_an_event(warehouse_
             store.apply(session, store.run_op(record))
     with database.session(write=False) as session:
         d = session.dialect
-        status = session.query(f"SELECT status FROM {d.table(store.RUNS)}")
-        events = session.query(
-            f"SELECT event_type FROM {d.table(TableName('pipeledger', 'audit_events'))}"
-        )
+        status = session.query(f"SELECT status FROM {d.table(RUNS)}")
+        events = session.query(f"SELECT event_type FROM {d.table(AUDIT)}")
     assert status == [("abandoned",)]  # a final state never changes
     assert events == [("LATE_COMPLETION",)]  # but the truth is on record

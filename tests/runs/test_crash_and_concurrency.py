@@ -202,7 +202,7 @@ def test_first_loads_of_two_pipelines_into_one_new_schema_both_succeed(
         write_big_orders_csv(project.root / csv, rows, 1, "2024-01-01T00:00:00+00:00")
         source = {"kind": "csv", "path": csv}
         pipelines[name] = orders_pipeline(source=source, target=f"fresh.{name}")
-    project.configure(**pipelines)
+    project.configure(pipelines=pipelines)
     processes = project.spawn_together(["run", "a"], ["run", "b"])
     for process in processes:
         _, err = process.communicate(timeout=300)
