@@ -175,9 +175,7 @@ class Project:
         ]
 
         def release() -> None:
-            deadline = time.monotonic() + 120
             while not all(Path(f"{gate}.{n}").exists() for n in range(len(commands))):
-                assert time.monotonic() < deadline, "the processes did not start"
                 assert all(p.poll() is None for p in processes), "a process ended early"
                 time.sleep(0.02)
             gate.touch()

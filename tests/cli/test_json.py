@@ -32,7 +32,6 @@ def pipeledger(project: Project, *args: str) -> tuple[int, Any, str]:
         cwd=project.root,
         capture_output=True,
         text=True,
-        timeout=120,
         check=False,
     )
     try:

@@ -104,7 +104,7 @@ def _run_losing_the_ledger(
     _wait_until_staging(process)
     with _paused(process):  # the ledger goes while the run is mid-way, on any machine
         ledger.cut()
-    out, err = process.communicate(timeout=300)
+    out, err = process.communicate()
     [result] = json.loads(out)
     return process.returncode, result, err
 
@@ -171,7 +171,7 @@ def test_a_spooled_failure_is_replayed_before_the_watchdog_judges_the_run(
     _wait_until_staging(process)
     with _paused(process):
         ledger_database.cut()
-    _, err = process.communicate(timeout=300)
+    _, err = process.communicate()
     assert process.returncode == 3 and "status" in err, err
     spool = project.root / ".pipeledger" / "ledger-spool.jsonl"
     [failed] = [json.loads(line)["data"] for line in spool.read_text().splitlines()[:1]]

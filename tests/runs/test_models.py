@@ -286,7 +286,7 @@ def test_an_upstream_load_committing_while_a_model_runs_is_consumed_once(project
         code, out, err = project.cli("run", "silver_orders", "--json")
         [during] = json.loads(out)
         assert code in (0, 4), err
-    load.communicate(timeout=300)
+    load.communicate()
     assert load.returncode == 0
     after = by_node(project.run_json("run", "silver_orders"))["silver_orders"]
     assert project.count("silver.orders") == 300_010

@@ -25,7 +25,7 @@ WITHOUT_OVERRIDES = (
 def _cli(project: Project, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*WITHOUT_OVERRIDES, sys.executable, "-m", "pipeledger", *args],
-        cwd=project.root, capture_output=True, text=True, timeout=120,
+        cwd=project.root, capture_output=True, text=True,
     )  # fmt: skip
 
 

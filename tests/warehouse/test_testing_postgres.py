@@ -139,7 +139,6 @@ def test_server_not_leaked_at_exit(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         check=True,
-        timeout=120,
         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
     ).stdout.split()
     port, data_dir = int(out[0]), Path(out[1])
