@@ -109,6 +109,7 @@ def _run_losing_the_ledger(
     return process.returncode, result, err
 
 
+@pytest.mark.slow
 def test_ledger_lost_before_the_final_record_exits_5_and_the_watchdog_records_the_run(
     tmp_path: Path, postgres_url: str, ledger_database: LedgerDatabase
 ) -> None:
@@ -135,6 +136,7 @@ def test_ledger_lost_before_the_final_record_exits_5_and_the_watchdog_records_th
     assert tasks == [("extract", "success"), ("transform", "success"), ("load", "success")]
 
 
+@pytest.mark.slow
 def test_disk_full_while_spooling_leaves_no_torn_line_and_the_next_run_records_the_run(
     tmp_path: Path, postgres_url: str, ledger_database: LedgerDatabase
 ) -> None:
@@ -159,6 +161,7 @@ def test_disk_full_while_spooling_leaves_no_torn_line_and_the_next_run_records_t
     assert not spool.with_suffix(".rejected").exists()
 
 
+@pytest.mark.slow
 def test_a_spooled_failure_is_replayed_before_the_watchdog_judges_the_run(
     tmp_path: Path, postgres_url: str, ledger_database: LedgerDatabase
 ) -> None:

@@ -111,6 +111,7 @@ def test_a_failed_run_records_its_error_and_a_retry_is_a_new_attempt(project: Pr
     assert code == 2 and "nothing to retry" in err
 
 
+@pytest.mark.slow
 def test_sigkill_leaves_a_running_row_that_the_watchdog_abandons(project: Project) -> None:
     project.configure(
         orders=orders_pipeline(), raw='\n[ledger]\nlease = "1s"\nheartbeat = "200ms"\n'
@@ -140,6 +141,7 @@ def test_sigkill_leaves_a_running_row_that_the_watchdog_abandons(project: Projec
     assert runs(project)[-2]["status"] == "abandoned"  # a final state never changes
 
 
+@pytest.mark.slow
 def test_sigterm_cancels_the_run_and_rolls_back(project: Project) -> None:
     project.configure(orders=orders_pipeline())
     write_big_orders_csv(
@@ -168,6 +170,7 @@ def _fresh_ledger_url(server: ThrowawayPostgres, name: str) -> str:
     return server.url.rsplit("/", 1)[0] + f"/{name}"
 
 
+@pytest.mark.slow
 def test_separate_ledger_down_during_a_run_is_spooled_then_replayed(
     project: Project, ledger_server: ThrowawayPostgres, tmp_path: Path
 ) -> None:

@@ -222,6 +222,7 @@ print("PEAK", high_water_mb(), file=sys.stderr)
 """
 
 
+@pytest.mark.slow
 def test_checking_a_million_staged_rows_keeps_memory_flat(project: Project) -> None:
     project.configure(orders=gated(row_count={"min": 1, "max": 2_000_000}))
     peaks = {}

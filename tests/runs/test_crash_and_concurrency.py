@@ -12,8 +12,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from tests.helpers import Project, order, orders_pipeline, write_big_orders_csv
+
+pytestmark = pytest.mark.slow  # SIGKILLs, 600k-row loads and 20 processes at once
 
 BIG = 600_000
 

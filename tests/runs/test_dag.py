@@ -7,6 +7,8 @@ import json
 import signal
 from typing import Any
 
+import pytest
+
 from tests.helpers import Project, order, orders_pipeline, write_big_orders_csv
 from tests.runs.test_crash_and_concurrency import _wait_until_staging
 
@@ -63,6 +65,7 @@ def test_a_model_whose_sql_does_not_parse_is_a_config_error(project: Project) ->
     assert code == 2 and "models.m.query: not valid SQL" in err
 
 
+@pytest.mark.slow
 def test_sigterm_cancels_every_running_node(project: Project) -> None:
     project.configure(
         a=orders_pipeline(source={"kind": "csv", "path": "data/a*.csv"}, target="raw.a"),

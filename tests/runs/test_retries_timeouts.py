@@ -119,6 +119,7 @@ def test_a_malformed_file_is_not_retried(project: Project) -> None:
     assert [(r[1], r[2]) for r in attempts(project)] == [(1, "failed")]
 
 
+@pytest.mark.slow
 def test_a_source_that_hangs_is_stopped_by_its_timeout(project: Project, postgres_url: str) -> None:
     project.configure(orders=sql_source(postgres_url, timeout="3s", retries=2))
     with source_locked(postgres_url):
@@ -136,6 +137,7 @@ def test_a_source_that_hangs_is_stopped_by_its_timeout(project: Project, postgre
     assert again["status"] == "success" and again["rows_inserted"] == 1
 
 
+@pytest.mark.slow
 def test_cancel_from_another_process_ends_a_running_load_as_cancelled(
     project: Project, postgres_url: str
 ) -> None:

@@ -88,6 +88,7 @@ def test_without_catchup_only_the_latest_interval_runs(
     assert project.run_json("run", "--due") == []
 
 
+@pytest.mark.slow
 def test_two_schedulers_started_together_never_run_an_interval_twice(
     project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:

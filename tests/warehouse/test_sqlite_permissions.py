@@ -15,6 +15,8 @@ import pytest
 
 from tests.helpers import Project, order, orders_pipeline
 
+pytestmark = pytest.mark.slow  # the CLI in processes of their own, without root's overrides
+
 WITHOUT_OVERRIDES = (
     ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps", "-all"]
     if os.geteuid() == 0

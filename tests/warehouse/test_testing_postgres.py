@@ -21,6 +21,8 @@ from pipeledger.testing.postgres import (
     find_postgres_bin_dir,
 )
 
+pytestmark = pytest.mark.slow  # each test starts PostgreSQL servers of its own
+
 
 def _check_server(url: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:

@@ -18,6 +18,8 @@ from pipeledger.testing.postgres import ThrowawayPostgres
 from tests.helpers import Project, order, orders_pipeline
 from tests.runs.test_crash_and_concurrency import _base, _paused, _wait_for_statement
 
+pytestmark = pytest.mark.slow  # servers of their own, stopped mid-run
+
 
 def _database(server: ThrowawayPostgres) -> str:
     name = f"w_{uuid.uuid4().hex[:16]}"
