@@ -42,8 +42,9 @@ def test_freshness_is_judged_from_the_data_and_from_the_last_success(warehouse_u
             pipeline: str, cursor: str | None, watermark_after: str = MOVED["watermark_after"]
         ) -> None:
             before = MOVED["watermark_before"]
-            run = b.run(pipeline, NOW - 2 * HOUR, watermark_before=before,
-                        watermark_after=watermark_after)  # fmt: skip
+            run = b.run(
+                pipeline, NOW - 2 * HOUR, watermark_before=before, watermark_after=watermark_after
+            )
             if cursor is not None:
                 b.snapshot(run, f"t.{pipeline}", 10, max_cursor=cursor)
 
