@@ -10,6 +10,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg.rows import TupleRow
 
 from pipeledger.testing.postgres import ThrowawayPostgres
 from tests.helpers import Project
@@ -38,10 +39,17 @@ def postgres_url(postgres_server: str) -> Iterator[str]:
     """A fresh, empty database on the session's server, dropped afterwards."""
     name = f"t_{uuid.uuid4().hex[:16]}"
     with psycopg.connect(postgres_server, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"{_file_copy(conn)}')
     yield _with_database(postgres_server, name)
     with psycopg.connect(postgres_server, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _file_copy(conn: psycopg.Connection[TupleRow]) -> str:
+    """From PostgreSQL 15 on, CREATE DATABASE copies the template's files in ~20 ms with
+    FILE_COPY, where its default (WAL_LOG, page by page) takes 100-200 ms: with a fresh
+    database for every test, that is a minute of the suite."""
+    return " STRATEGY = FILE_COPY" if conn.info.server_version >= 150000 else ""
 
 
 @pytest.fixture(params=BACKENDS)

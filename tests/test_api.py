@@ -105,8 +105,10 @@ def test_running_unattended(project: Project, monkeypatch: pytest.MonkeyPatch) -
     api.serve(config, report, poll=timedelta(seconds=1))
     assert rounds == [0]
     assert api.watchdog(config) == {}
+    finished = due[0].outcome.run_id
+    assert finished is not None
     with pytest.raises(NothingToCancel):
-        api.cancel(config, due[0].outcome.run_id)
+        api.cancel(config, finished)
 
 
 def test_the_questions_answer_from_the_ledger(project: Project) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -53,10 +52,3 @@ class Receiver:
     def alerts(self) -> list[dict[str, Any]]:
         with self._lock:
             return list(self.received)
-
-    def wait_for(self, count: int, timeout: float = 30) -> list[dict[str, Any]]:
-        """The alerts received, once there are at least ``count`` (or at the timeout)."""
-        deadline = time.monotonic() + timeout
-        while len(self.alerts()) < count and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return self.alerts()

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from pipeledger.cli.app import app
+import pipeledger.cli.app  # noqa: F401  (registers every command on the group)
+from pipeledger.cli.common import app
 
 
 def test_demo_runs_every_step_as_expected_in_an_empty_folder(tmp_path: Path) -> None:

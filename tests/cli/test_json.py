@@ -32,7 +32,6 @@ def pipeledger(project: Project, *args: str) -> tuple[int, Any, str]:
         cwd=project.root,
         capture_output=True,
         text=True,
-        timeout=120,
         check=False,
     )
     try:
@@ -146,6 +145,7 @@ def test_a_command_line_the_parser_refuses_is_json_exit_2(
 # -- the ledger's commands --------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_ledger_commands_answer_in_json_whatever_happens(project: Project) -> None:
     # the read commands need only where the ledger is: a mistake in a pipeline's section
     # does not stop them (run and check report it); migrating validates the whole config

@@ -16,7 +16,7 @@ import time
 from tests.drills.checks import FAILURE, SPOOL, Tally, check_json_counts
 from tests.drills.harness import RUN, Harness
 from tests.drills.kills import LATENESS_S
-from tests.drills.proc import Outcome, run_inline
+from tests.drills.proc import Launch, Outcome, run_inline
 from tests.drills.project import LEASE_S, PgServer, Site, read_ledger
 from tests.drills.source import US, OrderSource
 
@@ -63,7 +63,7 @@ class LedgerOutage:
 
     def lose_ledger_midway(self, what: str) -> Outcome | None:
         launch = self.h.launcher.start(self.h.command(RUN))
-        seen_running = self.wait_running(launch.pid)
+        seen_running = self.wait_running(launch)
         self.ledger.pause()
         self.tally.check(seen_running, FAILURE, f"{what}: the run's running row never appeared")
         outcome = launch.wait()
@@ -76,12 +76,12 @@ class LedgerOutage:
         self.h.verify(f"{what}: after the run")
         return outcome
 
-    def wait_running(self, pid: int, timeout: float = 60.0) -> bool:
+    def wait_running(self, launch: Launch) -> bool:
+        """Wait until the ledger shows ``launch``'s run running (True), or it has ended."""
         url = self.h.project.ledger_url
         assert url is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if any(r.pid == pid and r.status == "running" for r in read_ledger(url)):
+        while launch.running():
+            if any(r.pid == launch.pid and r.status == "running" for r in read_ledger(url)):
                 return True
             time.sleep(0.02)
         return False

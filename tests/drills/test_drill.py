@@ -10,6 +10,8 @@ import pytest
 
 from tests.drills.drill import DrillPlan, drill_backend
 
+pytestmark = pytest.mark.slow  # a drill: SIGKILLs and concurrent triggers at random points
+
 PLAN = DrillPlan(
     kills=5, first_kills=1, rows=5_000, seed=7, triggers=3, rounds=2, outages=1, settle_every=99
 )

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from pipeledger.alerts import events as alert_events
@@ -160,11 +161,14 @@ def _scope(d: Dialect, below: bool = False) -> str:
     return load_sql.stored_scope(d, f'"updated_at" >= {d.param}', below)
 
 
+def _merge(d: Dialect, policy: str) -> Golden:
+    return text(load_sql.merge(d, spec(policy), d.stage()))
+
+
 def _load_sql() -> list[Case]:
     m = "load_sql"
     merges = [
-        Case(m, f"merge under on_conflict={policy}",
-             lambda d, p=policy: text(load_sql.merge(d, spec(p), d.stage())),
+        Case(m, f"merge under on_conflict={policy}", partial(_merge, policy=policy),
              world=_w("target", "stage"), bind=lambda d: [RUN_ID, AT])
         for policy in POLICIES
     ]  # fmt: skip
@@ -474,7 +478,14 @@ def _history(name: str, build: Callable[[Dialect], Golden], **more: Any) -> Case
 
 
 def _load_history_sql() -> list[Case]:
-    h, source = scd2(), lambda d: d.stage()
+    h = scd2()
+
+    def source(d: Dialect) -> str:
+        return d.stage()
+
+    def order_items(d: Dialect, policy: str) -> Golden:
+        return text(hsql.order_items(d, scd2(policy)))
+
     return [
         _history("create_repeats", lambda d: text(hsql.create_repeats(d, h))),
         _history("clear_repeats", lambda d: text(hsql.clear_repeats(d, h))),
@@ -493,7 +504,7 @@ def _load_history_sql() -> list[Case]:
                  bind=lambda d: [AT]),
         _history("withdraw_deletions", lambda d: text(hsql.withdraw_deletions(d, h))),
         *(_history(f"order_items under on_conflict={policy}",
-                   lambda d, p=policy: text(hsql.order_items(d, scd2(p))))
+                   partial(order_items, policy=policy))
           for policy in ("update", "newer_wins", "ignore")),
         _history("resolve_history", lambda d: text(hsql.resolve_history(d, h))),
         _history("history_index", lambda d: text(hsql.history_index(d, h))),
@@ -590,7 +601,7 @@ def _delete_failing(d: Dialect) -> Golden:
 def _quality_checks() -> list[Case]:
     m = "quality_checks"
     samples = [
-        Case(m, f"sample_keys failing {name}", lambda d, n=name: _sample(d, n), world=_w("stage"))
+        Case(m, f"sample_keys failing {name}", partial(_sample, name=name), world=_w("stage"))
         for name in CHECK_NAMES
     ]
     return [
@@ -644,6 +655,10 @@ def _quality_quarantine() -> list[Case]:
     ]  # fmt: skip
 
 
+def _built(d: Dialect, build: Callable[[Dialect], str]) -> Golden:
+    return text(build(d))
+
+
 def _ledger_sql() -> list[Case]:
     m = "ledger_sql"
     builders = {
@@ -658,7 +673,7 @@ def _ledger_sql() -> list[Case]:
         "insert_reconciliation": lsql.insert_reconciliation,
     }  # fmt: skip
     return [
-        Case(m, name, lambda d, b=build: text(b(d)), world=_w("ledger"))
+        Case(m, name, partial(_built, build=build), world=_w("ledger"))
         for name, build in builders.items()
     ]
 
@@ -690,8 +705,9 @@ def _extract_sql() -> list[Case]:
 
     cases = [
         Case(m, f"select with window_predicate of {name}",
-             lambda d, a=args: select(d, *a), world=_w("target"))
-        for name, args in windows.items()
+             partial(select, window=window, cursor=cursor, partition_by=partition_by),
+             world=_w("target"))
+        for name, (window, cursor, partition_by) in windows.items()
     ]  # fmt: skip
     query = "SELECT order_id, updated_at FROM {table}"
     cases.append(

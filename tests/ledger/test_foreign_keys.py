@@ -4,9 +4,10 @@ writer (a Python pipeline that never registered, prune) keeps the order."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 import pytest
 
@@ -111,9 +112,9 @@ def test_an_old_ledger_with_orphans_migrates_and_then_refuses_them(warehouse_url
         assert count(session, RUNS) == 2
         assert q.show_run(session, "kept") is not None  # the rebuilt tables answer as before
 
-    violations = [
+    violations: list[Callable[[Session], object]] = [
         lambda s: insert(s, RUNS, **run_row("stray", "nowhere")),
-        *(lambda s, t=table: children(s, t, "nowhere", "stray") for table in RECORDS),
+        *(partial(children, table=table, run_id="nowhere", key="stray") for table in RECORDS),
         lambda s: s.execute(f"DELETE FROM {s.dialect.table(RUNS)} WHERE run_id = 'kept'"),
         lambda s: s.execute(f"DELETE FROM {s.dialect.table(PIPELINES)} WHERE name = 'legacy'"),
     ]

@@ -13,6 +13,8 @@ import pytest
 from tests.helpers import Project, order, orders_pipeline
 from tests.ledger.test_outages import LedgerDatabase, ledger_database  # noqa: F401  (fixture)
 
+pytestmark = pytest.mark.slow  # ledgers that hang until their timeouts
+
 RUNS = "pipeledger.pipeline_runs"
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 
@@ -121,8 +121,15 @@ def test_too_little_history_is_said_so(warehouse_url: str) -> None:
     assert anomaly(warehouse_url, "enough").level is Level.CRITICAL
 
 
-MOVED = {"watermark_before": "2024-06-14T00:00:00", "watermark_after": "2024-06-15T00:00:00"}
-KEPT = {"watermark_before": "2024-06-15T00:00:00", "watermark_after": "2024-06-15T00:00:00"}
+class Watermarks(TypedDict):
+    """A run's watermark before and after, as :meth:`LedgerBuilder.run` takes them."""
+
+    watermark_before: str
+    watermark_after: str
+
+
+MOVED = Watermarks(watermark_before="2024-06-14T00:00:00", watermark_after="2024-06-15T00:00:00")
+KEPT = Watermarks(watermark_before="2024-06-15T00:00:00", watermark_after="2024-06-15T00:00:00")
 
 
 def test_an_interval_that_wrote_nothing_though_its_watermark_moved_is_critical(

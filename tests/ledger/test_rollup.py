@@ -76,7 +76,10 @@ def test_every_run_counts_once_whoever_records_it(warehouse_url: str) -> None:
         # a run recorded running, then finished in the load's transaction
         load = b.run("orders", TODAY + 6 * HOUR, status="running", written=None)
         load.status, load.ended_at, load.rows_inserted = RunStatus.SUCCESS, NOW, 12
-        load.watermark_before, load.watermark_after = MOVED.values()
+        load.watermark_before, load.watermark_after = (
+            MOVED["watermark_before"],
+            MOVED["watermark_after"],
+        )
         assert st.finish(b.session, load)
         for _ in range(2):  # the spool replayed twice: a final state never changes
             st.apply(b.session, st.run_op(load))

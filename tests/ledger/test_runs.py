@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,6 @@ from typing import Any
 import psycopg
 import pytest
 
-from pipeledger.common.columns import TableName
 from pipeledger.testing.postgres import ThrowawayPostgres
 from tests.helpers import Project, order, orders_pipeline, write_big_orders_csv
 from tests.runs.test_crash_and_concurrency import BIG, _paused, _wait_until_staging
@@ -113,6 +111,7 @@ def test_a_failed_run_records_its_error_and_a_retry_is_a_new_attempt(project: Pr
     assert code == 2 and "nothing to retry" in err
 
 
+@pytest.mark.slow
 def test_sigkill_leaves_a_running_row_that_the_watchdog_abandons(project: Project) -> None:
     project.configure(
         orders=orders_pipeline(), raw='\n[ledger]\nlease = "1s"\nheartbeat = "200ms"\n'
@@ -127,20 +126,22 @@ def test_sigkill_leaves_a_running_row_that_the_watchdog_abandons(project: Projec
     _wait_until_staging(process)
     process.send_signal(signal.SIGSTOP)  # mid-way on any machine; SIGKILL ends it stopped
     os.kill(process.pid, signal.SIGKILL)
-    process.wait(timeout=30)
+    process.wait()
     killed = runs(project)[-1]
     assert killed["status"] == "running"
-    time.sleep(1.5)
+    # its process is gone from this host: the watchdog need not wait for the lease to end
     code, out, _ = project.cli("watchdog", "--json")
     assert code == 0 and json.loads(out)["abandoned"] == [killed["run_id"]]
     abandoned = runs(project)[-1]
     assert abandoned["status"] == "abandoned" and abandoned["error_code"] == "LEASE_EXPIRED"
+    assert f"its process {process.pid} on" in abandoned["error_message"]
     assert project.count() == 10 and project.watermarks() == before
     assert project.run()["rows_inserted"] == BIG
     assert runs(project)[-1]["status"] == "success"
     assert runs(project)[-2]["status"] == "abandoned"  # a final state never changes
 
 
+@pytest.mark.slow
 def test_sigterm_cancels_the_run_and_rolls_back(project: Project) -> None:
     project.configure(orders=orders_pipeline())
     write_big_orders_csv(
@@ -149,7 +150,7 @@ def test_sigterm_cancels_the_run_and_rolls_back(project: Project) -> None:
     process = project.spawn("--verbose", "run")
     _wait_until_staging(process)
     process.send_signal(signal.SIGTERM)
-    _, err = process.communicate(timeout=60)
+    _, err = process.communicate()
     assert process.returncode == 143, err
     assert "cancelled" in err
     cancelled = runs(project)[-1]
@@ -169,6 +170,7 @@ def _fresh_ledger_url(server: ThrowawayPostgres, name: str) -> str:
     return server.url.rsplit("/", 1)[0] + f"/{name}"
 
 
+@pytest.mark.slow
 def test_separate_ledger_down_during_a_run_is_spooled_then_replayed(
     project: Project, ledger_server: ThrowawayPostgres, tmp_path: Path
 ) -> None:
@@ -184,7 +186,7 @@ def test_separate_ledger_down_during_a_run_is_spooled_then_replayed(
     with _paused(process):
         ledger_server.pause()  # the ledger goes down in the middle of the run
     try:
-        out, err = process.communicate(timeout=300)
+        out, err = process.communicate()
         assert process.returncode == 0, err  # the run completes (on_unavailable = "spool")
         second = json.loads(out)[0]
         assert project.count() == BIG + 10  # the data and the watermark committed
@@ -228,7 +230,7 @@ def test_a_late_final_record_for_an_abandoned_run_is_kept_as_an_event(warehouse_
     from datetime import UTC, datetime, timedelta
 
     from pipeledger.ledger import store
-    from pipeledger.ledger.tables import LEDGER
+    from pipeledger.ledger.tables import AUDIT, LEDGER, RUNS
     from pipeledger.ledger.vocabulary import RunRecord, RunStatus, TriggerType
     from pipeledger.ledger.watchdog import abandon_expired
     from pipeledger.warehouse.adapters import open_warehouse
@@ -258,9 +260,7 @@ def test_a_late_final_record_for_an_abandoned_run_is_kept_as_an_event(warehouse_
             store.apply(session, store.run_op(record))
     with database.session(write=False) as session:
         d = session.dialect
-        status = session.query(f"SELECT status FROM {d.table(store.RUNS)}")
-        events = session.query(
-            f"SELECT event_type FROM {d.table(TableName('pipeledger', 'audit_events'))}"
-        )
+        status = session.query(f"SELECT status FROM {d.table(RUNS)}")
+        events = session.query(f"SELECT event_type FROM {d.table(AUDIT)}")
     assert status == [("abandoned",)]  # a final state never changes
     assert events == [("LATE_COMPLETION",)]  # but the truth is on record

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -37,8 +38,13 @@ def test_freshness_is_judged_from_the_data_and_from_the_last_success(warehouse_u
         b.pipeline("never", SLA, registered=NOW - 30 * HOUR)
         b.pipeline("short", timedelta(hours=6))
 
-        def loaded(pipeline: str, cursor: str | None, **more: str) -> None:
-            run = b.run(pipeline, NOW - 2 * HOUR, **{**MOVED, **more})
+        def loaded(
+            pipeline: str, cursor: str | None, watermark_after: str = MOVED["watermark_after"]
+        ) -> None:
+            before = MOVED["watermark_before"]
+            run = b.run(
+                pipeline, NOW - 2 * HOUR, watermark_before=before, watermark_after=watermark_after
+            )
             if cursor is not None:
                 b.snapshot(run, f"t.{pipeline}", 10, max_cursor=cursor)
 
@@ -135,10 +141,12 @@ def test_reliability_over_7_and_30_days(warehouse_url: str) -> None:
 # -- the CLI ----------------------------------------------------------------------------
 
 
-def cli_json(project: Project, *args: str) -> tuple[int, object]:
+def cli_json(project: Project, *args: str) -> tuple[int, list[dict[str, Any]]]:
+    """A ledger read's exit code and its JSON list (one object per pipeline)."""
     code, out, err = project.cli(*args, "--json")
     assert code in (0, 1), err
-    return code, json.loads(out)
+    found: list[dict[str, Any]] = json.loads(out)
+    return code, found
 
 
 def test_status_fails_on_a_volume_of_10_percent_not_on_a_re_run(
@@ -161,9 +169,9 @@ def test_status_fails_on_a_volume_of_10_percent_not_on_a_re_run(
     project.write_csv("orders_1.csv", [order(i, "2024-01-02T10:00:00Z") for i in range(100, 110)])
     assert project.run()["rows_inserted"] == 10
     code, found = cli_json(project, "status", "--fail-on", "critical")
-    assert code == 1 and [s["health"] for s in found] == ["CRITICAL"]  # type: ignore[union-attr]
+    assert code == 1 and [s["health"] for s in found] == ["CRITICAL"]
     code, found = cli_json(project, "anomalies", "--fail-on", "warning")
-    assert code == 1 and [a["level"] for a in found] == ["CRITICAL"]  # type: ignore[union-attr]
+    assert code == 1 and [a["level"] for a in found] == ["CRITICAL"]
     code, _, err = project.cli("status", "--fail-on", "critical")
     assert code == 1 and "1 pipeline(s) at or above CRITICAL: orders (CRITICAL)" in err
 

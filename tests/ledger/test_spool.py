@@ -74,7 +74,7 @@ def test_a_corrupt_spool_line_is_set_aside_and_the_rest_replays(
     spool.write_text(f"{run}\n{torn}\n{task}\n")
 
     process = project.spawn("run", "--json")
-    out, err = process.communicate(timeout=120)
+    out, err = process.communicate()
     assert process.returncode == 0, err
     (result,) = json.loads(out)
     assert result["rows_inserted"] == 3  # the run went on

@@ -26,16 +26,11 @@ def _load_in_order(project: Project, run: int, names: tuple[str, ...]) -> list[t
     pipeline, target = f"p{run}", f"analytics.orders_{run}"
     for name in names:
         project.write_csv(f"{run}_{name}", BATCHES[name])
-        project.configure(
-            **{
-                pipeline: orders_pipeline(
-                    on_conflict="newer_wins",
-                    target=target,
-                    lateness="7d",
-                    source={"kind": "csv", "path": f"data/{run}_{name}"},
-                )
-            }
+        source = {"kind": "csv", "path": f"data/{run}_{name}"}
+        load = orders_pipeline(
+            on_conflict="newer_wins", target=target, lateness="7d", source=source
         )
+        project.configure(pipelines={pipeline: load})
         project.run(pipeline)
     return project.rows("order_id, status, updated_at", name=target)
 

@@ -33,6 +33,7 @@ def test_postgres_second_run_of_a_pipeline_is_refused(tmp_path: Path, postgres_u
     assert project.run()["rows_inserted"] == 1
 
 
+@pytest.mark.slow
 def test_sqlite_second_writer_waits_then_fails_cleanly(tmp_path: Path) -> None:
     project = Project(tmp_path, None)
     project.configure(orders=orders_pipeline())

@@ -11,6 +11,8 @@ from collections import defaultdict
 from decimal import Decimal
 from typing import Any
 
+import pytest
+
 from tests.helpers import Project, order, write_big_orders_csv
 from tests.runs.test_crash_and_concurrency import _paused as paused
 from tests.runs.test_crash_and_concurrency import _wait_until_staging as wait_until_staging
@@ -266,6 +268,7 @@ def test_a_replace_model_is_never_seen_half_built(project: Project) -> None:
     assert seen <= {7}  # seven customers, before and after every replace
 
 
+@pytest.mark.slow
 def test_an_upstream_load_committing_while_a_model_runs_is_consumed_once(project: Project) -> None:
     """The model runs while a big bronze load is staging: it neither half-reads that load
     nor skips it; the next model run consumes it exactly once."""
@@ -286,7 +289,7 @@ def test_an_upstream_load_committing_while_a_model_runs_is_consumed_once(project
         code, out, err = project.cli("run", "silver_orders", "--json")
         [during] = json.loads(out)
         assert code in (0, 4), err
-    load.communicate(timeout=300)
+    load.communicate()
     assert load.returncode == 0
     after = by_node(project.run_json("run", "silver_orders"))["silver_orders"]
     assert project.count("silver.orders") == 300_010

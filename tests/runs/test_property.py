@@ -28,6 +28,8 @@ from tests.drills.proc import Launcher, run_inline
 from tests.drills.project import PIPELINE, PgServer, Site
 from tests.drills.source import US, OrderSource, to_datetime, to_us
 
+pytestmark = pytest.mark.slow  # random operation sequences, run in processes of their own
+
 LATENESS_S = 7200
 # A date-only --end covers that whole day, also after a --start later on the same day (once
 # refused as inverted: kept as a switch so the property names the rule it checks).

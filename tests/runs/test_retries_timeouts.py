@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -57,14 +57,15 @@ def source_locked(postgres_url: str) -> Iterator[psycopg.Connection[Any]]:
         yield conn
 
 
-def _wait_for_reader(watcher: psycopg.Connection[Any], timeout: float = 60.0) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def _wait_for_reader(watcher: psycopg.Connection[Any], running: Callable[[], bool]) -> int | None:
+    """The backend of the run's source query once it waits on the lock; None if the run
+    ended (``running()`` false) without ever waiting."""
+    while running():
         rows = watcher.execute(WAITING_READER).fetchall()
         if rows:
             return int(rows[0][0])
         time.sleep(0.05)
-    raise AssertionError("no reader waited on the source")
+    return None
 
 
 def test_a_source_that_drops_the_connection_twice_succeeds_on_attempt_3(
@@ -72,6 +73,7 @@ def test_a_source_that_drops_the_connection_twice_succeeds_on_attempt_3(
 ) -> None:
     project.configure(orders=sql_source(postgres_url, retries=3, retry_delay="50ms"))
     killed: list[int] = []
+    finished = threading.Event()
 
     def drop_twice() -> None:
         with (
@@ -79,7 +81,9 @@ def test_a_source_that_drops_the_connection_twice_succeeds_on_attempt_3(
             psycopg.connect(postgres_url, autocommit=True) as watcher,
         ):
             for _ in range(2):
-                reader = _wait_for_reader(watcher)
+                reader = _wait_for_reader(watcher, lambda: not finished.is_set())
+                if reader is None:
+                    return  # the run is over: the assertions below say what it did
                 watcher.execute("SELECT pg_terminate_backend(%s)", [reader])
                 killed.append(reader)
                 while watcher.execute(WAITING_READER).fetchall():
@@ -91,7 +95,8 @@ def test_a_source_that_drops_the_connection_twice_succeeds_on_attempt_3(
     try:
         code, out, err = project.cli("run", "--json")
     finally:
-        dropper.join(timeout=120)
+        finished.set()
+        dropper.join()
     assert code == 0, err
     (result,) = json.loads(out)
     assert result["status"] == "success" and result["rows_inserted"] == 1
@@ -114,6 +119,7 @@ def test_a_malformed_file_is_not_retried(project: Project) -> None:
     assert [(r[1], r[2]) for r in attempts(project)] == [(1, "failed")]
 
 
+@pytest.mark.slow
 def test_a_source_that_hangs_is_stopped_by_its_timeout(project: Project, postgres_url: str) -> None:
     project.configure(orders=sql_source(postgres_url, timeout="3s", retries=2))
     with source_locked(postgres_url):
@@ -131,6 +137,7 @@ def test_a_source_that_hangs_is_stopped_by_its_timeout(project: Project, postgre
     assert again["status"] == "success" and again["rows_inserted"] == 1
 
 
+@pytest.mark.slow
 def test_cancel_from_another_process_ends_a_running_load_as_cancelled(
     project: Project, postgres_url: str
 ) -> None:
@@ -140,7 +147,7 @@ def test_cancel_from_another_process_ends_a_running_load_as_cancelled(
     with source_locked(postgres_url), psycopg.connect(postgres_url, autocommit=True) as watcher:
         process = project.spawn("run", "--json")
         try:
-            _wait_for_reader(watcher)
+            assert _wait_for_reader(watcher, lambda: process.poll() is None), process.communicate()
             (run_id,) = [r[0] for r in project.query(
                 f"SELECT run_id FROM {project.table(RUNS)} WHERE status = 'running'"
             )]  # fmt: skip
@@ -148,7 +155,7 @@ def test_cancel_from_another_process_ends_a_running_load_as_cancelled(
             assert code == 0, err
             assert json.loads(out)["run_id"] == run_id
             began = time.monotonic()
-            out, err = process.communicate(timeout=60)
+            out, err = process.communicate()
             assert time.monotonic() - began < 10
         finally:
             if process.poll() is None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
+import pytest
 
 from tests.helpers import Project
 
@@ -147,6 +148,7 @@ def big_document(megabytes: int) -> str:
     return json.dumps({"items": items})
 
 
+@pytest.mark.slow
 def test_a_field_of_10_mb_loads_and_reads_back_equal(project: Project) -> None:
     document = big_document(10)
     assert len(document) > 10 * 1024 * 1024

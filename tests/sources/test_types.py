@@ -121,7 +121,7 @@ def arrow_table(ids: range) -> pa.Table:
     def col(name: str) -> list[Any]:
         return [row[name] for row in rows]
 
-    structs = []
+    structs: list[dict[str, Any] | None] = []
     for row in rows:
         value = row["st"]
         if value is None:
@@ -218,6 +218,7 @@ def sqlite_reader(sql_type: str) -> Callable[[Any], Any]:
 
 def read_back(project: Project, table: str, types: dict[str, str]) -> list[dict[str, Any]]:
     names = list(types)
+    convert: dict[str, Callable[[Any], Any]]
     if project.backend == "postgres":
         selected = [f"{n}::text" if types[n] == "jsonb" else n for n in names]
         rows = project.query(f"SELECT {', '.join(selected)} FROM {project.table(table)} ORDER BY 1")
@@ -337,7 +338,7 @@ def test_duckdb_style_strings_load_as_text_with_one_fingerprint(project: Project
 # -- refused before anything is written ---------------------------------------------------
 
 
-class Temperature(pa.ExtensionType):
+class Temperature(pa.ExtensionType):  # type: ignore[misc]  # pyarrow ships no types
     """An extension type pipeledger does not know (registered in this process only)."""
 
     def __init__(self) -> None:
@@ -591,18 +592,15 @@ def test_a_gated_pipeline_with_the_newer_types_quarantines_and_replays(project: 
     types = {"id": "uuid", "raw": "bytea", "doc": "jsonb", "clock": "time", "span": "interval",
              "amount": "numeric(9,2)"}  # fmt: skip
     got = sorted(read_back(project, "gated", types), key=lambda r: str(r["id"]))
-    want = sorted(
-        [
-            {"id": _uuid(1), "raw": b"\x00\x01", "doc": {"a": [1, 2]}, "clock": time(1),
-             "span": timedelta(hours=30), "amount": Decimal("1.50")},
-            {"id": _uuid(2), "raw": None, "doc": {"a": []}, "clock": time(2, 30, 0, 5),
-             "span": None, "amount": Decimal("-2.00")},
-            {"id": _uuid(3), "raw": b"\xff", "doc": None, "clock": None,
-             "span": -timedelta(microseconds=5), "amount": Decimal("3.25")},
-        ],
-        key=lambda r: str(r["id"]),
-    )  # fmt: skip
-    assert got == want
+    want: list[dict[str, Any]] = [
+        {"id": _uuid(1), "raw": b"\x00\x01", "doc": {"a": [1, 2]}, "clock": time(1),
+         "span": timedelta(hours=30), "amount": Decimal("1.50")},
+        {"id": _uuid(2), "raw": None, "doc": {"a": []}, "clock": time(2, 30, 0, 5),
+         "span": None, "amount": Decimal("-2.00")},
+        {"id": _uuid(3), "raw": b"\xff", "doc": None, "clock": None,
+         "span": -timedelta(microseconds=5), "amount": Decimal("3.25")},
+    ]  # fmt: skip
+    assert got == sorted(want, key=lambda r: str(r["id"]))
 
 
 def test_sqlite_stores_each_type_so_that_sql_orders_and_compares_it(tmp_path: Path) -> None:

@@ -485,7 +485,7 @@ def test_the_shortcut_counts_and_merges_exactly_like_a_full_compare(
         name: orders_pipeline(on_conflict=policy, target=f"analytics.orders_{name}")
         for name in ("short", "full")
     }
-    project.configure(**pipelines)
+    project.configure(pipelines=pipelines)
     project.write_csv("orders_1.csv", [order(i, day(10)) for i in range(1, 6)])
     project.run()
     project.write_csv(
@@ -523,7 +523,7 @@ def test_a_range_over_the_limit_holds_a_slice_and_merges_like_a_full_compare(
         name: orders_pipeline(on_conflict="update", target=f"analytics.orders_{name}")
         for name in ("short", "full")
     }
-    project.configure(**pipelines)
+    project.configure(pipelines=pipelines)
     rows = [order(i, day(1 + i % 28)) for i in range(1, 301)]
     project.write_csv("orders_1.csv", rows)
     project.run()

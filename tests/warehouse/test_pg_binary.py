@@ -52,8 +52,8 @@ COLUMNS = [
 SCHEMA = pa.schema([(name, kind) for name, kind, _ in COLUMNS])
 
 
-def utc(*parts: int) -> datetime:
-    return datetime(*parts, tzinfo=UTC)  # type: ignore[misc]
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, tzinfo=UTC)
 
 
 EDGES: dict[str, list[Any]] = {
@@ -174,7 +174,8 @@ def _read_back_equal(conn: psycopg.Connection[Any], part: pa.RecordBatch) -> Non
 
 
 def _min(part: pa.RecordBatch) -> Decimal:
-    return min(v for v in part.column("money").to_pylist() if v is not None)
+    values: list[Decimal] = part.column("money").to_pylist()
+    return min(v for v in values if v is not None)
 
 
 def test_what_binary_copy_does_not_cover_goes_as_csv() -> None:

@@ -15,6 +15,8 @@ import pytest
 
 from tests.helpers import Project, order, orders_pipeline
 
+pytestmark = pytest.mark.slow  # the CLI in processes of their own, without root's overrides
+
 WITHOUT_OVERRIDES = (
     ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps", "-all"]
     if os.geteuid() == 0
@@ -25,7 +27,7 @@ WITHOUT_OVERRIDES = (
 def _cli(project: Project, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*WITHOUT_OVERRIDES, sys.executable, "-m", "pipeledger", *args],
-        cwd=project.root, capture_output=True, text=True, timeout=120,
+        cwd=project.root, capture_output=True, text=True,
     )  # fmt: skip
 
 

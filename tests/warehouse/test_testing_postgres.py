@@ -21,6 +21,8 @@ from pipeledger.testing.postgres import (
     find_postgres_bin_dir,
 )
 
+pytestmark = pytest.mark.slow  # each test starts PostgreSQL servers of its own
+
 
 def _check_server(url: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
@@ -139,7 +141,6 @@ def test_server_not_leaked_at_exit(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         check=True,
-        timeout=120,
         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
     ).stdout.split()
     port, data_dir = int(out[0]), Path(out[1])
