@@ -432,7 +432,7 @@ class LedgerConfig(_Strict):
     lease: timedelta = timedelta(minutes=5)
     heartbeat: timedelta = timedelta(seconds=30)
     write_timeout: timedelta = timedelta(seconds=10)  # then the ledger counts as down
-    environment: str | None = None
+    environment: str = "production"
     spool: str = f"{EMBEDDED_DIR}/ledger-spool.jsonl"
 
     @field_validator("lease", "heartbeat", "write_timeout", mode="before")

@@ -26,7 +26,7 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -157,6 +157,7 @@ class Ledger:
         lease: timedelta = timedelta(minutes=5),
         heartbeat: timedelta = timedelta(seconds=30),
         environment: str | None = None,
+        code_version: str | Callable[[], str] | None = None,
         components: Sequence[Component] = (),
         commits: CommitLog | None = None,
         write_timeout: timedelta = timedelta(seconds=10),
@@ -169,11 +170,14 @@ class Ledger:
         ``write_timeout`` bounds every statement of the ledger's own sessions (PostgreSQL):
         a ledger that hangs fails like one that is down, and is spooled the same way.
         ``database``: the ledger's database when the caller has it open already (one
-        warehouse per URL in an invocation); else opened from ``url``."""
+        warehouse per URL in an invocation); else opened from ``url``. ``code_version``:
+        what every run records as the version of the code that ran (pipeledger's loads: the
+        project's git commit, else its config's hash); default pipeledger's own version."""
         self.url = url or f"sqlite:///{Path(EMBEDDED_DIR) / EMBEDDED_FILE}"
         self.lease = lease
         self.heartbeat_every = heartbeat
         self.environment = environment
+        self._code_version = code_version or f"pipeledger {__version__}"
         spool_path = Path(spool) if spool else Path(EMBEDDED_DIR) / "ledger-spool.jsonl"
         self.store = st.LedgerStore(
             database or open_warehouse(self.url),
@@ -187,6 +191,12 @@ class Ledger:
         self._preparing = threading.Lock()  # one upkeep, whichever thread opens a run first
         self.components = (LEDGER, *components)
         self.commits = commits
+
+    def code_version(self) -> str:
+        """The version every run records (worked out once, when the first run opens)."""
+        if callable(self._code_version):
+            self._code_version = self._code_version()
+        return self._code_version
 
     @property
     def shares_transactions(self) -> bool:
@@ -289,7 +299,7 @@ class Ledger:
             environment=self.environment,
             data_interval_start=start,
             data_interval_end=end,
-            code_version=__version__,
+            code_version=self.code_version(),
             host=this_host(),
             pid=os.getpid(),
             heartbeat_at=now,

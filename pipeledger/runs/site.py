@@ -9,10 +9,13 @@ their own (:func:`pipeledger.warehouse.clients.acting_for`).
 from __future__ import annotations
 
 import getpass
+import hashlib
 import logging
 import socket
+import subprocess
 import threading
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from pipeledger.common.secrets import redact
 from pipeledger.config.model import Config, ModelConfig, SqlSource
@@ -85,7 +88,35 @@ def _ledger(config: Config, site: Site) -> Ledger:
         commits=WarehouseCommits(site.warehouse) if separate else None,
         write_timeout=settings.write_timeout,
         database=site.database(config.ledger_url),
+        code_version=lambda: project_version(config),
     )
+
+
+def project_version(config: Config) -> str:
+    """The version of the project a run comes from: the git commit of the folder its
+    config is in (``+dirty`` when tracked files differ from it), else the hash of its config
+    file, ``config:<12 hex>``. pipeledger's own version is in each run's registry row."""
+    folder = config.source_file.parent
+    commit = _git(folder, "rev-parse", "HEAD")
+    if commit:
+        dirty = _git(folder, "status", "--porcelain", "--untracked-files=no")
+        return commit + ("+dirty" if dirty else "")
+    try:
+        text = config.source_file.read_bytes()
+    except OSError:
+        text = config.model_dump_json().encode()
+    return "config:" + hashlib.sha256(text).hexdigest()[:12]
+
+
+def _git(folder: Path, *args: str) -> str | None:
+    """What ``git args`` prints in ``folder``, or None (no git, not a repository)."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
 
 
 class WarehouseCommits:
