@@ -478,7 +478,17 @@ def _watchdog(site: Site) -> dict[str, str]:
     settled = site.ledger.watchdog()
     if alerts.watching(site.config):
         alerts.look_after(site.config)
-        alerts.deliver_pending(site.config)
+        alerts.deliver_pending(site.config)  # one round: bounded, never raises
+    return settled
+
+
+def _serve_upkeep(site: Site) -> dict[str, str]:
+    """``serve``'s wake-up: the watchdog now, then SLAs and alerts in the background, so
+    that no delivery is ever in the way of the runs that are due."""
+    from pipeledger import alerts
+
+    settled = site.ledger.watchdog()
+    alerts.catch_up(site.config)
     return settled
 
 
@@ -512,11 +522,12 @@ def serve(
     threads: int | None = None,
 ) -> None:
     """Run the schedules until interrupted (``pipeledger serve``): each wake-up runs the
-    watchdog, then what is due; ``report`` is told each round's outcomes."""
+    watchdog, then what is due, while SLAs and alerts are looked after and delivered in
+    the background; ``report`` is told each round's outcomes."""
     from pipeledger.runs.due import serve as loop
 
     site = _site(config)
-    loop(site, report, lambda: _watchdog(site), poll=poll, threads=threads)
+    loop(site, report, lambda: _serve_upkeep(site), poll=poll, threads=threads)
 
 
 def cancel(config: ConfigLike, run_id: str, reason: str | None = None) -> RunRecord:

@@ -225,9 +225,11 @@ def report_scheduled(outcomes: Sequence[api.ScheduledOutcome], as_json: bool) ->
         out.print("nothing is due")
     for scheduled in outcomes:
         interval = scheduled.interval
+        when = "schedule"  # it could not be read: no interval
+        if interval is not None:
+            when = f"interval {interval.start.isoformat()} .. {interval.end.isoformat()}"
         out.print(
-            f"[bold]{scheduled.node}[/] interval {interval.start.isoformat()} .. "
-            f"{interval.end.isoformat()}",
+            f"[bold]{scheduled.node}[/] {when}",
             soft_wrap=True,
             highlight=False,
         )
