@@ -532,14 +532,21 @@ def serve(
 
 def cancel(config: ConfigLike, run_id: str, reason: str | None = None) -> RunRecord:
     """Ask a running run to stop, from any process or host (the id may be its first 8+
-    characters); return it. The run sees the request at its next heartbeat, rolls back
-    and ends ``cancelled``."""
+    characters); return the run as the ledger has it just after the request. A run that
+    is still ``running`` sees the request at its next heartbeat, rolls back and ends
+    ``cancelled``, unless it commits first (then it ends as it would have, and its
+    ``extra.cancel`` says the request did not take effect); one that ended meanwhile is
+    returned with its status."""
     from pipeledger.runs.due import needs_ledger
     from pipeledger.runs.site import who
 
     site = _site(config)
     needs_ledger(site, "`pipeledger cancel`")
-    return site.ledger.request_cancel(run_id, requested_by=who(), reason=reason)
+    record = site.ledger.request_cancel(run_id, requested_by=who(), reason=reason)
+    try:
+        return site.ledger.get_run(record.run_id)
+    except PipeledgerError:  # the run's state cannot be read again: as it was a moment ago
+        return record
 
 
 # -- the ledger's questions -------------------------------------------------------------

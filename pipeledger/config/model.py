@@ -27,7 +27,7 @@ from pydantic import (
 )
 
 from pipeledger.common.columns import TableName, canonical_type, check_identifier
-from pipeledger.common.durations import parse_duration
+from pipeledger.common.durations import parse_duration, span
 from pipeledger.common.http import endpoint
 from pipeledger.common.secrets import redact, register_secret
 from pipeledger.config.locate import (
@@ -323,6 +323,18 @@ def _positive(value: timedelta | None) -> timedelta | None:
 PositiveDuration = Annotated[timedelta, BeforeValidator(_duration), AfterValidator(_positive)]
 
 
+def _whole_seconds(value: timedelta | None) -> timedelta | None:
+    if value is not None and (value < timedelta(seconds=1) or value.microseconds):
+        raise ValueError(
+            f"{span(value.total_seconds())}: give whole seconds, at least 1s (the ledger "
+            "keeps this in seconds)"
+        )
+    return value
+
+
+Seconds = Annotated[timedelta, BeforeValidator(_duration), AfterValidator(_whole_seconds)]
+
+
 class Operated(_Strict):
     """How a node runs unattended (the same keys for loads and models): when
     (``schedule``), how often it is retried, and how long a run may take.
@@ -367,8 +379,8 @@ class PipelineConfig(Operated):
     owner: str | None = None
     depends_on: Upstreams = Field(default_factory=list)
     tags: Tags = Field(default_factory=list)
-    freshness_sla: Duration | None = None
-    max_duration: Duration | None = None
+    freshness_sla: Seconds | None = None
+    max_duration: Seconds | None = None
     checks: ChecksConfig | None = None
     mode: Literal["merge", "append"] = "merge"
     history: Literal["scd2"] | None = None
@@ -465,8 +477,8 @@ class ModelConfig(Operated):
     owner: str | None = None
     depends_on: Upstreams = Field(default_factory=list)
     tags: Tags = Field(default_factory=list)
-    freshness_sla: Duration | None = None
-    max_duration: Duration | None = None
+    freshness_sla: Seconds | None = None
+    max_duration: Seconds | None = None
     checks: ChecksConfig | None = None
 
     @model_validator(mode="after")
