@@ -157,8 +157,8 @@ def post(to: Endpoint, body: bytes, headers: dict[str, str], timeout: float) -> 
             connection.request("POST", to.target, body=body, headers=sent)
             response = connection.getresponse()
             return Answer(response.status, response.reason)
-        except (OSError, http.client.HTTPException):
-            if cut.is_set():
+        except (OSError, http.client.HTTPException) as exc:
+            if cut.is_set() or isinstance(exc, TimeoutError):  # the timer, or the socket's
                 raise TimeoutError(f"no answer within {timeout:g} s") from None
             raise
         finally:

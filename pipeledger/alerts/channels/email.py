@@ -102,9 +102,13 @@ class Email:
                     smtp.login(config.username, config.password)
                 smtp.send_message(mail)
                 smtp.quit()
-            except smtplib.SMTPException as exc:
+            except TimeoutError:
+                raise TimeoutError(f"no answer within {timeout:g} s") from None
+            except (smtplib.SMTPException, OSError) as exc:
                 if cut.is_set():
                     raise TimeoutError(f"no answer within {timeout:g} s") from None
-                raise _refusal(exc) from exc
+                if isinstance(exc, smtplib.SMTPException):
+                    raise _refusal(exc) from exc
+                raise
             finally:
                 smtp.close()
