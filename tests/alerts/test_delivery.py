@@ -19,7 +19,7 @@ import pytest
 
 from pipeledger import alerts
 from pipeledger.alerts import delivery
-from pipeledger.alerts.channels import Channel
+from pipeledger.alerts.channels import Channel, open_channels
 from pipeledger.config.model import load_config, parse_config
 from pipeledger.errors import ConfigError
 from tests.helpers import Project, order, orders_pipeline
@@ -101,8 +101,7 @@ def test_every_error_of_an_attempt_is_a_failed_attempt_and_the_others_are_sent(
         ),
         "buggy": Failing(KeyError("run_id")),
     }
-    real = delivery.open_channels
-    monkeypatch.setattr(delivery, "open_channels", lambda s: {**real(s), **faults})
+    monkeypatch.setattr(delivery, "open_channels", lambda s: {**open_channels(s), **faults})
     code, _, err = project.cli("run", "broken")
     assert code == 1, err
     alerts.wait_for_watchers(SETTLE)
