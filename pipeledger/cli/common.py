@@ -63,6 +63,16 @@ class _Group(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(self.commands)
 
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        OPTIONS.config_path, OPTIONS.debug = None, False  # each invocation its own options
+        return super().make_context(info_name, args, parent, **extra)
+
 
 class _Options:
     config_path: Path | None = None
