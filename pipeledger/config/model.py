@@ -324,10 +324,10 @@ PositiveDuration = Annotated[timedelta, BeforeValidator(_duration), AfterValidat
 
 
 def _whole_seconds(value: timedelta | None) -> timedelta | None:
-    if value is not None and (value < timedelta(seconds=1) or value.microseconds):
+    if value is not None and (value < timedelta() or value.microseconds):
         raise ValueError(
-            f"{span(value.total_seconds())}: give whole seconds, at least 1s (the ledger "
-            "keeps this in seconds)"
+            f"{span(abs(value.total_seconds()))}: give whole seconds (the ledger keeps this "
+            "in seconds: 0.5s would be 0s)"
         )
     return value
 
