@@ -478,7 +478,17 @@ def _watchdog(site: Site) -> dict[str, str]:
     settled = site.ledger.watchdog()
     if alerts.watching(site.config):
         alerts.look_after(site.config)
-        alerts.deliver_pending(site.config)
+        alerts.deliver_pending(site.config)  # one round: bounded, never raises
+    return settled
+
+
+def _serve_upkeep(site: Site) -> dict[str, str]:
+    """``serve``'s wake-up: the watchdog now, then SLAs and alerts in the background, so
+    that no delivery is ever in the way of the runs that are due."""
+    from pipeledger import alerts
+
+    settled = site.ledger.watchdog()
+    alerts.catch_up(site.config)
     return settled
 
 
@@ -512,23 +522,31 @@ def serve(
     threads: int | None = None,
 ) -> None:
     """Run the schedules until interrupted (``pipeledger serve``): each wake-up runs the
-    watchdog, then what is due; ``report`` is told each round's outcomes."""
+    watchdog, then what is due, while SLAs and alerts are looked after and delivered in
+    the background; ``report`` is told each round's outcomes."""
     from pipeledger.runs.due import serve as loop
 
     site = _site(config)
-    loop(site, report, lambda: _watchdog(site), poll=poll, threads=threads)
+    loop(site, report, lambda: _serve_upkeep(site), poll=poll, threads=threads)
 
 
 def cancel(config: ConfigLike, run_id: str, reason: str | None = None) -> RunRecord:
     """Ask a running run to stop, from any process or host (the id may be its first 8+
-    characters); return it. The run sees the request at its next heartbeat, rolls back
-    and ends ``cancelled``."""
+    characters); return the run as the ledger has it just after the request. A run that
+    is still ``running`` sees the request at its next heartbeat, rolls back and ends
+    ``cancelled``, unless it commits first (then it ends as it would have, and its
+    ``extra.cancel`` says the request did not take effect); one that ended meanwhile is
+    returned with its status."""
     from pipeledger.runs.due import needs_ledger
     from pipeledger.runs.site import who
 
     site = _site(config)
     needs_ledger(site, "`pipeledger cancel`")
-    return site.ledger.request_cancel(run_id, requested_by=who(), reason=reason)
+    record = site.ledger.request_cancel(run_id, requested_by=who(), reason=reason)
+    try:
+        return site.ledger.get_run(record.run_id)
+    except PipeledgerError:  # the run's state cannot be read again: as it was a moment ago
+        return record
 
 
 # -- the ledger's questions -------------------------------------------------------------

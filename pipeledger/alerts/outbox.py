@@ -1,11 +1,14 @@
-"""The ledger's ``alerts`` table: one row per event and webhook, the outbox of deliveries.
+"""The ledger's ``alerts`` table: one row per event and channel (its ``webhook`` column
+names the channel, of any kind), the outbox of deliveries.
 
-A row is ``pending`` until a webhook took it (``delivered``) or refused it for good
-(``failed``: a 4xx answer other than 408 and 429). Whoever delivers first *claims* a due
-row (moves its next attempt past the attempt's end, in a statement of its own), so two
-processes delivering at once never send one alert twice; a claim whose process died
-expires, and the alert is sent again then. After a failed attempt the next one waits
-``retry_delay``, doubling each time, at most ``max_retry_delay``.
+A row is ``pending`` until its channel took it (``delivered``) or refused it for good
+(``failed``: a 4xx answer other than 408 and 429, a 5xx SMTP reply). Whoever delivers first
+*claims* a due row (moves its next attempt past the attempt's end, in a statement of its
+own), so two processes delivering at once never send one alert twice, and the claim is
+held until the request has ended (its timeout bounds it); a claim whose process died
+expires, and the alert is sent again then (with the same ``alert_id``, for receivers that
+deduplicate). After a failed attempt the next one waits ``retry_delay``, doubling each
+time, at most ``max_retry_delay``.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
 
 _COLUMNS = ALERT_TABLE.column_names
-BATCH = 20  # due alerts read at once
+BATCH = 100  # due alerts read at once
 
 
 AlertStatus = Literal["pending", "delivered", "failed"]  # the module docstring
@@ -39,7 +42,8 @@ def insert_sql(d: Dialect) -> str:
 
 
 def record(session: Session, event: Event, webhooks: Sequence[str], now: datetime) -> int:
-    """The event's alert for each webhook, unless it was raised before; how many are new."""
+    """The event's alert for each channel (``webhooks``: their names, the ledger's column),
+    unless it was raised before; how many are new."""
     payload = json.dumps(event.payload())
     added = 0
     for webhook in sorted(webhooks):

@@ -5,18 +5,21 @@ A look (:func:`look_after`) is one short transaction in the ledger:
 1. SLAs are observed (:func:`pipeledger.ledger.reads.sla.observe`): freshness breaches opened
    and ended, runs slower than their ``max_duration`` recorded;
 2. the events of the last 24 hours are derived from the ledger
-   (:mod:`pipeledger.alerts.events`) and each is recorded once per webhook
-   (:mod:`pipeledger.alerts.outbox`), for the kinds ``[alerts] on`` names.
+   (:mod:`pipeledger.alerts.events`) and each is recorded once per channel that wants its
+   kind (:mod:`pipeledger.alerts.outbox`).
 
-Then the due alerts are delivered (:mod:`pipeledger.alerts.delivery`).
+Then the due alerts are delivered, in a bounded round (:mod:`pipeledger.alerts.delivery`).
 
 After a run (:func:`after_run`) both happen in the process's watcher, a daemon thread, so
-the run never waits for them: it looks (waiting out a ledger that is briefly busy, such as
-SQLite's write lock held by the next load), then delivers. A process waits at most
-:data:`EXIT_WAIT` for its watcher at exit and leaves the rest to the next look: the next
-run, ``pipeledger watchdog`` or ``serve``, which look and deliver at once. Events come
-from the ledger, not from the run's memory, so a look that did not happen loses nothing
-that the next one (within 24 hours) does not find.
+the run never waits for them. When the process exits, it waits for its watcher at most
+:func:`exit_wait` (``[alerts] timeout`` + :data:`LOOK_AT_EXIT`): the look a run asked for
+is made (so the freshness breach, volume anomaly or slow run that the run itself caused
+is recorded and sent by that run's process), attempts in flight end (each within its
+timeout), and no attempt starts that could not end in time: those alerts stay pending,
+unclaimed, for the next sender. ``pipeledger watchdog`` and ``serve`` look and deliver too,
+catching up what a process had no time for: events come from the ledger, not from the
+run's memory, so a look that did not happen loses nothing that the next one (within 24
+hours) does not find.
 """
 
 from __future__ import annotations
@@ -41,16 +44,16 @@ from pipeledger.warehouse.migrations import ensure_migrated
 
 log = logging.getLogger("pipeledger.alerts")
 
-EXIT_WAIT = 2.0  # seconds a process waits at exit for its watcher
+LOOK_AT_EXIT = 5.0  # seconds of a process's exit wait for the look (beyond [alerts] timeout)
 BUSY_WAIT = 60.0  # seconds a watcher keeps trying a look while the ledger is busy
 
 
 def watching(config: Config) -> bool:
-    """Whether there is anything to look after: a webhook, a freshness SLA or a
+    """Whether there is anything to look after: a channel, a freshness SLA or a
     max_duration (and a ledger to read them from)."""
     nodes = config.nodes.values()
     slas = any(n.freshness_sla or n.max_duration for n in nodes)
-    return config.ledger.enabled and (bool(config.alerts.webhooks) or slas)
+    return config.ledger.enabled and (bool(config.alerts.channels) or slas)
 
 
 @dataclass(frozen=True)
@@ -70,10 +73,11 @@ def look_after(config: Config, now: datetime | None = None) -> Look:
     with database.session() as session:
         opened = observe(session, now, now - LOOKBACK)
         raised = 0
-        if settings.webhooks:
+        if settings.channels:
             for event in events(session, now):
-                if event.kind in settings.on:
-                    raised += outbox.record(session, event, list(settings.webhooks), now)
+                channels = settings.wanting(event.kind)
+                if channels:
+                    raised += outbox.record(session, event, channels, now)
     return Look(tuple(opened), raised)
 
 
@@ -87,10 +91,11 @@ def raise_event(
     subject: str | None = None,
 ) -> bool:
     """Raise an event that the ledger's runs do not show (e.g. a check of your own):
-    recorded once per webhook, by its key (``kind``, ``pipeline`` and ``subject``, which
+    recorded once per channel, by its key (``kind``, ``pipeline`` and ``subject``, which
     defaults to the run id, else the reason), then delivered in the background. Returns
     whether it was new. Raises like a ledger write when the ledger cannot record it."""
-    if kind not in config.alerts.on or not config.alerts.webhooks:
+    channels = config.alerts.wanting(kind)
+    if not channels:
         return False
     now = datetime.now(UTC)
     event = Event(
@@ -105,76 +110,118 @@ def raise_event(
     database = open_warehouse(config.ledger_url)
     ensure_migrated(database, LEDGER)
     with database.session() as session:
-        added = outbox.record(session, event, list(config.alerts.webhooks), now)
+        added = outbox.record(session, event, channels, now)
     _watcher(config).wake(look=False)
     return added > 0
 
 
 def deliver_pending(config: Config) -> int:
-    """Send every due alert now (``serve`` and ``watchdog`` call this); how many went."""
-    return delivery.deliver(config) if config.alerts.webhooks else 0
+    """One delivery round now, in this thread (``pipeledger watchdog``): at most
+    :func:`pipeledger.alerts.delivery.round_length` plus the attempts' ends; how many
+    were delivered. Never raises."""
+    return delivery.deliver(config) if config.alerts.channels else 0
 
 
 def after_run(config: Config) -> None:
     """A run has ended (committed or not): look after it in the background."""
+    catch_up(config)
+
+
+def catch_up(config: Config) -> None:
+    """Look and deliver in the background (``serve`` at each wake-up): never in the way
+    of the work that is due."""
     if watching(config):
         _watcher(config).wake(look=True)
+
+
+def exit_wait(config: Config) -> float:
+    """How long a process waits for its watcher at exit, in seconds."""
+    return config.alerts.timeout.total_seconds() + LOOK_AT_EXIT
 
 
 # -- the watcher ------------------------------------------------------------------------
 
 
 class _Watcher(threading.Thread):
-    """A process's looks and deliveries for one ledger, one at a time, in the background:
-    wakes that arrive while it works make one more round, not one each."""
+    """A process's looks and deliveries for one ledger, one round at a time, in the
+    background: wakes that arrive while it works make one more round, not one each."""
 
     def __init__(self, config: Config) -> None:
         super().__init__(name="pipeledger-watcher", daemon=True)
         self.config = config
-        self.wanted = threading.Event()
+        self.changed = threading.Condition()
+        self.requested = False
         self.look = False
         self.working = False
+        self.exit_at: float | None = None  # the process is exiting: be done by then
+        self.current: delivery.Deadline | None = None
 
     @property
     def busy(self) -> bool:
-        return self.is_alive() and (self.working or self.wanted.is_set())
+        with self.changed:
+            return self.is_alive() and (self.working or self.requested)
 
     def wake(self, look: bool) -> None:
-        self.look = self.look or look
-        self.wanted.set()
+        with self.changed:
+            self.look = self.look or look
+            self.requested = True
+            self.changed.notify_all()
+
+    def exit_by(self, at: float) -> None:
+        """The process exits: finish what was asked by ``at`` (monotonic), then stop."""
+        with self.changed:
+            self.exit_at = at
+            if self.current is not None:
+                self.current.at = min(self.current.at, at)
+            self.changed.notify_all()
 
     def run(self) -> None:
-        while not _STOP.is_set():
-            self.wanted.wait()
-            self.working = True
-            self.wanted.clear()
-            if _STOP.is_set():
-                return
-            look, self.look = self.look, False
+        while (work := self._next_round()) is not None:
+            look, deadline = work
             try:
                 if look:
-                    self._look()
-                deliver_pending(self.config)
+                    self._look(deadline)
+                delivery.deliver(self.config, deadline)
             except Exception as exc:  # a thread has no one to raise to: the next look
                 log.warning("SLAs and alerts not looked after now: %s", redact(str(exc)))
             finally:
-                self.working = False
+                with self.changed:
+                    self.working = False
+                    self.current = None
+                    self.changed.notify_all()
 
-    def _look(self) -> None:
-        """Look, waiting out a ledger that is busy (another transaction holds its lock)."""
-        deadline = time.monotonic() + BUSY_WAIT
+    def _next_round(self) -> tuple[bool, delivery.Deadline] | None:
+        """Wait for a wake; None when the process exits with nothing more asked."""
+        with self.changed:
+            while not self.requested and self.exit_at is None:
+                self.changed.wait()
+            if not self.requested:
+                return None
+            look, self.look, self.requested = self.look, False, False
+            self.working = True
+            length = delivery.round_length(self.config.alerts)
+            deadline = delivery.Deadline.after(length)
+            if self.exit_at is not None:
+                deadline.at = min(deadline.at, self.exit_at)
+            self.current = deadline
+            return look, deadline
+
+    def _look(self, deadline: delivery.Deadline) -> None:
+        """Look, waiting out a ledger that is busy (another transaction holds its lock),
+        at most :data:`BUSY_WAIT`, and not past the process's exit."""
+        give_up = time.monotonic() + BUSY_WAIT
         while True:
             try:
                 look_after(self.config)
                 return
             except TransientWarehouseError:
-                if _STOP.is_set() or time.monotonic() > deadline:
+                exiting = self.exit_at is not None and deadline.left() <= 0
+                if exiting or time.monotonic() > give_up:
                     raise
                 time.sleep(0.5)
 
 
 _WATCHERS: dict[str, _Watcher] = {}
-_STOP = threading.Event()
 _LOCK = threading.Lock()
 
 
@@ -192,14 +239,17 @@ def _watcher(config: Config) -> _Watcher:
 
 
 def _wait_at_exit() -> None:
-    """At exit: at most :data:`EXIT_WAIT` for the watchers, which stop at the next step."""
-    _STOP.set()
-    deadline = time.monotonic() + EXIT_WAIT
+    """At exit: each watcher finishes what it was asked within :func:`exit_wait`."""
     with _LOCK:
         watchers = list(_WATCHERS.values())
+    now = time.monotonic()
+    ends = []
     for watcher in watchers:
-        watcher.wanted.set()
-        watcher.join(max(deadline - time.monotonic(), 0))
+        end = now + exit_wait(watcher.config)
+        watcher.exit_by(end)
+        ends.append(end)
+    for watcher, end in zip(watchers, ends, strict=True):
+        watcher.join(max(end - time.monotonic(), 0) + 0.5)  # its last settle
 
 
 def wait_for_watchers(timeout: timedelta) -> None:

@@ -63,6 +63,16 @@ class _Group(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(self.commands)
 
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        OPTIONS.config_path, OPTIONS.debug = None, False  # each invocation its own options
+        return super().make_context(info_name, args, parent, **extra)
+
 
 class _Options:
     config_path: Path | None = None
@@ -72,25 +82,70 @@ class _Options:
 OPTIONS = _Options()
 
 
-@click.group(
-    "pipeledger", cls=_Group, context_settings={"max_content_width": 100}, no_args_is_help=True
-)
-@click.option(
-    "--config",
-    "-c",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Config file (default ./pipeledger.toml).",
-)
-@click.option("--debug", is_flag=True, help="Show tracebacks.")
-@click.option("--verbose", "-v", is_flag=True, help="Log progress.")
-def app(config: Path | None, debug: bool, verbose: bool) -> None:
-    """Idempotent, incremental loads with watermarks that commit with the rows."""
-    OPTIONS.config_path = config
-    OPTIONS.debug = debug
-    if verbose:
+def _set_config(ctx: click.Context, param: click.Parameter, value: Path | None) -> None:
+    if value is not None:
+        OPTIONS.config_path = value
+
+
+def _set_debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
+        OPTIONS.debug = True
+
+
+def _set_verbose(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
         import logging
 
         logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
+
+
+def global_options() -> list[click.Option]:
+    """``--config/-c``, ``--debug`` and ``--verbose/-v``: given before the command
+    (``pipeledger -v run``) or after it (``pipeledger run -v``), to the same effect."""
+    return [
+        click.Option(
+            ["--config", "-c"],
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="Config file (default ./pipeledger.toml).",
+            expose_value=False,
+            callback=_set_config,
+        ),
+        click.Option(
+            ["--debug"],
+            is_flag=True,
+            help="Show tracebacks.",
+            expose_value=False,
+            callback=_set_debug,
+        ),
+        click.Option(
+            ["--verbose", "-v"],
+            is_flag=True,
+            help="Log progress.",
+            expose_value=False,
+            callback=_set_verbose,
+        ),
+    ]
+
+
+def with_global_options(command: click.Command) -> None:
+    """Every command of the tree under ``command`` also takes the global options."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            with_global_options(sub)
+        return
+    taken = {name for p in command.params for name in p.opts}
+    command.params += [o for o in global_options() if not taken & set(o.opts)]
+
+
+@click.group(
+    "pipeledger",
+    cls=_Group,
+    context_settings={"max_content_width": 100},
+    no_args_is_help=True,
+    params=global_options(),
+)
+def app() -> None:
+    """Idempotent, incremental loads with watermarks that commit with the rows."""
 
 
 def json_option(command: F) -> F:
@@ -225,9 +280,11 @@ def report_scheduled(outcomes: Sequence[api.ScheduledOutcome], as_json: bool) ->
         out.print("nothing is due")
     for scheduled in outcomes:
         interval = scheduled.interval
+        when = "schedule"  # it could not be read: no interval
+        if interval is not None:
+            when = f"interval {interval.start.isoformat()} .. {interval.end.isoformat()}"
         out.print(
-            f"[bold]{scheduled.node}[/] interval {interval.start.isoformat()} .. "
-            f"{interval.end.isoformat()}",
+            f"[bold]{scheduled.node}[/] {when}",
             soft_wrap=True,
             highlight=False,
         )

@@ -19,6 +19,7 @@ from pipeledger.cli.common import (
     report_scheduled,
     reporting,
 )
+from pipeledger.cli.render import escape
 
 
 @app.command()
@@ -39,15 +40,19 @@ def schedule(as_json: bool) -> None:
 
 def _schedule_lines(row: dict[str, Any]) -> list[str]:
     last = row["last"]
-    done = f"{last['start']} .. {last['end']}: {last['status']} (run {last['run_id']})"
+    done = "(never ran on its schedule)"
+    if last:
+        done = f"{last['start']} .. {last['end']}: {last['status']} (run {last['run_id']})"
     overdue = f"[yellow]{row['overdue']} overdue[/]" if row["overdue"] else "nothing overdue"
     lines = [
-        f"[bold]{row['node']}[/] {row['kind']} '{row['schedule']}' {row['timezone']}"
+        f"[bold]{row['node']}[/] {row['kind']} '{escape(row['schedule'])}' {row['timezone']}"
         + (" catchup" if row["catchup"] else ""),
-        f"  last  {done if last else '(never ran on its schedule)'}",
-        f"  next  {row['next']}",
+        f"  last  {done}",
+        f"  next  {row['next'] or '(none)'}",
         f"  {overdue}" + "".join(f"\n    {d['start']} .. {d['end']}" for d in row["due"]),
     ]
+    if row.get("error"):
+        lines.append(f"  [bold red]error:[/] {escape(row['error'])}")
     if row["left_behind"]:
         lines.append("  note: older missed intervals are past max_catchup: backfill them")
     return lines
@@ -81,29 +86,41 @@ def serve(poll: str, threads: int | None) -> None:
 @click.option("--reason", help="Why, for the ledger.")
 @json_option
 def cancel(run_id: str, reason: str | None, as_json: bool) -> None:
-    """Stop a running run (RUN_ID, or its first 8+ characters), from any host: it sees the
-    request at its next heartbeat ([ledger] heartbeat), cancels its statement, rolls back and
-    ends cancelled."""
+    """Ask a running run (RUN_ID, or its first 8+ characters) to stop, from any host: it
+    sees the request at its next heartbeat ([ledger] heartbeat), cancels its statement,
+    rolls back and ends cancelled, unless it commits first (`pipeledger show` then says
+    the request did not take effect)."""
     with reporting(as_json):
         config = read_config()
         record = api.cancel(config, run_id, reason)
         every = config.ledger.heartbeat.total_seconds()
+        ended = record.status != "running"
         if as_json:
             print_json(
                 {
                     "run_id": record.run_id,
                     "pipeline": record.pipeline,
-                    "status": "cancel_requested",
+                    "status": "too_late" if ended else "cancel_requested",
+                    "run_status": str(record.status),
                     "host": record.host,
                     "pid": record.pid,
                     "within_s": every,
                 }
             )
             return
+        who = f"run {record.run_id} of {record.pipeline} (process {record.pid} on {record.host})"
+        if ended:
+            out.print(
+                f"too late: {who} ended {record.status} before the request reached it",
+                soft_wrap=True,
+                highlight=False,
+            )
+            return
         out.print(
-            f"cancel requested: run {record.run_id} of {record.pipeline} (process "
-            f"{record.pid} on {record.host}) stops at its next heartbeat, within {every:g} s, "
-            "rolls back and is recorded cancelled",
+            f"cancel requested: {who} is asked to stop at its next heartbeat, within "
+            f"{every:g} s; it then rolls back and is recorded cancelled. If it commits "
+            f"first it ends as it would have: `pipeledger show {record.run_id[:8]}` says "
+            "which",
             soft_wrap=True,
             highlight=False,
         )

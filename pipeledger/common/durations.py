@@ -32,7 +32,11 @@ def parse_duration(text: str) -> timedelta:
 
 
 def span(seconds: float) -> str:
-    """A duration for people: ``1d2h``, ``3h5m``, ``45s``."""
+    """A duration for people: ``1d2h``, ``3h5m``, ``45s``, ``2.5s``, ``350ms``."""
+    if round(seconds * 1000) < 1000:
+        return f"{round(seconds * 1000)}ms"
+    if seconds < 10 and seconds != int(seconds):
+        return f"{seconds:.1f}".rstrip("0").rstrip(".") + "s"
     s = int(seconds)
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if s >= size:

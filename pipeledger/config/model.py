@@ -27,7 +27,8 @@ from pydantic import (
 )
 
 from pipeledger.common.columns import TableName, canonical_type, check_identifier
-from pipeledger.common.durations import parse_duration
+from pipeledger.common.durations import parse_duration, span
+from pipeledger.common.http import endpoint
 from pipeledger.common.secrets import redact, register_secret
 from pipeledger.config.locate import (
     DEFAULT_CONFIG,
@@ -224,17 +225,93 @@ AlertKind = Literal[
 ALERT_KINDS: tuple[AlertKind, ...] = get_args(AlertKind)
 
 
+def _channel_name(name: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise ValueError(f"channel {name!r}: use letters, digits, '_', '-' and '.'")
+    return name
+
+
+def _http_url(url: str) -> str:
+    """A URL the HTTP client that sends alerts accepts (:func:`pipeledger.common.http.endpoint`:
+    credentials become basic auth; the path is masked in all output)."""
+    endpoint(url)
+    return url
+
+
 def _webhooks(value: dict[str, str]) -> dict[str, str]:
+    problems = []
     for name, url in value.items():
-        register_secret(url)  # a webhook's URL is its credential (Slack's are)
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-            raise ValueError(f"webhook {name!r}: use letters, digits, '_', '-' and '.'")
-        if not url.startswith(("http://", "https://")):
-            raise ValueError(f"webhook {name}: its URL must start with http:// or https://")
+        _channel_name(name)
+        try:
+            _http_url(url)
+        except ValueError as exc:
+            problems.append(f"webhook {name}: {exc}")
+    if problems:
+        raise ValueError("; ".join(problems))
     return value
 
 
 Webhooks = Annotated[dict[str, str], AfterValidator(_webhooks)]
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
+ChannelName = Annotated[str, AfterValidator(_channel_name)]
+
+
+def _secret(value: str | None) -> str | None:
+    if value:
+        register_secret(value)
+    return value
+
+
+Secret = Annotated[str, AfterValidator(_secret)]
+PAGERDUTY_EVENTS = "https://events.pagerduty.com/v2/enqueue"
+Severity = Literal["critical", "error", "warning", "info"]
+
+
+class PagerDutyChannel(_Strict):
+    """A PagerDuty service (Events API v2): each alert triggers an incident, deduplicated
+    by the alert's id (:mod:`pipeledger.alerts.channels.pagerduty`)."""
+
+    routing_key: Secret = Field(min_length=1)  # the integration key of the service
+    url: HttpUrl = PAGERDUTY_EVENTS
+    severity: Severity | None = None  # None: by event (failures "error", the rest "warning")
+    on: list[AlertKind] | None = None  # None: [alerts] on
+
+
+def _address(value: str) -> str:
+    if value.count("@") != 1 or any(c.isspace() or c in "<>,;" for c in value):
+        raise ValueError(f"{value!r} is not an email address (name@example.com)")
+    return value
+
+
+Address = Annotated[str, AfterValidator(_address)]
+
+
+class EmailChannel(_Strict):
+    """Plain email over SMTP: one message per alert (:mod:`pipeledger.alerts.channels.email`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    host: str = Field(min_length=1)
+    port: int | None = Field(default=None, ge=1, le=65535)  # None: 587, 465 (ssl) or 25 (none)
+    security: Literal["starttls", "ssl", "none"] = "starttls"
+    username: str | None = None
+    password: Secret | None = None
+    sender: Address = Field(alias="from")
+    to: list[Address] = Field(min_length=1)
+    on: list[AlertKind] | None = None  # None: [alerts] on
+
+    @property
+    def smtp_port(self) -> int:
+        return self.port or {"starttls": 587, "ssl": 465, "none": 25}[self.security]
+
+    @model_validator(mode="after")
+    def _login(self) -> EmailChannel:
+        if (self.username is None) != (self.password is None):
+            raise ValueError("give both username and password, or neither")
+        return self
+
+
+ChannelKind = Literal["webhook", "pagerduty", "email"]
 
 
 def _positive(value: timedelta | None) -> timedelta | None:
@@ -244,6 +321,18 @@ def _positive(value: timedelta | None) -> timedelta | None:
 
 
 PositiveDuration = Annotated[timedelta, BeforeValidator(_duration), AfterValidator(_positive)]
+
+
+def _whole_seconds(value: timedelta | None) -> timedelta | None:
+    if value is not None and (value < timedelta() or value.microseconds):
+        raise ValueError(
+            f"{span(abs(value.total_seconds()))}: give whole seconds (the ledger keeps this "
+            "in seconds: 0.5s would be 0s)"
+        )
+    return value
+
+
+Seconds = Annotated[timedelta, BeforeValidator(_duration), AfterValidator(_whole_seconds)]
 
 
 class Operated(_Strict):
@@ -290,8 +379,8 @@ class PipelineConfig(Operated):
     owner: str | None = None
     depends_on: Upstreams = Field(default_factory=list)
     tags: Tags = Field(default_factory=list)
-    freshness_sla: Duration | None = None
-    max_duration: Duration | None = None
+    freshness_sla: Seconds | None = None
+    max_duration: Seconds | None = None
     checks: ChecksConfig | None = None
     mode: Literal["merge", "append"] = "merge"
     history: Literal["scd2"] | None = None
@@ -388,8 +477,8 @@ class ModelConfig(Operated):
     owner: str | None = None
     depends_on: Upstreams = Field(default_factory=list)
     tags: Tags = Field(default_factory=list)
-    freshness_sla: Duration | None = None
-    max_duration: Duration | None = None
+    freshness_sla: Seconds | None = None
+    max_duration: Seconds | None = None
     checks: ChecksConfig | None = None
 
     @model_validator(mode="after")
@@ -448,13 +537,40 @@ class LedgerConfig(_Strict):
 
 
 class AlertsConfig(_Strict):
-    """Where alerts go and which events raise one (:mod:`pipeledger.alerts`)."""
+    """Where alerts go and which events raise one (:mod:`pipeledger.alerts`): channels
+    (webhooks, PagerDuty services, email), one namespace of names across the three."""
 
     webhooks: Webhooks = Field(default_factory=dict)  # name -> URL
+    pagerduty: dict[ChannelName, PagerDutyChannel] = Field(default_factory=dict)
+    email: dict[ChannelName, EmailChannel] = Field(default_factory=dict)
     on: list[AlertKind] = Field(default_factory=lambda: list(ALERT_KINDS))
-    timeout: Duration = timedelta(seconds=5)  # per delivery attempt
+    timeout: PositiveDuration = timedelta(seconds=5)  # per delivery attempt, in total
     retry_delay: Duration = timedelta(seconds=30)  # doubling after each failed attempt
     max_retry_delay: Duration = timedelta(hours=1)
+
+    @model_validator(mode="after")
+    def _distinct_names(self) -> AlertsConfig:
+        kinds = (self.webhooks, self.pagerduty, self.email)
+        names = [name for channels in kinds for name in channels]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"channel names {twice} are used twice: each names one channel")
+        return self
+
+    @property
+    def channels(self) -> dict[str, ChannelKind]:
+        """Every channel's name and kind."""
+        found: dict[str, ChannelKind] = dict.fromkeys(self.webhooks, "webhook")
+        found.update(dict.fromkeys(self.pagerduty, "pagerduty"))
+        found.update(dict.fromkeys(self.email, "email"))
+        return found
+
+    def wanting(self, kind: AlertKind) -> list[str]:
+        """The channels that get events of ``kind``, sorted."""
+        own: dict[str, list[AlertKind] | None] = {n: None for n in self.webhooks}
+        own.update({n: c.on for n, c in self.pagerduty.items()})
+        own.update({n: c.on for n, c in self.email.items()})
+        return sorted(n for n, on in own.items() if kind in (self.on if on is None else on))
 
 
 class Config(_Strict):

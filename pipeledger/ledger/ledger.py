@@ -406,7 +406,9 @@ class Ledger:
 
     def next_attempt(self, pipeline: str, retry_of: str | None = None) -> tuple[str, int]:
         """(logical_run_id, attempt) for a retry of the pipeline's latest logical run, or
-        of the run ``retry_of``. Refused unless that attempt ended in a failure-like state."""
+        of the run ``retry_of``. Refused unless that attempt ended in a failure-like state
+        (``retry_of`` may also be skipped: an attempt the embedded warehouse was too busy
+        for, which a retry in the same process continues)."""
         if retry_of is not None:
             record = self.get_run(retry_of)
             status, logical_run_id, attempt = record.status, record.logical_run_id, record.attempt
@@ -421,7 +423,8 @@ class Ledger:
             if not rows:
                 raise NothingToRetry(f"pipeline {pipeline} has no run to retry")
             logical_run_id, attempt, status = rows[0]
-        if status not in RETRYABLE:
+        allowed = RETRYABLE | {RunStatus.SKIPPED} if retry_of is not None else RETRYABLE
+        if status not in allowed:
             raise NothingToRetry(
                 f"pipeline {pipeline}: the latest run is {status}, not a failure; nothing to retry"
             )

@@ -209,9 +209,24 @@ class Run:
         if exc is not None:
             record.error_code = error_code(exc)
             record.error_message = error_message(exc)
+        self._cancel_outcome(status)
         for task in self.tasks:
             if task.status is TaskStatus.RUNNING:
                 self._end_task(task, TaskStatus.FAILED, record.error_message)
+
+    def _cancel_outcome(self, status: RunStatus) -> None:
+        """Whether a ``pipeledger cancel`` took effect, in ``extra.cancel``: a request that
+        reaches a run after its last heartbeat, or while it commits, comes too late, and
+        the run ends as it would have."""
+        if status is RunStatus.SKIPPED or not self.ledger.recording:
+            return
+        request = self.ledger.cancel_request(self.run_id)
+        if request is not None:
+            took = status is RunStatus.CANCELLED
+            self.record.extra = {
+                **self.record.extra,
+                "cancel": {"requested_by": request, "took_effect": took},
+            }
 
     def final_record(self) -> list[st.Op]:
         """What finishing now would write to the ledger: the run's final row, then its

@@ -20,10 +20,10 @@ from pipeledger.ledger.reads.recent import scheduled_runs
 from pipeledger.ledger.vocabulary import TriggerType
 from pipeledger.runs.interrupt import interrupt_reset, pause
 from pipeledger.runs.nodes import run_nodes
-from pipeledger.runs.outcome import Outcome
+from pipeledger.runs.outcome import Outcome, failure
 from pipeledger.runs.scaffold import Trigger
 from pipeledger.runs.site import Site
-from pipeledger.schedule.cron import Interval
+from pipeledger.schedule.cron import Cron, Interval
 from pipeledger.schedule.due import Plan, candidates, plan
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ class ScheduledOutcome:
     """One scheduled interval's run."""
 
     node: str
-    interval: Interval
+    interval: Interval | None  # None: its schedule could not be read
     outcome: Outcome
 
     @property
@@ -45,10 +45,11 @@ class ScheduledOutcome:
         return self.outcome.exit_code
 
     def to_json(self) -> dict[str, Any]:
+        interval = self.interval
         return {
             **self.outcome.to_json(),
-            "data_interval_start": self.interval.start.isoformat(),
-            "data_interval_end": self.interval.end.isoformat(),
+            "data_interval_start": interval.start.isoformat() if interval else None,
+            "data_interval_end": interval.end.isoformat() if interval else None,
         }
 
 
@@ -59,7 +60,9 @@ def needs_ledger(site: Site, what: str) -> None:
 
 def plans(site: Site, selectors: Sequence[str] = (), now: datetime | None = None) -> list[Plan]:
     """Each selected node's schedule now (``pipeledger.common.clock``): what is due
-    (:mod:`pipeledger.schedule.due`). Nodes without a ``schedule`` are left out."""
+    (:mod:`pipeledger.schedule.due`). Nodes without a ``schedule`` are left out; a node
+    whose schedule cannot be read has a plan with its ``error`` and nothing due, and the
+    others are planned as usual."""
     needs_ledger(site, "a schedule")
     config = site.config
     moment = now or clock.now()
@@ -69,10 +72,28 @@ def plans(site: Site, selectors: Sequence[str] = (), now: datetime | None = None
             node = config.node(name)
             if node.cron is None:
                 continue
-            among = candidates(node.cron, node.catchup, node.max_catchup, moment)
+            try:
+                among = candidates(node.cron, node.catchup, node.max_catchup, moment)
+            except Exception as exc:  # one bad schedule never stops the others
+                out.append(Plan(node=name, candidates=(), error=_schedule_error(name, exc)))
+                continue
             held = scheduled_runs(session, name, [i.key for i in among])
             out.append(plan(name, among, node.catchup, held.held_since, held.held_until, held.held))
     return out
+
+
+def _schedule_error(node: str, exc: BaseException) -> str:
+    return redact(f"{node}: its schedule could not be read ({exc}); nothing was run for it")
+
+
+def settle_dead_runs(site: Site) -> dict[str, str]:
+    """The watchdog, before planning: a run whose process died is settled first, so its
+    interval is planned again now, in its place (oldest first), not after later ones."""
+    try:
+        return site.ledger.watchdog()
+    except PipeledgerError as exc:  # e.g. a ledger of its own is down: the runs spool
+        log.warning("the watchdog could not run before planning: %s", redact(str(exc)))
+        return {}
 
 
 def run_due(
@@ -82,13 +103,24 @@ def run_due(
     on_progress: ProgressCallback | None = None,
     threads: int | None = None,
     already: frozenset[str] = frozenset(),
+    settle: bool = True,
 ) -> list[ScheduledOutcome]:
     """Run every interval that is due now (:func:`plans`), oldest first; intervals that
     end together run as one DAG run, in dependency order. Each is a run of its own with
     its ``data_interval`` and an idempotency key per pipeline and interval, so an interval
     another scheduler runs (or ran) is skipped as a duplicate. ``already``: keys
-    (``node interval-key``) not to try again (``pipeledger serve`` tries each once)."""
-    due = [(p.node, i) for p in plans(site, selectors) for i in p.due]
+    (``node interval-key``) not to try again (``pipeledger serve`` tries each once).
+    ``settle``: run the watchdog first (:func:`settle_dead_runs`; ``serve`` has just run
+    it). A node whose schedule cannot be read is one failed outcome without an interval."""
+    if settle:
+        settle_dead_runs(site)
+    planned = plans(site, selectors)
+    unreadable = [
+        ScheduledOutcome(p.node, None, failure(p.node, ConfigError(p.error)))
+        for p in planned
+        if p.error is not None
+    ]
+    due = [(p.node, i) for p in planned for i in p.due]
     due = [(n, i) for n, i in due if f"{n} {i.key}" not in already]
     order = {name: k for k, name in enumerate(Graph.of(site.config).select(()))}
     due.sort(key=lambda item: (item[1].end, order[item[0]]))
@@ -97,7 +129,7 @@ def run_due(
     for end in sorted({i.end for _, i in due}):
         batch = {n: i for n, i in due if i.end == end}
         outcomes += _run_intervals(site, batch, on_progress, threads)
-    return outcomes
+    return unreadable + outcomes
 
 
 def _run_intervals(
@@ -130,6 +162,7 @@ def schedule_status(site: Site, now: datetime | None = None) -> list[dict[str, A
         with site.ledger.reading() as session:
             latest = scheduled_runs(session, p.node).latest
         last = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in latest.items()}
+        following = None if p.error else next_wake_of(node.cron, moment)
         out.append(
             {
                 "node": p.node,
@@ -137,20 +170,30 @@ def schedule_status(site: Site, now: datetime | None = None) -> list[dict[str, A
                 "schedule": node.schedule,
                 "timezone": node.timezone,
                 "catchup": node.catchup,
-                "next": node.cron.next_fire(moment).isoformat(),
+                "next": following.isoformat() if following else None,
                 "last": last or None,
                 "due": [i.to_json() for i in p.due],
                 "overdue": len(p.due),
                 "left_behind": p.left_behind,
+                "error": p.error,
             }
         )
     return out
 
 
+def next_wake_of(cron: Cron, now: datetime) -> datetime | None:
+    try:
+        return cron.next_fire(now)
+    except Exception:  # its plan has the error
+        return None
+
+
 def next_wake(site: Site, now: datetime) -> datetime | None:
-    """The next firing of any node's schedule after ``now``; None without schedules."""
-    fires = [node.cron.next_fire(now) for node in site.config.nodes.values() if node.cron]
-    return min(fires, default=None)
+    """The next firing of any node's schedule after ``now``; None without schedules (a
+    schedule that cannot be read is left out)."""
+    nodes = site.config.nodes.values()
+    fires = [next_wake_of(node.cron, now) for node in nodes if node.cron is not None]
+    return min((f for f in fires if f is not None), default=None)
 
 
 def serve(
@@ -163,18 +206,18 @@ def serve(
 ) -> None:
     """Run what is due, then sleep until the next firing (at most ``poll``), and again,
     until interrupted: ``pipeledger serve``. Each wake-up first runs ``upkeep`` (the
-    watchdog). A run that fails is reported and the loop goes on; an interval this loop
-    already tried is not tried again by it (its ``retries`` were made), a later ``run
-    --due`` may."""
+    watchdog; alerts are delivered in the background, never before what is due). A run
+    that fails is reported and the loop goes on; an interval this loop already tried is
+    not tried again by it (its ``retries`` were made), a later ``run --due`` may."""
     tried: set[str] = set()
     while True:
         _upkeep(upkeep)
         try:
-            outcomes = run_due(site, threads=threads, already=frozenset(tried))
+            outcomes = run_due(site, threads=threads, already=frozenset(tried), settle=False)
         except PipeledgerError as exc:  # e.g. the ledger is down: try again next time
             log.warning("could not run what is due: %s", redact(str(exc)))
             outcomes = []
-        tried |= {f"{o.node} {o.interval.key}" for o in outcomes}
+        tried |= {f"{o.node} {o.interval.key}" for o in outcomes if o.interval}
         tried &= {f"{p.node} {i.key}" for p in _plans_or_none(site) for i in p.candidates}
         report(outcomes)
         now = clock.now()

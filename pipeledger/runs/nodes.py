@@ -5,6 +5,7 @@ both run their nodes here."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -15,9 +16,9 @@ from pipeledger.dag.graph import Graph
 from pipeledger.ledger.reads.recent import volume_history
 from pipeledger.ledger.vocabulary import TriggerType
 from pipeledger.runs.interrupt import interrupt_all, interrupt_reset
-from pipeledger.runs.outcome import Outcome, RunFailure, did_not_publish, outcome_of
+from pipeledger.runs.outcome import Outcome, RunFailure, did_not_publish, failure, outcome_of
 from pipeledger.runs.retry import should_retry
-from pipeledger.runs.scaffold import RunSpec, Trigger, record_skip, run_job
+from pipeledger.runs.scaffold import RunSpec, Trigger, filing, record_skip, run_job
 from pipeledger.runs.site import Site
 
 # the loader and the models (and with them pyarrow, numpy and sqlglot) are imported by the
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from pipeledger.runs.load.result import LoadResult
     from pipeledger.runs.model.build import ModelMode, ModelResult
     from pipeledger.state.watermark import Window
+
+log = logging.getLogger("pipeledger.run")
 
 
 def run_load(
@@ -97,12 +100,32 @@ def node_outcome(
             if not should_retry(site, name, exc, attempt):
                 outcome = outcome_of(name, exc)
                 if isinstance(outcome, RunFailure):
-                    outcome = replace(outcome, attempt=attempt)
+                    target = site.config.node(name).target
+                    is_model = name in site.config.models
+                    asked = mode if is_model else "incremental"
+                    outcome = replace(outcome, attempt=attempt, mode=asked, target=target)
                 return outcome
-            failed_run = getattr(exc, "run_id", None)
-        # the failed attempt's logical run goes on; one the ledger never saw starts anew
+            failed_run = getattr(exc, "run_id", None) or record_unseen(site, name, trigger, exc)
+        # the failed attempt's logical run goes on (one the ledger could not record even
+        # now starts anew)
         trigger = replace(trigger, retry=failed_run is not None, retry_of=failed_run)
         attempt += 1
+
+
+def record_unseen(site: Site, name: str, trigger: Trigger, exc: BaseException) -> str | None:
+    """An attempt the ledger never saw (SQLite: the file that holds the ledger was busy
+    with another load), recorded before the next attempt, which then continues its
+    logical run as the next ``attempt``; its run id, or None if it cannot be recorded."""
+    if not site.ledger.recording:
+        return None
+    try:
+        fields = filing(site.ledger, RunSpec(pipeline=name, trigger=trigger))
+        found = failure(name, exc)
+        message = f"{found.error} (recorded when the next attempt started)"
+        return site.ledger.record_skipped(name, reason=found.reason, message=message, **fields)
+    except Exception as problem:  # the next attempt goes on, as a new logical run
+        log.warning("pipeline %s: a failed attempt could not be recorded: %s", name, problem)
+        return None
 
 
 def skipped_outcome(site: Site, name: str, trigger: Trigger) -> RunFailure:

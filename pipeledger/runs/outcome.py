@@ -57,20 +57,39 @@ class RunFailure:
     cause: BaseException | None = field(default=None, compare=False, repr=False)
     duplicate_of: str | None = None  # reason duplicate: the run that holds the key
     attempt: int = 1  # the attempt that failed last (after retries)
+    mode: str | None = None  # what the run was asked to do, where known
+    target: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        payload = {
+        """The keys of a result's object (README: ``run --json``), so a reader need not
+        tell the two apart: counts of what was written are 0 (nothing was), unknown ones
+        (what was read before it failed, a COMMIT of unknown outcome) are null."""
+        written = None if self.status == "unknown" else 0
+        payload: dict[str, Any] = {
             "pipeline": self.pipeline,
             "run_id": self.run_id,
+            "mode": self.mode,
             "status": self.status,
             "reason": self.reason,
+            "target": self.target,
+            "rows_read": None,
+            "rows_staged": None,
+            **dict.fromkeys(WRITTEN, written),
+            "watermark_before": None,
+            "watermark_after": None,
+            "started_at": None,
+            "duration_s": None,
             "error": " ".join([self.error, *self.notes]),
             "exit_code": self.exit_code,
             "attempt": self.attempt,
+            "late_rows_dropped": None,
         }
         if self.duplicate_of is not None:
             payload["duplicate_of"] = self.duplicate_of
         return payload
+
+
+WRITTEN = ("rows_inserted", "rows_updated", "rows_unchanged", "rows_deleted", "rows_superseded")
 
 
 Outcome: TypeAlias = "LoadResult | ModelResult | RunFailure"

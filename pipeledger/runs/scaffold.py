@@ -133,7 +133,7 @@ def _run_job(site: Site, spec: RunSpec, make: Callable[[str], Job[R]]) -> R:
                 spec.pipeline,
                 setup=setup,
                 on_cancel=lambda who: stop.stop(CancelRequested(f"cancelled by {who}")),
-                **_filing(ledger, spec),
+                **filing(ledger, spec),
             ) as run,
             stoppable(run.run_id, stop, site.config.node(spec.pipeline).timeout),
         ):
@@ -160,7 +160,7 @@ def _run_job(site: Site, spec: RunSpec, make: Callable[[str], Job[R]]) -> R:
     return result
 
 
-def _filing(ledger: Ledger, spec: RunSpec) -> RunFields:
+def filing(ledger: Ledger, spec: RunSpec) -> RunFields:
     """How the ledger files the run: a retry continues the failed attempt's logical run."""
     trigger = spec.trigger
     logical_run_id, attempt = (

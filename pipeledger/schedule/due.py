@@ -29,6 +29,7 @@ class Plan:
     candidates: tuple[Interval, ...]  # the latest intervals that have ended, oldest first
     due: tuple[Interval, ...] = ()
     left_behind: bool = False  # missed intervals older than max_catchup stay missed
+    error: str | None = None  # its schedule could not be read: nothing is due
 
 
 def candidates(cron: Cron, catchup: bool, max_catchup: int, now: datetime) -> list[Interval]:

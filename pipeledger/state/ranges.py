@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
 
+from pipeledger.common.durations import span
 from pipeledger.errors import BackfillRangeError
 from pipeledger.state.watermark import Window, from_text, is_whole_day
 
@@ -33,11 +34,12 @@ def backfill_window(start: str, end: str, max_backfill: timedelta | None, pipeli
     inverted = first >= last + timedelta(days=1) if is_whole_day(upper) else first > last
     if inverted:  # a date-only end covers that whole day
         raise BackfillRangeError(f"pipeline {pipeline}: --start {start} is after --end {end}")
-    span = utc_naive(upper) - utc_naive(lower)
-    if max_backfill is not None and span > max_backfill:
+    width = utc_naive(upper) - utc_naive(lower)
+    if max_backfill is not None and width > max_backfill:
         raise BackfillRangeError(
-            f"pipeline {pipeline}: range {start} .. {end} spans {span}, more than "
-            f"max_backfill = {max_backfill}; split it into smaller backfills"
+            f"pipeline {pipeline}: range {start} .. {end} spans {span(width.total_seconds())}, "
+            f"more than max_backfill = {span(max_backfill.total_seconds())}; split it into "
+            "smaller backfills; nothing was read or written"
         )
     return Window(lower=lower, upper=upper, backfill=True)
 

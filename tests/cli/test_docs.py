@@ -55,9 +55,13 @@ def commands(group: click.Group = app, path: Words = ()) -> Iterator[tuple[Words
 
 
 def long_options(command: click.Command) -> list[str]:
-    """Its options' long names (click adds ``--help`` to every command: not listed)."""
-    names = [n for p in command.params if isinstance(p, click.Option) for n in p.opts]
-    names += [n for p in command.params if isinstance(p, click.Option) for n in p.secondary_opts]
+    """Its options' long names (click adds ``--help`` to every command: not listed). The
+    global options every command also takes are documented once, in their own entry."""
+    own = [p for p in command.params if isinstance(p, click.Option)]
+    if command is not app:
+        shared = {n for p in app.params for n in p.opts}
+        own = [p for p in own if not shared & set(p.opts)]
+    names = [n for p in own for n in (*p.opts, *p.secondary_opts)]
     return [n for n in names if n.startswith("--")]
 
 
@@ -80,9 +84,11 @@ def keys_of(model: type[BaseModel], table: str) -> Iterator[tuple[str, str]]:
     """``([table], key)`` for every key of ``model``, then of the tables nested in it
     (``[pipelines.NAME.checks.range.COLUMN]``: one per column the user names)."""
     for name, field in model.model_fields.items():
-        yield f"[{table}]", name
+        key = field.alias or name  # the key as the file spells it
+        yield f"[{table}]", key
+        each = ".COLUMN" if key == "range" else ".NAME"  # what the user's names name
         for nested, per_name in tables_in(field.annotation):
-            yield from keys_of(nested, f"{table}.{name}" + (".COLUMN" if per_name else ""))
+            yield from keys_of(nested, f"{table}.{key}" + (each if per_name else ""))
 
 
 def config_keys() -> list[tuple[str, str]]:
