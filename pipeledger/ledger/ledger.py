@@ -417,6 +417,23 @@ class Ledger:
             )
         return str(logical_run_id), int(attempt) + 1
 
+    def latest_correlated(self, pipeline: str, correlation_id: str) -> RunRecord | None:
+        """The pipeline's latest run with ``correlation_id`` (an orchestrator's task
+        instance: an earlier try of it), or None."""
+        d = self.store.database.dialect
+        with self.store.session(write=False) as session:
+            if not is_migrated(session, LEDGER):
+                return None
+            rows = session.query(
+                f"SELECT run_id FROM {d.table(RUNS)} WHERE pipeline = {d.param} "
+                f"AND correlation_id = {d.param} ORDER BY started_at DESC LIMIT 1",
+                [pipeline, correlation_id],
+            )
+            if not rows:
+                return None
+            (row,) = session.query(lsql.read_run(session.dialect), [str(rows[0][0])])
+        return _record_of(row)
+
     # -- by run id: for orchestrators, from any process ---------------------------------
     def start_run(self, pipeline: str, **fields: Unpack[RunFields]) -> str:
         """Record a run as ``running`` and return its id, for :meth:`finish_run` or
