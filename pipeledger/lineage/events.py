@@ -64,7 +64,15 @@ from pipeledger.warehouse.session import Warehouse
 log = logging.getLogger("pipeledger.lineage")
 
 PRODUCER = f"urn:pipeledger:{__version__}"
-_ADDED_COLUMNS = {ROW_HASH_COLUMN, "valid_from", "valid_to", "is_current"}
+_HISTORY_COLUMNS = {"valid_from", "valid_to", "is_current"}
+_OWN_PREFIX = ROW_HASH_COLUMN.removesuffix("row_hash")  # "_pipeledger_": run id, load time
+
+
+def _own(column: str) -> bool:
+    """A column pipeledger keeps in a target (row hash, run id, load time, SCD2 versions)."""
+    return column.startswith(_OWN_PREFIX) or column in _HISTORY_COLUMNS
+
+
 _END_STATE = {
     RunStatus.SUCCESS: RunState.COMPLETE,
     RunStatus.PARTIAL: RunState.COMPLETE,
@@ -112,7 +120,7 @@ def end_event(scene: Scene, run: LedgerRun) -> RunEvent | None:
         facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
             message=message, programmingLanguage="python", producer=PRODUCER
         )
-    schemas = _upstream_schemas(scene, record.pipeline)
+    schemas = _table_schemas(scene, record.pipeline)
     return RunEvent(
         eventType=state,
         eventTime=_time(record.ended_at or datetime.now(UTC)),
@@ -253,10 +261,9 @@ def _inputs(
     facets: dict[str, Any] = {}
     input_facets: dict[str, Any] = {}
     if run is not None:
-        columns = _columns(run)
+        columns = (schemas or {}).get(str(node.target_name)) or _columns(run)
         if columns:
-            read = [(c, t) for c, t in columns if c not in _ADDED_COLUMNS]
-            facets["schema"] = _schema(read)
+            facets["schema"] = _schema([(c, t) for c, t in columns if not _own(c)])
         record = run.record
         input_facets["inputStatistics"] = (
             input_statistics_input_dataset.InputStatisticsInputDatasetFacet(
@@ -295,7 +302,7 @@ def _warehouse_input(
     namespace, name = table_dataset(scene.config.warehouse_url, table, scene.config.base_dir)
     facets: dict[str, Any] = {}
     if columns:
-        facets["schema"] = _schema([(c, t) for c, t in columns if c not in _ADDED_COLUMNS])
+        facets["schema"] = _schema([(c, t) for c, t in columns if not _own(c)])
     return InputDataset(namespace=namespace, name=name, facets=facets)
 
 
@@ -308,14 +315,16 @@ def _output(
     facets: dict[str, Any] = {}
     output_facets: dict[str, Any] = {}
     if run is not None:
-        columns = _columns(run)
+        columns = (schemas or {}).get(str(node.target_name)) or _columns(run)
         if columns:
             facets["schema"] = _schema(columns)
         if run.quality:
             facets["dataQualityAssertions"] = _assertions(run.quality)
         if isinstance(node, ModelConfig) and columns:
             query = config.model_sql(name)
-            traced = column_lineage(query, [c for c, _ in columns], sqlglot_schema(schemas or {}))
+            upstream = {t: c for t, c in (schemas or {}).items() if t != str(node.target_name)}
+            produced = [c for c, _ in columns if not _own(c)]
+            traced = column_lineage(query, produced, sqlglot_schema(upstream))
             if traced:
                 facets["columnLineage"] = _column_lineage(scene, traced)
         if run.record.status in (RunStatus.SUCCESS, RunStatus.PARTIAL):
@@ -332,7 +341,7 @@ def _output(
 
 
 def _columns(run: LedgerRun) -> list[tuple[str, str]]:
-    """The target's columns as the run left them (its snapshot), if it took one."""
+    """The target's columns as the run's snapshot has them, if it took one."""
     for snapshot in run.snapshots:
         return [(c["name"], c["type"]) for c in snapshot.columns]
     return []
@@ -395,12 +404,14 @@ def _column_lineage(
     return column_lineage_dataset.ColumnLineageDatasetFacet(fields=fields, producer=PRODUCER)
 
 
-def _upstream_schemas(scene: Scene, name: str) -> Schemas:
-    """The columns of a model's upstream tables, read from the warehouse (best effort:
-    without them, lineage through ``SELECT *`` is not traced)."""
-    if name not in scene.config.models:
-        return {}
-    tables = scene.config.model_sql(name).tables
+def _table_schemas(scene: Scene, name: str) -> Schemas:
+    """The columns of the node's target (pipeledger's own columns too: the table as it is)
+    and of a model's upstream tables, read from the warehouse once the run has ended (best
+    effort: without them, the snapshot's columns, and no lineage through ``SELECT *``)."""
+    config = scene.config
+    tables = [config.node(name).target_name]
+    if name in config.models:
+        tables += config.model_sql(name).tables
     try:
         with scene.warehouse.session(write=False) as session:
             return {str(t): list(session.table_columns(t) or []) for t in tables}
