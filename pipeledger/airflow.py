@@ -135,9 +135,8 @@ def dag_from_config(
 def _airflow() -> tuple[Any, Any]:
     """Airflow's DAG class and PythonOperator, from where this version keeps them."""
     try:
-        from airflow.sdk import DAG  # Airflow 3
-
         from airflow.providers.standard.operators.python import PythonOperator
+        from airflow.sdk import DAG  # Airflow 3
     except ImportError:
         from airflow import DAG  # Airflow 2.11
         from airflow.operators.python import PythonOperator
