@@ -93,8 +93,8 @@ def test_branches_overlap_a_task_run_twice_loads_once_and_a_killed_task_lands_ev
         # though its source has new rows now (the idempotency key is Airflow's run id)
         write_big_orders_csv(data / "a_2.csv", 1000, BRANCH_ROWS + 1, "2024-02-01T00:00:00")
         again = airflow.cli("tasks", "test", DAG, "a_orders", "first", check=False)
-        assert "AirflowSkipException" in again.stdout + again.stderr, again.stderr[-3000:]
-        assert "held by run " + a.run_id in again.stdout + again.stderr
+        assert again.returncode == 0, again.stdout[-3000:]
+        assert "Skipping task" in again.stdout and f"held by run {a.run_id}" in again.stdout
         assert len(ledger_runs(config, "first")["a_orders"]) == 1
         assert project.count("analytics.a_orders") == BRANCH_ROWS
 
