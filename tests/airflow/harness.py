@@ -143,7 +143,7 @@ class Airflow:
 
     def _all_alive(self) -> None:
         for process in self.processes:
-            assert process.poll() is None, f"{process.args[1]} ended: see {self.home}/process-logs"
+            assert process.poll() is None, f"an Airflow process ended: see {self.home}/process-logs"
 
     def stop(self) -> None:
         for process in self.processes:
@@ -161,7 +161,7 @@ class Airflow:
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         url = self.metadata.replace("postgresql+psycopg2://", "postgresql://")
         with psycopg.connect(url, autocommit=True) as conn:
-            return list(conn.execute(sql, params).fetchall())  # type: ignore[arg-type]
+            return list(conn.execute(sql, params).fetchall())
 
     def dag_run_state(self, dag_id: str, run_id: str) -> str | None:
         rows = self.query(

@@ -149,7 +149,7 @@ def test_a_run_stopped_by_its_timeout_sends_abort(
 ) -> None:
     project.configure(lineage_toml(receiver.url), orders=sql_source(postgres_url, timeout="1s"))
     with source_locked(postgres_url):
-        code, out, _ = project.cli("run", "--json")
+        code, _, _ = project.cli("run", "--json")
     assert code == 124
     start, abort = receiver.wait_for(2)
     for event in (start, abort):
@@ -234,7 +234,7 @@ def test_an_orchestrator_s_lineage_parent_and_dag_run_are_parent_and_root(
         "run", "--correlation-id", "manual__1", "--lineage-parent", f"airflow/etl.orders/{task_run}"
     )
     assert code == 0, err
-    start, complete = receiver.wait_for(2)
+    _, complete = receiver.wait_for(2)
     check_event(complete)
     parent = complete["run"]["facets"]["parent"]
     assert parent["run"]["runId"] == task_run

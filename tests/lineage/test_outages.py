@@ -8,6 +8,7 @@ import json
 import socket
 import time
 from pathlib import Path
+from typing import Any
 
 from tests.helpers import Project, order, orders_pipeline
 from tests.lineage.receiver import Receiver
@@ -37,7 +38,7 @@ def timed_run(project: Project, number: int) -> tuple[str, float]:
     return str(result["run_id"]), took
 
 
-def spooled(project: Project) -> list[dict[str, object]]:
+def spooled(project: Project) -> list[dict[str, Any]]:
     path = Path(project.root, ".pipeledger", "lineage-spool.jsonl")
     if not path.exists():
         return []
@@ -68,7 +69,8 @@ def test_down_or_hanging_receivers_cost_at_most_the_timeout_and_miss_nothing(
     assert len(spooled(project)) == 4
 
     print(
-        f"process wall time: healthy {healthy_took:.2f} s, down {down_took:.2f} s, hanging {hung_took:.2f} s"
+        f"process wall time: healthy {healthy_took:.2f} s, down {down_took:.2f} s, "
+        f"hanging {hung_took:.2f} s"
     )
     assert down_took <= healthy_took + TIMEOUT + SLACK
     assert hung_took <= healthy_took + TIMEOUT + SLACK
