@@ -613,7 +613,12 @@ class NullLedger(Ledger):
         **fields: Unpack[RunFields],
     ) -> Iterator[Run]:
         trigger_type = RunOptions.of(**fields).trigger_type
-        yield Run(self, self._new_record(pipeline, RunOptions(trigger_type=trigger_type)))
+        run = Run(self, self._new_record(pipeline, RunOptions(trigger_type=trigger_type)))
+        try:
+            yield run
+        except BaseException as exc:  # nothing is recorded; the run's observers see its end
+            run._close(_status_for(exc), exc)
+            raise
 
     def watchdog(self) -> dict[str, str]:
         return {}

@@ -240,3 +240,21 @@ def test_an_orchestrator_s_lineage_parent_and_dag_run_are_parent_and_root(
     assert parent["run"]["runId"] == task_run
     assert parent["job"]["namespace"] == "airflow" and parent["job"]["name"] == "etl.orders"
     assert parent["root"]["job"]["name"] == project.root.name
+
+
+def test_without_a_ledger_runs_still_send_their_events(
+    project: Project, receiver: Receiver
+) -> None:
+    raw = "\n[ledger]\nenabled = false\n" + lineage_toml(receiver.url)
+    project.configure(raw, orders=orders_pipeline())
+    path = project.write_csv("orders_1.csv", [order(1, "2024-01-01T10:00:00Z")])
+    (ok,) = project.run_json("run")
+    path.write_text(path.read_text() + "2,only,three\n")
+    code, _, _ = project.cli("run")
+    assert code == 1
+
+    events = receiver.wait_for(4)
+    for event in events:
+        check_event(event)
+    assert [e["eventType"] for e in events] == ["START", "COMPLETE", "START", "FAIL"]
+    assert events[1]["run"]["runId"] == ok["run_id"]
