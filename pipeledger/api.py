@@ -115,6 +115,7 @@ __all__ = [
     "status",
     "tasks",
     "trigger",
+    "wait_for_lineage",
     "watchdog",
     "watermarks",
 ]
@@ -176,18 +177,61 @@ def trigger(
     correlation_id: str | None = None,
     idempotency_key: str | None = None,
     triggered_by: str | None = None,
+    data_interval: tuple[datetime | str, datetime | str] | None = None,
+    attempt: int | None = None,
+    lineage_parent: str | None = None,
+    lineage_root: str | None = None,
 ) -> Trigger:
-    """Why a run happens, as the ledger records it (``pipeledger run --trigger``)."""
+    """Why a run happens, as the ledger records it (``pipeledger run --trigger``).
+
+    For an orchestrator (``pipeledger.airflow``, or ``run --data-interval-start ...``):
+    ``data_interval`` is recorded as the run's interval (ISO 8601 text or datetimes; a time
+    without an offset is UTC); an incremental run still reads from its watermark.
+    ``attempt`` is the orchestrator's try number of its task, filed in the ledger as
+    :func:`pipeledger.runs.scaffold.filing` says (a later try continues the logical run
+    of an earlier one that did not publish). ``lineage_parent`` / ``lineage_root``:
+    OpenLineage runs ``namespace/job/run_id`` the run's events name as parent and root."""
     from pipeledger.ledger.vocabulary import TriggerType
     from pipeledger.runs.scaffold import Trigger
 
+    if retry and attempt is not None:
+        raise ConfigError(
+            "--retry lets the ledger number the attempt; --attempt gives the orchestrator's "
+            "number: use one of them; nothing was run"
+        )
     return Trigger(
         trigger_type=TriggerType(trigger_type),
         retry=retry,
         correlation_id=correlation_id,
         idempotency_key=idempotency_key,
         triggered_by=triggered_by,
+        data_interval=None if data_interval is None else _interval(*data_interval),
+        attempt=attempt,
+        lineage_parent=lineage_parent,
+        lineage_root=lineage_root,
     )
+
+
+def _interval(start: datetime | str, end: datetime | str) -> tuple[datetime, datetime]:
+    """A data interval from an orchestrator: aware instants, start <= end."""
+
+    def instant(value: datetime | str, which: str) -> datetime:
+        try:
+            moment = value if isinstance(value, datetime) else datetime.fromisoformat(value)
+        except ValueError:
+            raise ConfigError(
+                f"data interval {which} {value!r} is not an ISO 8601 time "
+                "(e.g. 2024-06-01T03:00:00+00:00); nothing was run"
+            ) from None
+        return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+    first, last = instant(start, "start"), instant(end, "end")
+    if first > last:
+        raise ConfigError(
+            f"data interval start {first.isoformat()} is after its end {last.isoformat()}; "
+            "nothing was run"
+        )
+    return first, last
 
 
 # -- runs -------------------------------------------------------------------------------
@@ -207,7 +251,8 @@ def run(
     ``threads`` workers (default 4 on PostgreSQL, 1 on SQLite). A node whose upstream
     failed is recorded skipped (``upstream_failed``) and the other branches go on; every
     node's outcome is returned. All node runs share one ``correlation_id`` (the DAG run).
-    ``full_refresh`` rebuilds the selected models from scratch."""
+    ``full_refresh`` rebuilds the selected models from scratch. ``lineage`` events
+    (``[lineage]``) are sent off the run's path: see :func:`wait_for_lineage`."""
     from pipeledger.dag.graph import Graph
     from pipeledger.runs.nodes import dag_trigger, run_nodes
 
@@ -411,6 +456,15 @@ def quarantined(
     return entries(_config(config), name, run=run, include_resolved=include_resolved)
 
 
+def wait_for_lineage(timeout: float | None = None) -> None:
+    """Wait (at most ``timeout`` s, default ``[lineage] timeout``) until this process's
+    OpenLineage events are delivered, or spooled for the next run to send: for a process
+    that ends without running its exit handlers (an Airflow task's)."""
+    from pipeledger import lineage
+
+    lineage.wait(timeout)
+
+
 def outcome_of(pipeline: str, exc: BaseException) -> Outcome:
     """The outcome of a run that raised ``exc`` (a :class:`RunFailure`, or the result of
     a run that committed but that the ledger could not record)."""
@@ -468,14 +522,16 @@ def graph(config: ConfigLike) -> dict[str, Any]:
 def watchdog(config: ConfigLike) -> dict[str, str]:
     """Replay the ledger's spool, then settle runs whose lease expired or whose process is
     gone: ``success`` when the warehouse shows they committed, else ``abandoned``. Then
-    look after SLAs and alerts and send the due alerts (:mod:`pipeledger.alerts`)."""
+    send the spooled OpenLineage events (with ``[lineage]``), look after SLAs and alerts
+    and send the due alerts (:mod:`pipeledger.alerts`)."""
     return _watchdog(_site(config))
 
 
 def _watchdog(site: Site) -> dict[str, str]:
-    from pipeledger import alerts
+    from pipeledger import alerts, lineage
 
     settled = site.ledger.watchdog()
+    lineage.drain(site.config)
     if alerts.watching(site.config):
         alerts.look_after(site.config)
         alerts.deliver_pending(site.config)  # one round: bounded, never raises

@@ -97,6 +97,18 @@ TRIGGERS = ("manual", "scheduled", "event")
     help="A second trigger with the same key does not run again while the first runs or "
     "after it succeeded; it reports the first run.",
 )
+@click.option(
+    "--data-interval-start",
+    metavar="TIME",
+    help="An orchestrator's data interval (ISO 8601), recorded as the run's interval.",
+)
+@click.option("--data-interval-end", metavar="TIME", help="Its end (with --data-interval-start).")
+@positive("--attempt", "The orchestrator's try number of this task (Airflow's try_number).")
+@click.option(
+    "--lineage-parent",
+    metavar="NAMESPACE/JOB/RUN_ID",
+    help="The OpenLineage run the run's events name as their parent (e.g. an Airflow task).",
+)
 def run(
     selectors: tuple[str, ...],
     as_json: bool,
@@ -108,6 +120,10 @@ def run(
     full_refresh: bool,
     due: bool,
     idempotency_key: str | None,
+    data_interval_start: str | None,
+    data_interval_end: str | None,
+    attempt: int | None,
+    lineage_parent: str | None,
 ) -> None:
     """Incremental run of loads and models, in dependency order.
 
@@ -119,11 +135,17 @@ def run(
     whose upstream failed is skipped; the other branches go on. Transient failures are
     retried as each node's ``retries`` say."""
     with reporting(as_json), cancellable():
-        if due and (retry or idempotency_key or full_refresh):
+        given = data_interval_start or data_interval_end or attempt
+        if due and (retry or idempotency_key or full_refresh or given):
             raise ConfigError(
-                "--due gives each interval its own key: use it without --retry, "
-                "--idempotency-key and --full-refresh"
+                "--due gives each interval its own key and interval: use it without --retry, "
+                "--idempotency-key, --full-refresh, --data-interval-* and --attempt"
             )
+        if (data_interval_start is None) != (data_interval_end is None):
+            raise ConfigError("give both --data-interval-start and --data-interval-end")
+        interval = None
+        if data_interval_start and data_interval_end:
+            interval = (data_interval_start, data_interval_end)
         config = read_config()
         with _progress(not as_json) as on_progress:
             if due:
@@ -137,6 +159,9 @@ def run(
                     retry=retry,
                     correlation_id=correlation_id,
                     idempotency_key=idempotency_key,
+                    data_interval=interval,
+                    attempt=attempt,
+                    lineage_parent=lineage_parent,
                 )
                 outcomes = api.run(
                     config,

@@ -573,12 +573,38 @@ class AlertsConfig(_Strict):
         return sorted(n for n, on in own.items() if kind in (self.on if on is None else on))
 
 
+class LineageConfig(_Strict):
+    """Where OpenLineage events of the runs go (:mod:`pipeledger.lineage`). Without
+    ``transport``, the OpenLineage client's own configuration (``OPENLINEAGE_URL``,
+    ``OPENLINEAGE__TRANSPORT__*``, ``OPENLINEAGE_CONFIG``)."""
+
+    enabled: bool = True
+    transport: Literal["http", "file", "console"] | None = None
+    url: str | None = None  # http: the receiver (Marquez: http://host:5000)
+    endpoint: str = "api/v1/lineage"
+    api_key: Annotated[str | None, AfterValidator(_secret)] = None
+    path: str = f"{EMBEDDED_DIR}/openlineage-events.jsonl"  # file: one event per line
+    namespace: str | None = None  # the jobs' namespace (else $OPENLINEAGE_NAMESPACE)
+    timeout: PositiveDuration = timedelta(seconds=2)
+    spool: str | None = None  # undelivered events (default: beside the ledger's spool)
+    dag_job: str | None = None  # the job of a DAG run, the nodes' parent (default: folder)
+
+    @model_validator(mode="after")
+    def _http_has_url(self) -> LineageConfig:
+        if self.transport == "http" and not self.url:
+            raise ValueError('transport = "http" needs url')
+        if self.url and not self.url.startswith(("http://", "https://")):
+            raise ValueError("url must start with http:// or https://")
+        return self
+
+
 class Config(_Strict):
     """A whole ``pipeledger.toml``. ``base_dir`` anchors relative paths (the file's folder)."""
 
     warehouse: WarehouseConfig = WarehouseConfig()
     ledger: LedgerConfig = LedgerConfig()
     alerts: AlertsConfig = AlertsConfig()
+    lineage: LineageConfig | None = None
     pipelines: dict[PipelineName, PipelineConfig] = Field(default_factory=dict)
     models: dict[ModelName, ModelConfig] = Field(default_factory=dict)
     base_dir: Path = Path(".")

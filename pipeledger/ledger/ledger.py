@@ -430,6 +430,23 @@ class Ledger:
             )
         return str(logical_run_id), int(attempt) + 1
 
+    def latest_correlated(self, pipeline: str, correlation_id: str) -> RunRecord | None:
+        """The pipeline's latest run with ``correlation_id`` (an orchestrator's task
+        instance: an earlier try of it), or None."""
+        d = self.store.database.dialect
+        with self.store.session(write=False) as session:
+            if not is_migrated(session, LEDGER):
+                return None
+            rows = session.query(
+                f"SELECT run_id FROM {d.table(RUNS)} WHERE pipeline = {d.param} "
+                f"AND correlation_id = {d.param} ORDER BY started_at DESC LIMIT 1",
+                [pipeline, correlation_id],
+            )
+            if not rows:
+                return None
+            (row,) = session.query(lsql.read_run(session.dialect), [str(rows[0][0])])
+        return _record_of(row)
+
     # -- by run id: for orchestrators, from any process ---------------------------------
     def start_run(self, pipeline: str, **fields: Unpack[RunFields]) -> str:
         """Record a run as ``running`` and return its id, for :meth:`finish_run` or
@@ -609,7 +626,12 @@ class NullLedger(Ledger):
         **fields: Unpack[RunFields],
     ) -> Iterator[Run]:
         trigger_type = RunOptions.of(**fields).trigger_type
-        yield Run(self, self._new_record(pipeline, RunOptions(trigger_type=trigger_type)))
+        run = Run(self, self._new_record(pipeline, RunOptions(trigger_type=trigger_type)))
+        try:
+            yield run
+        except BaseException as exc:  # nothing is recorded; the run's observers see its end
+            run._close(_status_for(exc), exc)
+            raise
 
     def watchdog(self) -> dict[str, str]:
         return {}

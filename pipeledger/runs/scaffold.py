@@ -29,6 +29,7 @@ run that finds its pipeline locked can tell a live holder from the session of a 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -44,16 +45,19 @@ from pipeledger.errors import (
     DuplicateRun,
     LedgerNotWritten,
     PipeledgerError,
+    WarehouseError,
 )
 from pipeledger.ledger.ledger import Ledger, NullLedger, RunFields
 from pipeledger.ledger.run import Run
-from pipeledger.ledger.vocabulary import TriggerType
+from pipeledger.ledger.vocabulary import RunRecord, RunStatus, TriggerType
 from pipeledger.runs.interrupt import stoppable
-from pipeledger.runs.site import Site, who
+from pipeledger.runs.site import RunObserver, Site, who
 from pipeledger.state.tables import STATE, log_commit
 from pipeledger.warehouse.clients import acting_for
 from pipeledger.warehouse.migrations import ensure_migrated
 from pipeledger.warehouse.session import Session, Warehouse
+
+log = logging.getLogger("pipeledger.run")
 
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
@@ -71,6 +75,9 @@ class Trigger:
     idempotency_key: str | None = None  # a second trigger with it does nothing (ledger)
     data_interval: tuple[datetime, datetime] | None = None  # a scheduled run's interval
     retry_of: str | None = None  # with retry: the failed attempt (else the latest run)
+    attempt: int | None = None  # an orchestrator's try number of this task (see filing)
+    lineage_parent: str | None = None  # OpenLineage parent run: "namespace/job/run_id"
+    lineage_root: str | None = None  # OpenLineage root run (e.g. the Airflow DAG run)
 
 
 class Job(Protocol[R_co]):
@@ -127,6 +134,8 @@ def _run_job(site: Site, spec: RunSpec, make: Callable[[str], Job[R]]) -> R:
     stop = Stop()
     result: R | None = None
     working = False
+    observer = None if spec.dry_run else site.observer
+    opened: list[Run] = []
     try:
         with (
             ledger.run(
@@ -137,6 +146,8 @@ def _run_job(site: Site, spec: RunSpec, make: Callable[[str], Job[R]]) -> R:
             ) as run,
             stoppable(run.run_id, stop, site.config.node(spec.pipeline).timeout),
         ):
+            opened.append(run)
+            _tell(observer, "started", run)
             if STATE not in ledger.components:  # in the run: a ledger of its own records
                 ensure_migrated(site.warehouse, STATE)  # a warehouse it cannot reach
             with acting_for(spec.pipeline, run.run_id):
@@ -157,26 +168,86 @@ def _run_job(site: Site, spec: RunSpec, make: Callable[[str], Job[R]]) -> R:
                 f"pipeline {spec.pipeline}: the run could not start; nothing was read or written"
             )
         raise
+    finally:
+        if opened:  # the ledger has its final record (or left it running: outcome unknown)
+            _tell(observer, "ended", opened[0])
     return result
 
 
+def _tell(observer: RunObserver | None, moment: str, run: Run) -> None:
+    """Tell the run's observer (lineage) that it started or ended: never the run's failure."""
+    if observer is None:
+        return
+    try:
+        getattr(observer, moment)(run)
+    except Exception as exc:
+        log.warning("pipeline %s: the run's observer failed: %s", run.record.pipeline, exc)
+
+
 def filing(ledger: Ledger, spec: RunSpec) -> RunFields:
-    """How the ledger files the run: a retry continues the failed attempt's logical run."""
+    """How the ledger files the run: a retry continues the failed attempt's logical run.
+
+    An orchestrator's try number (``trigger.attempt``: Airflow's ``try_number``) is filed
+    as follows. Try N > 1 of a task whose earlier try left a run in the ledger (the latest
+    run of the pipeline with the same ``correlation_id``) that did not publish (failed,
+    cancelled, timed out, abandoned, skipped, or still ``running`` because its worker was
+    killed) continues that run's logical run: same ``logical_run_id``, ``parent_run_id``
+    that run, trigger type ``retry``, and attempt N (or the next number after that run's,
+    when the ledger has counted further). Otherwise the run starts a logical run of its own
+    with attempt N: a try whose predecessors never reached the ledger says so by its
+    number, and one after a published run is not filed as its retry (a logical run
+    publishes at most once). ``extra.orchestrator_attempt`` keeps N when the ledger's
+    number differs."""
     trigger = spec.trigger
-    logical_run_id, attempt = (
-        ledger.next_attempt(spec.pipeline, trigger.retry_of) if trigger.retry else (None, 1)
-    )
-    kind = TriggerType.RETRY if trigger.retry else (spec.trigger_type or trigger.trigger_type)
+    kind = spec.trigger_type or trigger.trigger_type
+    parent_run_id = trigger.parent_run_id
+    extra: dict[str, str | int] = {}
+    if trigger.retry:
+        logical_run_id, attempt = ledger.next_attempt(spec.pipeline, trigger.retry_of)
+        kind = TriggerType.RETRY
+    elif trigger.attempt is not None:
+        earlier = _earlier_try(ledger, spec.pipeline, trigger)
+        logical_run_id, attempt = None, trigger.attempt
+        if earlier is not None:
+            logical_run_id, parent_run_id = earlier.logical_run_id, earlier.run_id
+            attempt, kind = max(trigger.attempt, earlier.attempt + 1), TriggerType.RETRY
+        if attempt != trigger.attempt:
+            extra["orchestrator_attempt"] = trigger.attempt
+    else:
+        logical_run_id, attempt = None, 1
+    for name, value in (
+        ("lineage_parent", trigger.lineage_parent),
+        ("lineage_root", trigger.lineage_root),
+    ):
+        if value:
+            extra[name] = value
     return RunFields(
         trigger_type=kind,
         logical_run_id=logical_run_id,
         attempt=attempt,
         correlation_id=trigger.correlation_id,
-        parent_run_id=trigger.parent_run_id,
+        parent_run_id=parent_run_id,
         triggered_by=trigger.triggered_by or who(),
         data_interval=spec.data_interval or trigger.data_interval,
         idempotency_key=trigger.idempotency_key,
+        extra=extra or None,
     )
+
+
+def _earlier_try(ledger: Ledger, pipeline: str, trigger: Trigger) -> RunRecord | None:
+    """The run an earlier try of the same orchestrated task left, if it did not publish."""
+    if not (trigger.attempt and trigger.attempt > 1 and trigger.correlation_id):
+        return None
+    if not ledger.recording:
+        return None
+    try:
+        earlier = ledger.latest_correlated(pipeline, trigger.correlation_id)
+    except WarehouseError as exc:  # a separate ledger that is down: a logical run of its own
+        log.warning("pipeline %s: could not read the earlier tries of this task: %s", pipeline, exc)
+        return None
+    if earlier is None or earlier.status in (RunStatus.SUCCESS, RunStatus.PARTIAL):
+        return None
+    return earlier
 
 
 def _in_transaction(warehouse: Warehouse, job: Job[R], run: Run, dry_run: bool, stop: Stop) -> R:

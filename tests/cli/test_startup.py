@@ -1,7 +1,8 @@
 """The quick commands start without the loader: ``--help`` and the commands that read state
 or the ledger import neither pyarrow nor numpy, which are most of a load's start-up, nor
 pydantic (the config model: they only need to know where the warehouse and the ledger
-are), nor sqlglot. ``--help`` does not import rich either. Their wall times are measured by
+are), nor sqlglot, nor the OpenLineage client or Airflow. ``--help`` does not import rich
+either. Their wall times are measured by
 ``python -m bench.load``."""
 
 from __future__ import annotations
@@ -22,6 +23,14 @@ HEAVY = (
     "pipeledger.config.model",
     "pipeledger.runs.load.loader",
     "pipeledger.transform",
+    # lineage: the OpenLineage client (0.4-0.6 s) and what builds and sends events
+    "openlineage",
+    "requests",
+    "pipeledger.lineage.events",
+    "pipeledger.lineage.emitter",
+    "pipeledger.lineage.columns",
+    "airflow",
+    "pipeledger.airflow",
 )
 MARK = "-- modules --"
 # runs each argument list as a `pipeledger` command in one process, then lists its modules
