@@ -13,6 +13,7 @@ from typing import Any
 
 from pipeledger.ledger.reads.answers import (
     _SUCCESS,
+    FAILURES,
     FRESHNESS_REASON,
     STATUS_WINDOW,
     VOLUME_WINDOW_DAYS,
@@ -61,12 +62,17 @@ def _seen(d: Dialect) -> str:
 _SEEN = "SELECT pipeline FROM seen WHERE pipeline IS NOT NULL"
 
 
-def _heads(d: Dialect, names: str) -> str:
-    """CTE ``heads``: per pipeline, its latest run, last success and latest volume sample."""
+def _heads(d: Dialect, names: str, failures: bool = False) -> str:
+    """CTE ``heads``: per pipeline, its latest run, last success and latest volume sample;
+    with ``failures``, also its latest failure that started since the parameter (a
+    bounded probe of the index: a pipeline that never fails is not read to its start)."""
+    failed = ", ".join(f"'{s}'" for s in FAILURES)
+    failure = f" AND r.status IN ({failed}) AND r.started_at >= {d.param}"
+    latest_failure = f", {_latest(d, 'n.pipeline', failure)} AS failure_id" if failures else ""
     return (
         f"heads AS (SELECT n.pipeline, {_latest(d, 'n.pipeline')} AS last_run_id, "
         f"{_latest(d, 'n.pipeline', _SUCCESS)} AS success_id, "
-        f"{_latest(d, 'n.pipeline', _sample(d))} AS volume_id FROM ({names}) n)"
+        f"{_latest(d, 'n.pipeline', _sample(d))} AS volume_id{latest_failure} FROM ({names}) n)"
     )
 
 
@@ -197,6 +203,11 @@ class PipelineStatus(Answer):
     last_run_id: str | None
     last_run_at: datetime | None
     last_status: str | None
+    last_error: str | None  # the latest run's error, when it has one
+    last_failure_run_id: str | None  # the latest failed, timed-out or abandoned run in 7 days
+    last_failure_at: datetime | None
+    last_failure_status: str | None
+    last_failure_error: str | None
     runs_7d: int
     successes_7d: int
     success_rate_7d: float | None
@@ -266,18 +277,21 @@ def pipeline_status_sql(d: Dialect, now: datetime) -> tuple[str, list[Any]]:
         "ORDER BY sn.created_at DESC LIMIT 1)"
     )
     sql = (
-        f"WITH RECURSIVE {_seen(d)}, {_heads(d, names)}, {_history(d)}, {_recent(d)} "
+        f"WITH RECURSIVE {_seen(d)}, {_heads(d, names, failures=True)}, {_history(d)}, "
+        f"{_recent(d)} "
         "SELECT h.pipeline, h.last_run_id, lr.started_at, lr.status, lr.duration_ms, rc.finished, "
         "rc.succeeded, rc.success_rows, ls.ended_at, pl.freshness_sla_s, pl.max_duration_s, "
-        f"pl.created_at, {newest}, v.watermark_after, h.pipeline, {_VOLUME_COLUMNS} "
+        f"pl.created_at, {newest}, v.watermark_after, h.pipeline, {_VOLUME_COLUMNS}, "
+        "lr.error_message, h.failure_id, lf.started_at, lf.status, lf.error_message "
         f"FROM heads h LEFT JOIN {runs} lr ON lr.run_id = h.last_run_id "
         f"LEFT JOIN {runs} ls ON ls.run_id = h.success_id "
+        f"LEFT JOIN {runs} lf ON lf.run_id = h.failure_id "
         f"LEFT JOIN {runs} v ON v.run_id = h.volume_id "
         f"LEFT JOIN {d.table(PIPELINES)} pl ON pl.name = h.pipeline "
         "LEFT JOIN recent rc ON rc.pipeline = h.pipeline "
         "LEFT JOIN history hi ON hi.pipeline = h.pipeline ORDER BY h.pipeline"
     )
-    return sql, [*_window_days(now), *status_window(now)]
+    return sql, [now - STATUS_WINDOW, *_window_days(now), *status_window(now)]
 
 
 def data_time(cursor: str | None) -> datetime | None:
@@ -381,7 +395,8 @@ def _optional_int(value: Any) -> int | None:
 def _status(row: Sequence[Any], now: datetime, min_history: int) -> PipelineStatus:
     pipeline, last_run_id, last_at, last_status, duration, finished, succeeded = row[:7]
     success_rows, success_end, sla, max_duration, registered, cursor, watermark = row[7:14]
-    volume = _assess_row(row[14:], volume_window(now), min_history)
+    volume = _assess_row(row[14:21], volume_window(now), min_history)
+    last_error, failure_id, failure_at, failure_status, failure_error = row[21:26]
     finished, succeeded = int(finished or 0), int(succeeded or 0)
     last_success_at = stored_datetime(success_end)
     newest = data_time(cursor or watermark)
@@ -394,6 +409,11 @@ def _status(row: Sequence[Any], now: datetime, min_history: int) -> PipelineStat
         last_run_id=last_run_id,
         last_run_at=stored_datetime(last_at),
         last_status=last_status,
+        last_error=last_error,
+        last_failure_run_id=failure_id,
+        last_failure_at=stored_datetime(failure_at),
+        last_failure_status=failure_status,
+        last_failure_error=failure_error,
         runs_7d=finished,
         successes_7d=succeeded,
         success_rate_7d=succeeded / finished if finished else None,
