@@ -36,6 +36,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pipeledger.common.durations import parse_duration as parse_duration
+from pipeledger.common.durations import parse_moment as parse_moment
 from pipeledger.common.durations import span as span
 from pipeledger.common.secrets import redact as redact
 from pipeledger.config.locate import Located as Located
@@ -80,6 +81,7 @@ if TYPE_CHECKING:
     from pipeledger.runs.site import Site
     from pipeledger.state.lateness import LatenessReport as LatenessReport
     from pipeledger.state.tables import WatermarkRow as WatermarkRow
+    from pipeledger.web.server import Running as Running
 
 __all__ = [
     "Project",
@@ -118,9 +120,11 @@ __all__ = [
     "serve",
     "show",
     "sla",
+    "start_ui",
     "status",
     "tasks",
     "trigger",
+    "ui",
     "volume_days",
     "watchdog",
     "watermarks",
@@ -534,6 +538,35 @@ def serve(
 
     site = _site(config)
     loop(site, report, lambda: _watchdog(site), poll=poll, threads=threads)
+
+
+def ui(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8420,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve the read-only web dashboard of the config at ``path`` (default
+    ``./pipeledger.toml``) until interrupted (``pipeledger ui``); ``on_ready`` is told its
+    URL once it listens. Every page reads through this module (:mod:`pipeledger.web`)."""
+    from pathlib import Path
+
+    from pipeledger.web.server import serve as serve_web
+
+    serve_web(None if path is None else Path(path), host, port, on_ready)
+
+
+def start_ui(
+    path: str | os.PathLike[str] | None = None, *, host: str = "127.0.0.1", port: int = 8420
+) -> Running:
+    """The dashboard of :func:`ui` on a thread of this process (``pipeledger serve --ui``):
+    returned once it listens (its ``url``); ``stop()`` ends it. ``port`` 0: a free one."""
+    from pathlib import Path
+
+    from pipeledger.web.server import start
+
+    return start(None if path is None else Path(path), host, port)
 
 
 def cancel(config: ConfigLike, run_id: str, reason: str | None = None) -> RunRecord:

@@ -80,16 +80,11 @@ def _now() -> datetime:
 def parse_since(text: str, now: datetime, option: str = "--since") -> datetime:
     """``7d`` (back from ``now``) or an ISO-8601 time (UTC when it has no offset)."""
     try:
-        return now - api.parse_duration(text)
-    except ValueError:
-        pass
-    try:
-        moment = datetime.fromisoformat(text)
+        return api.parse_moment(text, now)
     except ValueError:
         raise ConfigError(
             f"{option} {text!r}: use a duration back from now (7d, 12h) or an ISO time"
         ) from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _empty(where: api.Located, sentence: str) -> str:
