@@ -97,7 +97,10 @@ def sparkline(
     bounds = known + extra + ([band.low, band.high] if band else [])
     if not bounds:
         return _svg(width, height, label, [_empty_text(width, height, "no intervals yet")])
-    low, high = min(0.0, *bounds), max(bounds)
+    # the data's own range (not from 0): a steady volume that moves by a few percent shows
+    low, high = min(bounds), max(bounds)
+    if high - low < 1e-9:
+        low, high = low - 1, high + 1
     factor, offset = _scale(low, high, 3, height - 3)
     step = (width - 10) / max(len(values) - 1, 1)
     body: list[str] = []
@@ -242,9 +245,13 @@ def timeline(spans: Sequence[Span], label: str, width: int = 720) -> Markup:
     body.append(
         f'<text x="{left}" y="{height - 2}" font-size="10" fill="#868e96">0 s</text>'
         f'<text x="{width - 10}" y="{height - 2}" font-size="10" fill="#868e96" '
-        f'text-anchor="end">{escape(f"{total:,.1f} s")}</text>'
+        f'text-anchor="end">{escape(_seconds(total))}</text>'
     )
     return _svg(width, height, label, body)
+
+
+def _seconds(total: float) -> str:
+    return f"{total * 1000:,.0f} ms" if total < 1 else f"{total:,.1f} s"
 
 
 @dataclass(frozen=True)
