@@ -14,6 +14,7 @@ from pathlib import Path
 
 import uvicorn
 
+from pipeledger import api
 from pipeledger.web.app import create_app
 
 DEFAULT_HOST = "127.0.0.1"
@@ -54,7 +55,7 @@ def _url(server: uvicorn.Server, host: str) -> str:
 
 def start(config_path: Path | None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> Running:
     """Serve on a daemon thread; return once it listens (``port`` 0: a free one). Raise
-    OSError when it cannot listen (the port is taken)."""
+    ConfigError when it cannot listen (the port is taken, the address is not this host's)."""
     server = _server(config_path, host, port)
     failed: list[BaseException] = []
     listening = threading.Event()
@@ -72,7 +73,10 @@ def start(config_path: Path | None, host: str = DEFAULT_HOST, port: int = DEFAUL
     while not listening.wait(0.01):
         if server.started:
             return Running(server, thread, _url(server, host))
-    raise OSError(f"the dashboard could not listen on {host}:{port} (is the port taken?)")
+    raise api.ConfigError(
+        f"the dashboard could not listen on {host}:{port}: the port is taken or the address "
+        "is not this host's; choose another with --port or --host"
+    )
 
 
 def serve(

@@ -22,6 +22,10 @@ HEAVY = (
     "pipeledger.config.model",
     "pipeledger.runs.load.loader",
     "pipeledger.transform",
+    "pipeledger.web",  # the dashboard: only `pipeledger ui` (and serve --ui) import it
+    "starlette",
+    "jinja2",
+    "uvicorn",
 )
 MARK = "-- modules --"
 # runs each argument list as a `pipeledger` command in one process, then lists its modules

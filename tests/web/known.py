@@ -8,7 +8,9 @@ logical run). Runs recorded through the ledger's own store where making them for
 would take a process killed or hung on purpose: ``customers`` (a success, then
 ``abandoned`` and ``timed_out``), ``events`` (nine successes, ``cancelled`` and
 ``skipped``), and a Python pipeline named ``<script>alert(1)</script>`` whose error is
-HTML. ``refunds`` is configured and never ran.
+HTML. ``refunds`` is configured, scheduled, and never ran. ``events`` waits on
+``customers``, whose freshness SLA is broken; the alerts of all this were delivered to a
+webhook on this host.
 
 The health each node must show follows from the rules of
 :mod:`pipeledger.ledger.reads.queries` (successes / finished runs of 7 days).
@@ -20,8 +22,10 @@ import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from pipeledger import api
 from tests.helpers import Project, order, orders_pipeline
 from tests.ledger_fixtures import ledger
+from tests.webhook import Receiver
 
 SCRIPT_NAME = "<script>alert(1)</script>"
 HTML_ERROR = "<b>boom</b> <img src=x onerror=alert(2)> in step <i>extract</i>"
@@ -47,7 +51,7 @@ class Known:
     runs: dict[str, str] = field(default_factory=dict)  # what -> run id
 
 
-def configure(project: Project) -> None:
+def configure(project: Project, webhook: str) -> None:
     quarantine = {"accepted_values": {"status": ["completed", "shipped"]}, "on_fail": "quarantine"}
     missing = {"kind": "csv", "path": "data/never*.csv"}
     project.configure(
@@ -66,7 +70,8 @@ def configure(project: Project) -> None:
         ),
         customers=orders_pipeline(source=missing, target="analytics.customers"),
         events=orders_pipeline(source=missing, target="analytics.events"),
-        refunds=orders_pipeline(source=missing, target="analytics.refunds"),
+        refunds=orders_pipeline(source=missing, target="analytics.refunds", schedule="0 2 * * *"),
+        raw=f'\n[alerts]\nwebhooks = {{ hook = "{webhook}" }}\n',
     )
 
 
@@ -99,8 +104,10 @@ def recorded_runs(known: Known, url: str, now: datetime) -> None:
     """The runs of the kinds no test should wait for, written into the project's ledger."""
     hour = timedelta(hours=1)
     with ledger(url) as b:
-        for name in ("customers", "events", SCRIPT_NAME):
+        for name in ("events", SCRIPT_NAME):
             b.pipeline(name, registered=now - timedelta(days=30))
+        b.pipeline("customers", freshness_sla=6 * hour, registered=now - timedelta(days=30))
+        b.depends("events", "customers")
         b.run("customers", now - 30 * hour)
         known.runs["customers abandoned"] = b.run(
             "customers",
@@ -143,9 +150,16 @@ def ledger_url(project: Project) -> str:
 
 
 def build(project: Project) -> Known:
-    """Configure ``project`` and fill its ledger (about 10 s: six real runs)."""
+    """Configure ``project`` and fill its ledger (about 10 s: six real runs), then let the
+    watchdog see the SLAs and deliver the alerts."""
     known = Known(project)
-    configure(project)
-    real_runs(known)
-    recorded_runs(known, ledger_url(project), datetime.now(UTC))
+    receiver = Receiver()
+    receiver.start()
+    try:
+        configure(project, receiver.url)
+        real_runs(known)
+        recorded_runs(known, ledger_url(project), datetime.now(UTC))
+        api.watchdog(project.root / "pipeledger.toml")
+    finally:
+        receiver.stop()
     return known
