@@ -162,11 +162,12 @@ def bars(
             f'y2="{offset - band.mean * factor:.1f}" stroke="{LINE}" stroke-dasharray="4 3"/>'
         )
     slot = width / len(items)
+    bar = max(min(slot * 0.7, 36.0), 1.0)
     for i, b in enumerate(items):
         y = offset - b.value * factor
         body.append(
-            f'<a href="{escape(b.href)}"><rect x="{i * slot + slot * 0.15:.1f}" y="{y:.1f}" '
-            f'width="{max(slot * 0.7, 1):.1f}" height="{max(offset - y, 1):.1f}" '
+            f'<a href="{escape(b.href)}"><rect x="{i * slot + (slot - bar) / 2:.1f}" '
+            f'y="{y:.1f}" width="{bar:.1f}" height="{max(offset - y, 1):.1f}" '
             f'fill="{colour(b.state)}"><title>{escape(b.title)}</title></rect></a>'
         )
     body.append(
