@@ -467,10 +467,27 @@ def is_load(outcome: object) -> bool:
     return isinstance(outcome, LoadResult)
 
 
+_GRAPHS: dict[int, Any] = {}  # id(config) -> its Graph, while that config lives
+
+
+def _graph_of(config: Config) -> Any:
+    """The config's graph, made once per config object: its models' SQL is parsed to find
+    what they read (a config of 100 models takes a third of a second), and a long-lived
+    reader (the dashboard) asks again on every page with the same config."""
+    import weakref
+
+    from pipeledger.dag.graph import Graph
+
+    key = id(config)
+    if key not in _GRAPHS:
+        _GRAPHS[key] = Graph.of(config)
+        weakref.finalize(config, _GRAPHS.pop, key, None)
+    return _GRAPHS[key]
+
+
 def graph(config: ConfigLike) -> dict[str, Any]:
     """Loads and models as one graph (``pipeledger dag``): nodes, edges, each node's last
     run."""
-    from pipeledger.dag.graph import Graph
     from pipeledger.ledger.reads.recent import latest_runs
 
     site = _site(config)
@@ -478,7 +495,8 @@ def graph(config: ConfigLike) -> dict[str, Any]:
     if site.ledger.recording:
         with site.ledger.reading() as session:
             last = latest_runs(session, list(site.config.nodes))
-    return Graph.of(site.config).to_json(last)
+    result: dict[str, Any] = _graph_of(site.config).to_json(last)
+    return result
 
 
 # -- running unattended -----------------------------------------------------------------

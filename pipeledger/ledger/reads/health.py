@@ -70,7 +70,7 @@ def _heads(d: Dialect, names: str, failures: bool = False) -> str:
     failure = f" AND r.status IN ({failed}) AND r.started_at >= {d.param}"
     latest_failure = f", {_latest(d, 'n.pipeline', failure)} AS failure_id" if failures else ""
     return (
-        f"heads AS (SELECT n.pipeline, {_latest(d, 'n.pipeline')} AS last_run_id, "
+        f"heads AS MATERIALIZED (SELECT n.pipeline, {_latest(d, 'n.pipeline')} AS last_run_id, "
         f"{_latest(d, 'n.pipeline', _SUCCESS)} AS success_id, "
         f"{_latest(d, 'n.pipeline', _sample(d))} AS volume_id{latest_failure} FROM ({names}) n)"
     )
@@ -95,7 +95,16 @@ def volume_window(now: datetime) -> tuple[datetime, datetime]:
     return end - timedelta(days=VOLUME_WINDOW_DAYS), end
 
 
-_VOLUME_COLUMNS = f"v.run_id, v.started_at, {written('v')}, hi.n, hi.s, hi.ss"
+def _of(d: Dialect, run_id: str, expression: str) -> str:
+    """``expression`` (over ``x``) of the run ``run_id`` (an expression of ``heads``)
+    names, as a scalar subquery: one probe of the primary key per pipeline whatever the
+    ledger's size (a join to the runs is hashed over every run once pipelines are many)."""
+    return f"(SELECT {expression} FROM {d.table(RUNS)} x WHERE x.run_id = {run_id})"
+
+
+def _volume_columns(d: Dialect) -> str:
+    v = "h.volume_id"
+    return f"{v}, {_of(d, v, 'x.started_at')}, {_of(d, v, written('x'))}, hi.n, hi.s, hi.ss"
 
 
 def _window_days(now: datetime) -> list[str]:
@@ -103,14 +112,13 @@ def _window_days(now: datetime) -> list[str]:
 
 
 def volume_anomalies_sql(d: Dialect, now: datetime, pipeline: str | None) -> tuple[str, list[Any]]:
-    runs = d.table(RUNS)
     one = pipeline is not None
     names = f"SELECT CAST({d.param} AS text) AS pipeline" if one else _SEEN
     sql = (
         f"WITH RECURSIVE {'' if one else _seen(d) + ', '}{_heads(d, names)}, {_history(d, one)} "
-        f"SELECT h.pipeline, {_VOLUME_COLUMNS} FROM heads h "
-        f"JOIN {runs} v ON v.run_id = h.volume_id "
-        "LEFT JOIN history hi ON hi.pipeline = h.pipeline ORDER BY h.pipeline"
+        f"SELECT h.pipeline, {_volume_columns(d)} FROM heads h "
+        "LEFT JOIN history hi ON hi.pipeline = h.pipeline WHERE h.volume_id IS NOT NULL "
+        "ORDER BY h.pipeline"
     )
     window = _window_days(now)
     return sql, [pipeline, *window, pipeline] if one else window
@@ -270,24 +278,24 @@ def recent_counts(
 
 
 def pipeline_status_sql(d: Dialect, now: datetime) -> tuple[str, list[Any]]:
-    runs = d.table(RUNS)
     names = f"{_SEEN} UNION SELECT name FROM {d.table(PIPELINES)}"
     newest = (
         f"(SELECT sn.max_cursor FROM {d.table(SNAPSHOTS)} sn WHERE sn.run_id = h.volume_id "
         "ORDER BY sn.created_at DESC LIMIT 1)"
     )
+    last, success, failure = "h.last_run_id", "h.success_id", "h.failure_id"
+    volume = "h.volume_id"
     sql = (
         f"WITH RECURSIVE {_seen(d)}, {_heads(d, names, failures=True)}, {_history(d)}, "
         f"{_recent(d)} "
-        "SELECT h.pipeline, h.last_run_id, lr.started_at, lr.status, lr.duration_ms, rc.finished, "
-        "rc.succeeded, rc.success_rows, ls.ended_at, pl.freshness_sla_s, pl.max_duration_s, "
-        f"pl.created_at, {newest}, v.watermark_after, h.pipeline, {_VOLUME_COLUMNS}, "
-        "lr.error_message, h.failure_id, lf.started_at, lf.status, lf.error_message "
-        f"FROM heads h LEFT JOIN {runs} lr ON lr.run_id = h.last_run_id "
-        f"LEFT JOIN {runs} ls ON ls.run_id = h.success_id "
-        f"LEFT JOIN {runs} lf ON lf.run_id = h.failure_id "
-        f"LEFT JOIN {runs} v ON v.run_id = h.volume_id "
-        f"LEFT JOIN {d.table(PIPELINES)} pl ON pl.name = h.pipeline "
+        f"SELECT h.pipeline, {last}, {_of(d, last, 'x.started_at')}, {_of(d, last, 'x.status')}, "
+        f"{_of(d, last, 'x.duration_ms')}, rc.finished, rc.succeeded, rc.success_rows, "
+        f"{_of(d, success, 'x.ended_at')}, pl.freshness_sla_s, pl.max_duration_s, "
+        f"pl.created_at, {newest}, {_of(d, volume, 'x.watermark_after')}, h.pipeline, "
+        f"{_volume_columns(d)}, {_of(d, last, 'x.error_message')}, {failure}, "
+        f"{_of(d, failure, 'x.started_at')}, {_of(d, failure, 'x.status')}, "
+        f"{_of(d, failure, 'x.error_message')} "
+        f"FROM heads h LEFT JOIN {d.table(PIPELINES)} pl ON pl.name = h.pipeline "
         "LEFT JOIN recent rc ON rc.pipeline = h.pipeline "
         "LEFT JOIN history hi ON hi.pipeline = h.pipeline ORDER BY h.pipeline"
     )
