@@ -700,12 +700,15 @@ def show(project: Project, run_id: str) -> RunDetail:
     return detail
 
 
-def status(project: Project = None, *, now: datetime | None = None) -> list[PipelineStatus]:
-    """Health per pipeline: 7-day success rate, freshness, volume anomaly."""
+def status(
+    project: Project = None, *, now: datetime | None = None, pipeline: str | None = None
+) -> list[PipelineStatus]:
+    """Health per pipeline (or of ``pipeline`` only): 7-day success rate, freshness,
+    volume anomaly."""
     from pipeledger.ledger.reads.health import pipeline_status
 
     with _reading(project, current=True) as session:
-        return pipeline_status(session, _now(now)) if session else []
+        return pipeline_status(session, _now(now), pipeline=pipeline) if session else []
 
 
 def anomalies(

@@ -313,7 +313,7 @@ def node(project: Project, name: str, query: RunQuery) -> dict[str, Any]:
     recent = api.recent_runs(located, name, limit=CHART_RUNS)
     published = [r for r in recent if r.status.value in ("success", "partial")]
     anomaly = next(iter(api.anomalies(located, name, now=now)), None)
-    status = next((s for s in api.status(located, now=now) if s.pipeline == name), None)
+    status = next(iter(api.status(located, now=now, pipeline=name)), None)
     graph, config_error = _graph(project)
     me = next((n for n in graph["nodes"] if n["name"] == name), None)
     is_load = me is not None and me["kind"] == "load"

@@ -724,6 +724,8 @@ def _ledger_queries() -> list[Case]:
              lambda d: bound(*queries.volume_anomalies_sql(d, AT, "orders")), world=_w("ledger")),
         Case(m, "pipeline_status_sql", lambda d: bound(*queries.pipeline_status_sql(d, AT)),
              world=_w("ledger")),
+        Case(m, "pipeline_status_sql of one pipeline",
+             lambda d: bound(*queries.pipeline_status_sql(d, AT, "orders")), world=_w("ledger")),
         Case(m, "task_trends_sql", lambda d: bound(*queries.task_trends_sql(d, AT, None, 14)),
              world=_w("ledger")),
         Case(m, "task_trends_sql of one pipeline",

@@ -110,3 +110,16 @@ def test_a_question_it_cannot_answer_is_the_clis_error_document(
     assert code == status, body
     document = json.loads(body)
     assert document["status"] == "failed" and document["error"] and document["exit_code"] in (1, 2)
+
+
+def test_the_status_of_one_node_is_its_line_of_everyones(known_project: k.Known) -> None:
+    """The node page asks for its node's status alone: the same answer as among all."""
+    from pipeledger import api
+
+    where = api.locate(known_project.project.root / "pipeledger.toml")
+    everyone = {s.pipeline: s.to_json() for s in api.status(where)}
+    for name in k.HEALTH:
+        alone = [s.to_json() for s in api.status(where, pipeline=name)]
+        mine = [everyone[name]] if name in everyone else []
+        assert settled(alone, mine) == settled(mine, alone), name
+    assert "refunds" not in everyone and api.status(where, pipeline="refunds") == []

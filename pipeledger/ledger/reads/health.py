@@ -277,8 +277,16 @@ def recent_counts(
     return {str(p): (int(n), int(ok)) for p, n, ok in rows}
 
 
-def pipeline_status_sql(d: Dialect, now: datetime) -> tuple[str, list[Any]]:
-    names = f"{_SEEN} UNION SELECT name FROM {d.table(PIPELINES)}"
+def pipeline_status_sql(
+    d: Dialect, now: datetime, pipeline: str | None = None
+) -> tuple[str, list[Any]]:
+    """Every pipeline's status, or ``pipeline``'s only (its runs' probes alone)."""
+    one = pipeline is not None
+    names = (
+        f"SELECT CAST({d.param} AS text) AS pipeline"
+        if one
+        else f"{_SEEN} UNION SELECT name FROM {d.table(PIPELINES)}"
+    )
     newest = (
         f"(SELECT sn.max_cursor FROM {d.table(SNAPSHOTS)} sn WHERE sn.run_id = h.volume_id "
         "ORDER BY sn.created_at DESC LIMIT 1)"
@@ -286,8 +294,8 @@ def pipeline_status_sql(d: Dialect, now: datetime) -> tuple[str, list[Any]]:
     last, success, failure = "h.last_run_id", "h.success_id", "h.failure_id"
     volume = "h.volume_id"
     sql = (
-        f"WITH RECURSIVE {_seen(d)}, {_heads(d, names, failures=True)}, {_history(d)}, "
-        f"{_recent(d)} "
+        f"WITH RECURSIVE {'' if one else _seen(d) + ', '}{_heads(d, names, failures=True)}, "
+        f"{_history(d, one)}, {_recent(d)} "
         f"SELECT h.pipeline, {last}, {_of(d, last, 'x.started_at')}, {_of(d, last, 'x.status')}, "
         f"{_of(d, last, 'x.duration_ms')}, rc.finished, rc.succeeded, rc.success_rows, "
         f"{_of(d, success, 'x.ended_at')}, pl.freshness_sla_s, pl.max_duration_s, "
@@ -299,7 +307,8 @@ def pipeline_status_sql(d: Dialect, now: datetime) -> tuple[str, list[Any]]:
         "LEFT JOIN recent rc ON rc.pipeline = h.pipeline "
         "LEFT JOIN history hi ON hi.pipeline = h.pipeline ORDER BY h.pipeline"
     )
-    return sql, [now - STATUS_WINDOW, *_window_days(now), *status_window(now)]
+    named = [pipeline] if one else []
+    return sql, [now - STATUS_WINDOW, *named, *_window_days(now), *named, *status_window(now)]
 
 
 def data_time(cursor: str | None) -> datetime | None:
@@ -443,9 +452,14 @@ def _status(row: Sequence[Any], now: datetime, min_history: int) -> PipelineStat
     )
 
 
-def pipeline_status(session: Session, now: datetime, min_history: int = 5) -> list[PipelineStatus]:
-    """Every pipeline that has runs or is registered: its last run, 7-day success rate and
-    volume, freshness against its SLA (from its last success and from its data), volume
-    verdict, whether its latest run was slow, and health (one query)."""
-    sql, params = pipeline_status_sql(session.dialect, now)
-    return [_status(row, now, min_history) for row in session.query(sql, params)]
+def pipeline_status(
+    session: Session, now: datetime, min_history: int = 5, pipeline: str | None = None
+) -> list[PipelineStatus]:
+    """Every pipeline that has runs or is registered (or ``pipeline``, if it is): its last
+    run, 7-day success rate and volume, freshness against its SLA (from its last success
+    and from its data), volume verdict, whether its latest run was slow, and health (one
+    query)."""
+    sql, params = pipeline_status_sql(session.dialect, now, pipeline)
+    rows = session.query(sql, params)
+    known = [row for row in rows if pipeline is None or row[1] is not None or row[11] is not None]
+    return [_status(row, now, min_history) for row in known]
