@@ -32,7 +32,12 @@ def page(browser: Any, sqlite_dashboard: str) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1360, "height": 900})
     tab = context.new_page()
     dialogs: list[str] = []
-    tab.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+
+    def on_dialog(dialog: Any) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    tab.on("dialog", on_dialog)
     tab.set_default_timeout(20_000)
     tab.base = sqlite_dashboard
     yield tab

@@ -8,6 +8,7 @@ import json
 import re
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
 
@@ -40,7 +41,7 @@ def leaky(known_postgres: k.Known) -> Iterator[str]:
     with ledger(url) as b:
         b.run(
             "customers",
-            api.parse_moment("1h", k.datetime.now(k.UTC)),
+            datetime.now(UTC) - timedelta(hours=1),
             status="failed",
             run_id=str(uuid.uuid4()),  # the builder's own ids start again at each builder
             error_message=f"could not connect to {url} (password {k.PASSWORD})",
