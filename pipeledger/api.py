@@ -36,6 +36,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pipeledger.common.durations import parse_duration as parse_duration
+from pipeledger.common.durations import parse_moment as parse_moment
 from pipeledger.common.durations import span as span
 from pipeledger.common.secrets import redact as redact
 from pipeledger.config.locate import Located as Located
@@ -48,6 +49,9 @@ from pipeledger.errors import RunCancelled as RunCancelled
 if TYPE_CHECKING:
     from pipeledger.alerts.outbox import AlertRow as AlertRow
     from pipeledger.config.model import Config as Config
+    from pipeledger.ledger.reads.activity import VolumeDay as VolumeDay
+    from pipeledger.ledger.reads.activity import WorkHour as WorkHour
+    from pipeledger.ledger.reads.checks import CheckRow as CheckRow
     from pipeledger.ledger.reads.detail import AuditRow as AuditRow
     from pipeledger.ledger.reads.detail import RunDetail as RunDetail
     from pipeledger.ledger.reads.health import PipelineStatus as PipelineStatus
@@ -77,6 +81,7 @@ if TYPE_CHECKING:
     from pipeledger.runs.site import Site
     from pipeledger.state.lateness import LatenessReport as LatenessReport
     from pipeledger.state.tables import WatermarkRow as WatermarkRow
+    from pipeledger.web.server import Running as Running
 
 __all__ = [
     "Project",
@@ -86,6 +91,8 @@ __all__ = [
     "blocked",
     "cancel",
     "check",
+    "check_history",
+    "count_runs",
     "exit_code",
     "graph",
     "has_ledger",
@@ -98,6 +105,7 @@ __all__ = [
     "migrate",
     "outcome_of",
     "prune",
+    "quarantine_counts",
     "quarantined",
     "query",
     "recent_alerts",
@@ -112,12 +120,16 @@ __all__ = [
     "serve",
     "show",
     "sla",
+    "start_ui",
     "status",
     "tasks",
     "trigger",
+    "ui",
+    "volume_days",
     "wait_for_lineage",
     "watchdog",
     "watermarks",
+    "work",
 ]
 
 ConfigLike: TypeAlias = "Config | str | os.PathLike[str] | None"
@@ -465,6 +477,13 @@ def wait_for_lineage(timeout: float | None = None) -> None:
     lineage.wait(timeout)
 
 
+def quarantine_counts(config: ConfigLike) -> dict[str, int]:
+    """Per pipeline with checks, how many of its quarantined rows are unresolved."""
+    from pipeledger.quality.quarantine import open_counts
+
+    return open_counts(_config(config))
+
+
 def outcome_of(pipeline: str, exc: BaseException) -> Outcome:
     """The outcome of a run that raised ``exc`` (a :class:`RunFailure`, or the result of
     a run that committed but that the ledger could not record)."""
@@ -502,10 +521,27 @@ def is_load(outcome: object) -> bool:
     return isinstance(outcome, LoadResult)
 
 
+_GRAPHS: dict[int, Any] = {}  # id(config) -> its Graph, while that config lives
+
+
+def _graph_of(config: Config) -> Any:
+    """The config's graph, made once per config object: its models' SQL is parsed to find
+    what they read (a config of 100 models takes a third of a second), and a long-lived
+    reader (the dashboard) asks again on every page with the same config."""
+    import weakref
+
+    from pipeledger.dag.graph import Graph
+
+    key = id(config)
+    if key not in _GRAPHS:
+        _GRAPHS[key] = Graph.of(config)
+        weakref.finalize(config, _GRAPHS.pop, key, None)
+    return _GRAPHS[key]
+
+
 def graph(config: ConfigLike) -> dict[str, Any]:
     """Loads and models as one graph (``pipeledger dag``): nodes, edges, each node's last
     run."""
-    from pipeledger.dag.graph import Graph
     from pipeledger.ledger.reads.recent import latest_runs
 
     site = _site(config)
@@ -513,7 +549,8 @@ def graph(config: ConfigLike) -> dict[str, Any]:
     if site.ledger.recording:
         with site.ledger.reading() as session:
             last = latest_runs(session, list(site.config.nodes))
-    return Graph.of(site.config).to_json(last)
+    result: dict[str, Any] = _graph_of(site.config).to_json(last)
+    return result
 
 
 # -- running unattended -----------------------------------------------------------------
@@ -562,12 +599,14 @@ def run_due(
     return due(_site(config), selectors, on_progress=on_progress, threads=threads)
 
 
-def schedule_status(config: ConfigLike, now: datetime | None = None) -> list[dict[str, Any]]:
-    """Each scheduled node: its schedule, next firing, latest scheduled run and what is
-    overdue (``pipeledger schedule``)."""
+def schedule_status(
+    config: ConfigLike, now: datetime | None = None, selectors: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """Each scheduled node (of ``selectors``, default all): its schedule, next firing,
+    latest scheduled run and what is overdue (``pipeledger schedule``)."""
     from pipeledger.runs.due import schedule_status as status
 
-    return status(_site(config), now)
+    return status(_site(config), now, selectors)
 
 
 def serve(
@@ -584,6 +623,35 @@ def serve(
 
     site = _site(config)
     loop(site, report, lambda: _serve_upkeep(site), poll=poll, threads=threads)
+
+
+def ui(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8420,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve the read-only web dashboard of the config at ``path`` (default
+    ``./pipeledger.toml``) until interrupted (``pipeledger ui``); ``on_ready`` is told its
+    URL once it listens. Every page reads through this module (:mod:`pipeledger.web`)."""
+    from pathlib import Path
+
+    from pipeledger.web.server import serve as serve_web
+
+    serve_web(None if path is None else Path(path), host, port, on_ready)
+
+
+def start_ui(
+    path: str | os.PathLike[str] | None = None, *, host: str = "127.0.0.1", port: int = 8420
+) -> Running:
+    """The dashboard of :func:`ui` on a thread of this process (``pipeledger serve --ui``):
+    returned once it listens (its ``url``); ``stop()`` ends it. ``port`` 0: a free one."""
+    from pathlib import Path
+
+    from pipeledger.web.server import start
+
+    return start(None if path is None else Path(path), host, port)
 
 
 def cancel(config: ConfigLike, run_id: str, reason: str | None = None) -> RunRecord:
@@ -631,14 +699,67 @@ def recent_runs(
     pipeline: str | None = None,
     *,
     since: datetime | None = None,
+    until: datetime | None = None,
     status: RunStatus | str | None = None,
+    trigger_type: TriggerType | str | None = None,
+    logical_run_id: str | None = None,
+    correlation_id: str | None = None,
+    before: str | None = None,
     limit: int = 50,
 ) -> list[RunRow]:
-    """Recent runs (of ``pipeline``, default all), newest first (``pipeledger runs``)."""
-    from pipeledger.ledger.reads.runs import list_runs
+    """Recent runs (of ``pipeline``, default all), newest first (``pipeledger runs``):
+    started in ``[since, until)``, in ``status``, of ``trigger_type``, the attempts of one
+    logical run, the nodes of one DAG run (``correlation_id``); ``before`` (a run id, or
+    its first 8+ characters): the page after that run."""
+    from pipeledger.ledger.reads.runs import RunFilter, list_runs
 
     with _reading(project) as session:
-        return list_runs(session, pipeline, since, status, limit) if session else []
+        if session is None:
+            return []
+        where = RunFilter(
+            pipeline=pipeline,
+            since=since,
+            until=until,
+            status=status,
+            trigger_type=trigger_type,
+            logical_run_id=logical_run_id,
+            correlation_id=correlation_id,
+            before=_page_start(session, before),
+        )
+        return list_runs(session, limit=limit, where=where)
+
+
+def _page_start(session: Any, run_id: str | None) -> tuple[datetime, str] | None:
+    from pipeledger.ledger.reads.detail import match_run_id
+    from pipeledger.ledger.reads.runs import run_start
+
+    if run_id is None:
+        return None
+    full = match_run_id(session, run_id)
+    start = run_start(session, full) if full else None
+    if start is None:
+        raise PipeledgerError(f"--before {run_id!r}: no run with that id in the ledger")
+    return start
+
+
+def count_runs(
+    project: Project = None,
+    pipeline: str | None = None,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    status: RunStatus | str | None = None,
+    trigger_type: TriggerType | str | None = None,
+) -> int:
+    """How many runs :func:`recent_runs` would list with these filters and no limit."""
+    from pipeledger.ledger.reads.runs import RunFilter
+    from pipeledger.ledger.reads.runs import count_runs as count
+
+    where = RunFilter(
+        pipeline=pipeline, since=since, until=until, status=status, trigger_type=trigger_type
+    )
+    with _reading(project) as session:
+        return count(session, where) if session else 0
 
 
 def show(project: Project, run_id: str) -> RunDetail:
@@ -653,12 +774,15 @@ def show(project: Project, run_id: str) -> RunDetail:
     return detail
 
 
-def status(project: Project = None, *, now: datetime | None = None) -> list[PipelineStatus]:
-    """Health per pipeline: 7-day success rate, freshness, volume anomaly."""
+def status(
+    project: Project = None, *, now: datetime | None = None, pipeline: str | None = None
+) -> list[PipelineStatus]:
+    """Health per pipeline (or of ``pipeline`` only): 7-day success rate, freshness,
+    volume anomaly."""
     from pipeledger.ledger.reads.health import pipeline_status
 
     with _reading(project, current=True) as session:
-        return pipeline_status(session, _now(now)) if session else []
+        return pipeline_status(session, _now(now), pipeline=pipeline) if session else []
 
 
 def anomalies(
@@ -680,13 +804,53 @@ def sla(project: Project = None, *, now: datetime | None = None) -> SlaReport:
         return sla_report(session, _now(now)) if session else SlaReport((), ())
 
 
-def recent_alerts(project: Project = None, *, since: datetime | None = None) -> list[AlertRow]:
-    """Alerts raised since ``since`` (default: 7 days ago) and whether each was delivered."""
+def recent_alerts(
+    project: Project = None, *, since: datetime | None = None, run_id: str | None = None
+) -> list[AlertRow]:
+    """Alerts raised since ``since`` (default: 7 days ago) and whether each was delivered;
+    only those about run ``run_id``, when given."""
     from pipeledger.alerts.outbox import recent
 
     start = since or datetime.now(UTC) - timedelta(days=7)
     with _reading(project, current=True) as session:
-        return recent(session, start) if session else []
+        return recent(session, start, run_id) if session else []
+
+
+def check_history(
+    project: Project, pipeline: str, *, since: datetime | None = None, limit: int = 500
+) -> list[CheckRow]:
+    """The quality gate's results for ``pipeline`` as the ledger recorded them, run by run
+    (since ``since``), newest first (``pipeledger checks``)."""
+    from pipeledger.ledger.reads.checks import check_history as history
+
+    with _reading(project) as session:
+        return history(session, pipeline, since, limit) if session else []
+
+
+def work(
+    project: Project = None, *, now: datetime | None = None, hours: int = 24
+) -> list[WorkHour]:
+    """Runs per UTC hour of the last ``hours`` and the state each is in now (see
+    :mod:`pipeledger.ledger.reads.activity`)."""
+    from pipeledger.ledger.reads.activity import work_by_state
+
+    with _reading(project) as session:
+        return work_by_state(session, _now(now), hours) if session else []
+
+
+def volume_days(
+    project: Project = None,
+    pipeline: str | None = None,
+    *,
+    now: datetime | None = None,
+    days: int = 30,
+) -> list[VolumeDay]:
+    """Per pipeline and UTC day of the last ``days``: its intervals and the rows they wrote
+    (the days behind :func:`anomalies`)."""
+    from pipeledger.ledger.reads.activity import volume_days as days_of
+
+    with _reading(project, current=True) as session:
+        return days_of(session, _now(now), pipeline, days) if session else []
 
 
 def tasks(

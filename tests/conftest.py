@@ -76,3 +76,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="rewrite tests/golden/<dialect>/*.sql from the builders (then review the diff)",
     )
+    parser.addoption(
+        "--update-screenshots",
+        action="store_true",
+        help="write the dashboard's screenshots into docs/ (tests/web; then review them)",
+    )

@@ -88,13 +88,13 @@ def test_importing_every_module_leaves_every_public_name_as_it_was() -> None:
     subprocess.run([sys.executable, "-c", probe], check=True)
 
 
-def test_the_cli_reaches_the_package_only_through_the_api() -> None:
-    """Every ``pipeledger.*`` import of the command line's modules is ``pipeledger.api`` or
-    ``pipeledger.cli`` itself."""
+def _outside_imports(face: str) -> list[str]:
+    """Every ``pipeledger.*`` import of the face's modules that is neither
+    ``pipeledger.api`` nor the face itself."""
     import ast
     from pathlib import Path
 
-    folder = Path(importlib.import_module("pipeledger.cli").__file__ or "").parent
+    folder = Path(importlib.import_module(f"pipeledger.{face}").__file__ or "").parent
     others = []
     for path in sorted(folder.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -106,7 +106,18 @@ def test_the_cli_reaches_the_package_only_through_the_api() -> None:
                 names = [a.name for a in node.names]
             for name in names:
                 if name.startswith("pipeledger") and not name.startswith(
-                    ("pipeledger.api", "pipeledger.cli")
+                    ("pipeledger.api", f"pipeledger.{face}")
                 ):
                     others.append(f"{path.name}: {name}")
-    assert others == []
+    return others
+
+
+def test_the_cli_reaches_the_package_only_through_the_api() -> None:
+    """Every ``pipeledger.*`` import of the command line's modules is ``pipeledger.api`` or
+    ``pipeledger.cli`` itself."""
+    assert _outside_imports("cli") == []
+
+
+def test_the_web_reaches_the_package_only_through_the_api() -> None:
+    """The dashboard is a face like the CLI: ``pipeledger.api`` and ``pipeledger.web``."""
+    assert _outside_imports("web") == []

@@ -161,16 +161,20 @@ class AlertRow(Answer):
 _LISTED = tuple(c for c in _COLUMNS if c not in ("payload", "last_attempt_at"))
 
 
-def list_sql(d: Dialect) -> str:
+def list_sql(d: Dialect, run: bool = False) -> str:
+    """Parameters: since when, then the run id if ``run``."""
+    of_run = f" AND run_id = {d.param}" if run else ""
     return (
-        f"SELECT {', '.join(_LISTED)} FROM {d.table(ALERTS)} WHERE created_at >= {d.param} "
-        "ORDER BY created_at DESC, alert_key, webhook"
+        f"SELECT {', '.join(_LISTED)} FROM {d.table(ALERTS)} WHERE created_at >= {d.param}"
+        f"{of_run} ORDER BY created_at DESC, alert_key, webhook"
     )
 
 
-def recent(session: Session, since: datetime) -> list[AlertRow]:
-    """Alerts raised since ``since``, newest first, with their delivery status."""
-    rows = session.query(list_sql(session.dialect), [since])
+def recent(session: Session, since: datetime, run_id: str | None = None) -> list[AlertRow]:
+    """Alerts raised since ``since`` (about run ``run_id`` only, when given), newest first,
+    with their delivery status."""
+    params: list[Any] = [since] if run_id is None else [since, run_id]
+    rows = session.query(list_sql(session.dialect, run_id is not None), params)
     times = ("created_at", "next_attempt_at", "delivered_at")
     found = []
     for row in rows:

@@ -275,6 +275,31 @@ def watchdog(as_json: bool) -> None:
 
 
 @app.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port",
+    type=click.IntRange(min=0, max=65535),
+    default=8420,
+    show_default=True,
+    help="Port to listen on (0: any free one).",
+)
+def ui(host: str, port: int) -> None:
+    """The read-only web dashboard of the ledger: health, runs, checks, quarantine, the DAG,
+    alerts and SLAs, with a JSON document under /api/ for each question. Until Ctrl-C."""
+    with reporting():
+        where = locate()  # a missing config fails here, before anything listens
+
+        def ready(url: str) -> None:
+            err.print(
+                f"dashboard of {where.source_file} on {url} (read-only; Ctrl-C stops it)",
+                soft_wrap=True,
+                highlight=False,
+            )
+
+        api.ui(where.source_file, host=host, port=port, on_ready=ready)
+
+
+@app.command()
 @click.option(
     "--dir",
     "directory",

@@ -246,7 +246,9 @@ def locate() -> api.Located:
 
 
 def print_json(payload: Any) -> None:
-    sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
+    """One JSON document on stdout, masked as every output is (a password that reached the
+    ledger through a writer of its own is not printed either)."""
+    sys.stdout.write(redact(json.dumps(payload, indent=2, default=str)) + "\n")
     sys.stdout.flush()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import sys
 import tempfile
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -304,6 +305,20 @@ class Tour:
             f"or, from {self.root}: pipeledger runs, pipeledger status, "
             "pipeledger show RUN_ID, pipeledger state",
         )
+        self.console.print(
+            "[bold]the dashboard[/]: the same ledger in a browser (read-only, on "
+            "http://127.0.0.1:8420, until Ctrl-C):\n\n"
+            f"  {_command()} -c {self.config_path} ui\n",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def _command() -> str:
+    """How this process was started, when it is the ``pipeledger`` command (``./dev demo``
+    runs ``.venv/bin/pipeledger``, which may not be on PATH)."""
+    started = Path(sys.argv[0])
+    return str(started.resolve()) if started.name == "pipeledger" else "pipeledger"
 
 
 def run_demo(directory: Path | None, console: Console) -> Path:

@@ -1,5 +1,5 @@
-"""Ledger commands: runs, show, status, anomalies, sla, alerts, tasks, audit, blocked,
-ledger prune/migrate.
+"""Ledger commands: runs, checks, show, status, anomalies, sla, alerts, tasks, audit,
+blocked, ledger prune/migrate.
 
 Each command is a few lines over a question of :mod:`pipeledger.api`. Until the ledger's
 tables exist, the read commands say so (``[]`` with ``--json``) instead of failing.
@@ -49,6 +49,10 @@ COLOURS = {
     "CRITICAL": "bold red",
     "pending": "yellow",
     "delivered": "green",
+    "PASS": "green",
+    "FAIL": "red",
+    "WARN": "yellow",
+    "NOT_LEARNED": "dim",
 }
 
 # the values of pipeledger.ledger.vocabulary.RunStatus (tests/cli/test_json.py checks they agree)
@@ -62,6 +66,8 @@ RUN_STATUSES = (
     "skipped",
     "abandoned",
 )
+# the values of pipeledger.ledger.vocabulary.TriggerType (tests/cli/test_ui.py checks they agree)
+TRIGGER_TYPES = ("scheduled", "manual", "backfill", "retry", "replay", "event", "reconcile")
 
 
 # -- plumbing ---------------------------------------------------------------------------
@@ -71,19 +77,14 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def parse_since(text: str, now: datetime) -> datetime:
+def parse_since(text: str, now: datetime, option: str = "--since") -> datetime:
     """``7d`` (back from ``now``) or an ISO-8601 time (UTC when it has no offset)."""
     try:
-        return now - api.parse_duration(text)
-    except ValueError:
-        pass
-    try:
-        moment = datetime.fromisoformat(text)
+        return api.parse_moment(text, now)
     except ValueError:
         raise ConfigError(
-            f"--since {text!r}: use a duration back from now (7d, 12h) or an ISO time"
+            f"{option} {text!r}: use a duration back from now (7d, 12h) or an ISO time"
         ) from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _empty(where: api.Located, sentence: str) -> str:
@@ -205,7 +206,21 @@ def detail_lines(d: api.RunDetail) -> list[str]:
         f"{escape(s.max_cursor or '-')}"
         for s in d.snapshots
     ]
+    lines += [
+        f"  check {_c(c.status.upper())} {escape(c.check_name)}: observed "
+        f"{escape(c.observed or '-')}, expected {escape(c.expected or '-')}"
+        for c in d.checks
+    ]
     return lines
+
+
+def check_lines(c: api.CheckRow) -> list[str]:
+    rows = f" ({c.failing_rows:,} row(s))" if c.failing_rows else ""
+    return [
+        f"{_ts(c.created_at)} run {c.run_id[:8]} {_c(c.status.upper())} "
+        f"[bold]{escape(c.check_name)}[/]: observed {escape(c.observed or '-')}, expected "
+        f"{escape(c.expected or '-')}{rows}"
+    ]
 
 
 def status_lines(s: api.PipelineStatus) -> list[str]:
@@ -217,12 +232,18 @@ def status_lines(s: api.PipelineStatus) -> list[str]:
     volume = f"volume {_c(s.anomaly)}" if s.anomaly else "volume -"
     z = f" z {s.z_score:+.2f}" if s.z_score is not None else ""
     slow = " [yellow]slow[/]" if s.slow else ""
-    return [
+    lines = [
         f"[bold]{escape(s.pipeline)}[/] {_c(s.health)}  last run {_ts(s.last_run_at)} "
         f"{_c(s.last_status or '-')} {_secs(s.last_duration_ms)}{slow}",
         f"  7d {rate} of {s.runs_7d} · avg {_n(s.avg_rows_7d)} rows · {volume}{z}",
         f"  last success {fresh}{data}{sla}{stale}",
     ]
+    if s.last_failure_error:
+        lines.append(
+            f"  last failure {_ts(s.last_failure_at)} {_c(s.last_failure_status)}: "
+            f"[red]{_short(s.last_failure_error, 50)}[/]"
+        )
+    return lines
 
 
 def anomaly_lines(a: api.VolumeAnomaly) -> list[str]:
@@ -296,7 +317,14 @@ def register(app: click.Group) -> None:
     @app.command()
     @click.argument("name", required=False)
     @since_option
+    @click.option("--until", help="Only runs that started before this (a duration or a time).")
     @click.option("--status", type=click.Choice(RUN_STATUSES), help="Only runs in this state.")
+    @click.option("--trigger", type=click.Choice(TRIGGER_TYPES), help="Only runs of this trigger.")
+    @click.option("--logical-run", help="Only the attempts of this logical run (its id).")
+    @click.option("--correlation-id", help="Only the node runs of this DAG run.")
+    @click.option(
+        "--before", metavar="RUN_ID", help="The next page: runs that started before this one."
+    )
     @click.option(
         "--limit",
         type=click.IntRange(min=1),
@@ -306,15 +334,57 @@ def register(app: click.Group) -> None:
     )
     @json_option
     def runs(
-        name: str | None, since: str | None, status: str | None, limit: int, as_json: bool
+        name: str | None,
+        since: str | None,
+        until: str | None,
+        status: str | None,
+        trigger: str | None,
+        logical_run: str | None,
+        correlation_id: str | None,
+        before: str | None,
+        limit: int,
+        as_json: bool,
     ) -> None:
         """Recent runs (of pipeline NAME, default all), newest first."""
         with reporting(as_json):
-            start = parse_since(since, _now()) if since else None
+            now = _now()
             where = locate()
-            rows = api.recent_runs(where, name, since=start, status=status, limit=limit)
+            rows = api.recent_runs(
+                where,
+                name,
+                since=parse_since(since, now) if since else None,
+                until=parse_since(until, now, "--until") if until else None,
+                status=status,
+                trigger_type=trigger,
+                logical_run_id=logical_run,
+                correlation_id=correlation_id,
+                before=before,
+                limit=limit,
+            )
             _report(
                 rows, as_json, run_lines, lambda: "no runs" if api.has_ledger(where) else NO_RUNS
+            )
+
+    @app.command()
+    @click.argument("name")
+    @since_option
+    @click.option(
+        "--limit",
+        type=click.IntRange(min=1),
+        default=500,
+        show_default=True,
+        help="At most this many results.",
+    )
+    @json_option
+    def checks(name: str, since: str | None, limit: int, as_json: bool) -> None:
+        """The quality gate's results for pipeline NAME, run by run, newest first: each
+        check's status, observed against expected, failing rows."""
+        with reporting(as_json):
+            where = locate()
+            start = parse_since(since, _now()) if since else None
+            rows = api.check_history(where, name, since=start, limit=limit)
+            _report(
+                rows, as_json, check_lines, lambda: _empty(where, f"no check results for {name}")
             )
 
     @app.command()
@@ -387,11 +457,13 @@ def register(app: click.Group) -> None:
 
     @app.command()
     @since_option
+    @click.option("--run", "run_id", help="Only the alerts about this run (its full id).")
     @json_option
-    def alerts(since: str | None, as_json: bool) -> None:
+    def alerts(since: str | None, run_id: str | None, as_json: bool) -> None:
         """Alerts raised (default: in the last 7 days) and whether each was delivered."""
         with reporting(as_json):
-            rows = api.recent_alerts(locate(), since=parse_since(since or "7d", _now()))
+            start = parse_since(since or "7d", _now())
+            rows = api.recent_alerts(locate(), since=start, run_id=run_id)
             _report(rows, as_json, alert_lines, lambda: "no alerts raised")
 
     @app.command()

@@ -63,21 +63,40 @@ def _schedule_lines(row: dict[str, Any]) -> list[str]:
     "--poll", default="1m", show_default=True, help="Wake up at least this often (watchdog)."
 )
 @positive("--threads", "Independent nodes at once.")
-def serve(poll: str, threads: int | None) -> None:
+@click.option("--ui", "with_ui", is_flag=True, help="Serve the web dashboard beside the loop.")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="The dashboard's address (--ui)."
+)
+@click.option(
+    "--port",
+    type=click.IntRange(min=0, max=65535),
+    default=8420,
+    show_default=True,
+    help="The dashboard's port (--ui).",
+)
+def serve(poll: str, threads: int | None, with_ui: bool, host: str, port: int) -> None:
     """Run the schedules until stopped: wake up when a schedule fires (and at least every
     --poll), run the watchdog, run what is due; a failed run is reported and the loop goes
     on. SIGTERM or Ctrl-C stops it: at once when it waits (exit 0); a run in progress is
-    rolled back and recorded cancelled (exit 143 or 130, as for `run`)."""
+    rolled back and recorded cancelled (exit 143 or 130, as for `run`). With --ui, the
+    dashboard of `pipeledger ui` serves on a thread of the same process."""
     with reporting(), cancellable():
         config = read_config()
         every = api.parse_duration(poll)
+        dashboard = api.start_ui(config.source_file, host=host, port=port) if with_ui else None
+        if dashboard is not None:
+            err.print(f"dashboard on {dashboard.url} (read-only)", highlight=False)
         err.print(f"serving {config.source_file}: waking up at least every {poll}")
-        api.serve(
-            config,
-            lambda outcomes: report_scheduled(outcomes, False) if outcomes else None,
-            poll=every,
-            threads=threads,
-        )
+        try:
+            api.serve(
+                config,
+                lambda outcomes: report_scheduled(outcomes, False) if outcomes else None,
+                poll=every,
+                threads=threads,
+            )
+        finally:
+            if dashboard is not None:
+                dashboard.stop()
         err.print("stopped")
 
 

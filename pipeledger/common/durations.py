@@ -4,7 +4,7 @@ and as pipeledger writes them back (``1d2h``)."""
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 _DURATION = re.compile(r"(\d+)\s*(ms|w|d|h|m|s)")
 _UNITS = {
@@ -43,3 +43,19 @@ def span(seconds: float) -> str:
             rest = s % size
             return f"{s // size}{unit}" + (span(rest) if rest and unit != "m" else "")
     return f"{s}s"
+
+
+def parse_moment(text: str, now: datetime) -> datetime:
+    """A duration back from ``now`` (``7d``, ``12h``) or an ISO-8601 time (UTC when it has
+    no offset); ValueError otherwise."""
+    try:
+        return now - parse_duration(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(
+            f"{text!r}: use a duration back from now (7d, 12h) or an ISO time"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

@@ -127,3 +127,32 @@ def quarantined(
     warehouse = open_warehouse(config.warehouse_url)
     with warehouse.session(write=False) as session:
         return read_entries(session, name, pipeline.target_name, resolved=include_resolved, run=run)
+
+
+def open_counts_sql(d: Dialect, targets: Sequence[TableName]) -> str:
+    """Per pipeline, its unresolved entries in the quarantine tables of ``targets`` (each
+    must exist; parameters: the pipeline of each)."""
+    return " UNION ALL ".join(
+        f"SELECT pipeline, count(*) FROM {d.table(q.quarantine_table(target))} "
+        f"WHERE pipeline = {d.param} AND resolved_at IS NULL GROUP BY pipeline"
+        for target in targets
+    )
+
+
+def open_counts(config: Config) -> dict[str, int]:
+    """Per pipeline with checks, how many of its quarantine entries are unresolved (0 when
+    nothing was ever set aside): one catalog query and one count over the tables there."""
+    targets = {name: p.target_name for name, p in config.pipelines.items() if p.checks is not None}
+    counts = dict.fromkeys(targets, 0)
+    if not targets:
+        return counts
+    warehouse = open_warehouse(config.warehouse_url)
+    d = warehouse.dialect
+    with warehouse.session(write=False) as session:
+        tables = {d.table(q.quarantine_table(t)): name for name, t in targets.items()}
+        found = session.query(d.existing_tables(len(tables)), list(tables))
+        present = [tables[str(row[0])] for row in found]
+        if present:
+            sql = open_counts_sql(d, [targets[name] for name in present])
+            counts.update({str(p): int(n) for p, n in session.query(sql, present)})
+    return counts

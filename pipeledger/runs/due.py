@@ -150,13 +150,15 @@ def _run_intervals(
     return [ScheduledOutcome(n, batch[n], o) for n, o in zip(batch, results, strict=True)]
 
 
-def schedule_status(site: Site, now: datetime | None = None) -> list[dict[str, Any]]:
-    """Each scheduled node: its schedule, next firing, latest scheduled run and what is
-    overdue (``pipeledger schedule``)."""
+def schedule_status(
+    site: Site, now: datetime | None = None, selectors: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """Each scheduled node (of ``selectors``, default all): its schedule, next firing,
+    latest scheduled run and what is overdue (``pipeledger schedule``)."""
     moment = now or clock.now()
     config = site.config
     out = []
-    for p in plans(site, now=moment):
+    for p in plans(site, selectors, now=moment):
         node = config.node(p.node)
         assert node.cron is not None
         with site.ledger.reading() as session:

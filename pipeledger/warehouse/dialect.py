@@ -189,6 +189,11 @@ class Dialect:
         stores that type."""
         return f"CAST({expression} AS {sql_type})"
 
+    def existing_tables(self, count: int) -> str:
+        """Of ``count`` bound table names, each as :meth:`table` writes it, the ones that
+        exist (one catalog query for many tables)."""
+        raise NotImplementedError
+
 
 class _Postgres(Dialect):
     name = "postgres"
@@ -249,6 +254,11 @@ class _Postgres(Dialect):
     def distinct_on(self, expression: str) -> str:
         # one statement may not touch a row twice in ON CONFLICT
         return f"DISTINCT ON ({expression}) "
+
+    def existing_tables(self, count: int) -> str:
+        # to_regclass reads a quoted, qualified name as CREATE TABLE did (search_path too)
+        names = " UNION ALL ".join(["SELECT CAST(%s AS text) AS name"] * count)
+        return f"SELECT n.name FROM ({names}) n WHERE to_regclass(n.name) IS NOT NULL"
 
 
 class _Sqlite(Dialect):
@@ -354,6 +364,14 @@ class _Sqlite(Dialect):
         if sql_type in kinds:
             return f"CAST({expression} AS {kinds[sql_type]})"
         return expression
+
+    def existing_tables(self, count: int) -> str:
+        # a table's name in the catalog, quoted as Dialect.table quotes it
+        quoted = """'"' || replace(name, '"', '""') || '"'"""
+        return (
+            f"SELECT {quoted} FROM sqlite_master WHERE type = 'table' "
+            f"AND {quoted} IN ({self.marks(count)})"
+        )
 
 
 POSTGRES: Dialect = _Postgres()

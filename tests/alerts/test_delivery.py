@@ -9,12 +9,14 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from pipeledger import alerts
@@ -217,20 +219,29 @@ def test_a_one_shot_run_records_and_posts_the_events_it_caused_before_it_exits(
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_a_one_shot_run_past_its_max_duration_posts_slow_run_before_it_exits(
-    project: Project, receiver: Receiver
+    project: Project, receiver: Receiver, postgres_url: str
 ) -> None:
-    from tests.helpers import write_big_orders_csv
+    """The run reads a PostgreSQL table another session holds locked: it is slow by
+    construction (held 1.2 s once it is seen waiting), whatever the machine's speed."""
+    from tests.runs.test_retries_timeouts import _wait_for_reader, source_locked, sql_source
 
+    pipeline = sql_source(postgres_url, max_duration="1s")
     project.configure(
-        orders=orders_pipeline(max_duration="1s"),
+        orders=pipeline,
         raw=f'\n[alerts]\nwebhooks = {{ hook = "{receiver.url}" }}\non = ["slow_run"]\n',
     )
-    write_big_orders_csv(project.root / "data" / "orders_1.csv", 150_000, 1, "2024-01-01")
-    process = project.spawn("run", "--json")
-    out, err = process.communicate()
+    with (
+        source_locked(postgres_url) as holder,
+        psycopg.connect(postgres_url, autocommit=True) as watcher,
+    ):
+        process = project.spawn("run", "--json")
+        assert _wait_for_reader(watcher, lambda: process.poll() is None) is not None
+        threading.Event().wait(1.2)  # the run is waiting on the lock all this while
+        holder.commit()
+        out, err = process.communicate()
     assert process.returncode == 0, err
     (result,) = json.loads(out)
-    assert result["duration_s"] > 1  # else this test shows nothing: give it more rows
+    assert result["duration_s"] > 1
     (alert,) = receiver.alerts()
     assert (alert["event"], alert["run_id"]) == ("slow_run", result["run_id"])
     assert "(max_duration 1s)" in alert["reason"]

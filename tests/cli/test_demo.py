@@ -20,6 +20,8 @@ def test_demo_runs_every_step_as_expected_in_an_empty_folder(tmp_path: Path) -> 
     assert result.stdout.count("as expected") == 8
     # the second backfill of the same range recognised every row and staged none
     assert "backfill: read 5 · staged 0 · inserted 0 · updated 0 · unchanged 5" in result.stdout
+    # it ends by saying how to open its ledger in the dashboard (and does not start it)
+    assert f"pipeledger -c {folder.resolve() / 'pipeledger.toml'} ui" in result.stdout
     database = folder / ".pipeledger" / "warehouse.db"
     with sqlite3.connect(database) as conn:
         runs = conn.execute('SELECT status FROM "pipeledger.pipeline_runs"').fetchall()

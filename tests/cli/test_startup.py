@@ -31,6 +31,10 @@ HEAVY = (
     "pipeledger.lineage.columns",
     "airflow",
     "pipeledger.airflow",
+    "pipeledger.web",  # the dashboard: only `pipeledger ui` (and serve --ui) import it
+    "starlette",
+    "jinja2",
+    "uvicorn",
 )
 MARK = "-- modules --"
 # runs each argument list as a `pipeledger` command in one process, then lists its modules

@@ -20,7 +20,8 @@ from pipeledger.alerts import outbox
 from pipeledger.common.columns import ROW_HASH, Column, TableName
 from pipeledger.config.model import ChecksConfig, RangeBound
 from pipeledger.ledger import sql as lsql
-from pipeledger.ledger.reads import queries, sla
+from pipeledger.ledger.reads import activity, queries, runs, sla
+from pipeledger.ledger.reads import checks as ledger_checks
 from pipeledger.ledger.tables import ledger_migrations
 from pipeledger.publish import before
 from pipeledger.publish import merge_sql as load_sql
@@ -652,6 +653,12 @@ def _quality_quarantine() -> list[Case]:
              lambda d: text(quarantine_sql.select_entries(d, TARGET, resolved=True,
                                                           run=RUN_ID[:8])),
              world=_w("quarantine"), bind=lambda d: ["orders", RUN_ID[:8]]),
+        Case(m, "existing_tables of two tables", lambda d: text(d.existing_tables(2)),
+             world=_w("quarantine"),
+             bind=lambda d: [d.table(checks.quarantine_table(TARGET)), d.table(TARGET)]),
+        Case(m, "open_counts_sql of two targets",
+             lambda d: text(quarantine_sql.open_counts_sql(d, [TARGET, TARGET])),
+             world=_w("quarantine"), bind=lambda d: ["orders", "orders_copy"]),
     ]  # fmt: skip
 
 
@@ -733,6 +740,8 @@ def _ledger_queries() -> list[Case]:
              lambda d: bound(*queries.volume_anomalies_sql(d, AT, "orders")), world=_w("ledger")),
         Case(m, "pipeline_status_sql", lambda d: bound(*queries.pipeline_status_sql(d, AT)),
              world=_w("ledger")),
+        Case(m, "pipeline_status_sql of one pipeline",
+             lambda d: bound(*queries.pipeline_status_sql(d, AT, "orders")), world=_w("ledger")),
         Case(m, "task_trends_sql", lambda d: bound(*queries.task_trends_sql(d, AT, None, 14)),
              world=_w("ledger")),
         Case(m, "task_trends_sql of one pipeline",
@@ -748,6 +757,89 @@ def _ledger_queries() -> list[Case]:
         Case(m, "lateness_sql", lambda d: text(queries.lateness_sql(d)),
              world=_w("ledger"), bind=lambda d: ["orders"]),
     ]  # fmt: skip
+
+
+EVERY_FILTER = runs.RunFilter(
+    pipeline="orders",
+    since=LOWER,
+    until=UPPER,
+    status="failed",
+    trigger_type="retry",
+    logical_run_id=RUN_ID,
+    correlation_id="dag-1",
+    before=(UPPER, RUN_ID),
+)
+
+
+def _ledger_reads() -> list[Case]:
+    m = "ledger_reads"
+    return [
+        Case(
+            m,
+            "list_runs_sql of every filter and a page",
+            lambda d: bound(*runs.list_runs_sql(d, limit=20, where=EVERY_FILTER)),
+            world=_w("ledger"),
+        ),
+        Case(
+            m,
+            "count_runs_sql of one pipeline, state and trigger",
+            lambda d: bound(
+                *runs.count_runs_sql(
+                    d, runs.RunFilter(pipeline="orders", status="failed", trigger_type="manual")
+                )
+            ),
+            world=_w("ledger"),
+        ),
+        Case(
+            m,
+            "run_start_sql",
+            lambda d: text(runs.run_start_sql(d)),
+            world=_w("ledger"),
+            bind=lambda d: [RUN_ID],
+        ),
+        Case(
+            m,
+            "run_checks_sql",
+            lambda d: text(ledger_checks.run_checks_sql(d)),
+            world=_w("ledger"),
+            bind=lambda d: [RUN_ID],
+        ),
+        Case(
+            m,
+            "check_history_sql since a time",
+            lambda d: text(ledger_checks.check_history_sql(d, LOWER)),
+            world=_w("ledger"),
+            bind=lambda d: ["orders", LOWER, 500],
+        ),
+        Case(
+            m,
+            "check_history_sql",
+            lambda d: text(ledger_checks.check_history_sql(d, None)),
+            world=_w("ledger"),
+            bind=lambda d: ["orders", 500],
+        ),
+        Case(
+            m,
+            "work_by_state_sql",
+            lambda d: text(activity.work_by_state_sql(d)),
+            world=_w("ledger"),
+            bind=lambda d: [activity.hour_start(AT, 24)],
+        ),
+        Case(
+            m,
+            "volume_days_sql",
+            lambda d: text(activity.volume_days_sql(d, pipeline=False)),
+            world=_w("ledger"),
+            bind=lambda d: ["2024-05-17"],
+        ),
+        Case(
+            m,
+            "volume_days_sql of one pipeline",
+            lambda d: text(activity.volume_days_sql(d, pipeline=True)),
+            world=_w("ledger"),
+            bind=lambda d: ["2024-05-17", "orders"],
+        ),
+    ]
 
 
 def _ledger_sla() -> list[Case]:
@@ -789,6 +881,8 @@ def _alerts() -> list[Case]:
              bind=lambda d: ["delivered", AT, AT, None, "failed:orders:r1", "slack"]),
         Case(m, "list_sql", lambda d: text(outbox.list_sql(d)), world=_w("ledger"),
              bind=lambda d: [LOWER]),
+        Case(m, "list_sql of one run", lambda d: text(outbox.list_sql(d, run=True)),
+             world=_w("ledger"), bind=lambda d: [LOWER, RUN_ID]),
     ]  # fmt: skip
 
 
@@ -968,6 +1062,7 @@ CASES: tuple[Case, ...] = (
     *_ledger_schema(),
     *_extract_sql(),
     *_ledger_queries(),
+    *_ledger_reads(),
     *_ledger_sla(),
     *_alerts(),
     *_load_late_sql(),
@@ -989,6 +1084,7 @@ MODULES = {
     "ledger_schema": "pipeledger.ledger.tables (migrations)",
     "extract_sql": "pipeledger.sources.sql",
     "ledger_queries": "pipeledger.ledger.reads.queries",
+    "ledger_reads": "pipeledger.ledger.reads (runs, checks, activity)",
     "ledger_sla": "pipeledger.ledger.reads.sla",
     "alerts": "pipeledger.alerts (events, outbox)",
     "load_late_sql": "pipeledger.runs.load.late_sql",

@@ -23,6 +23,7 @@ VOLUME_WINDOW_DAYS = 30
 DEFAULT_SLA = timedelta(hours=24)
 FRESHNESS_REASON = "freshness SLA exceeded"
 MIN_PREFIX = 8
+FAILURES = ("failed", "timed_out", "abandoned")  # the states of a run that went wrong
 
 
 class Level(StrEnum):

@@ -1,5 +1,5 @@
-"""One run in detail: :func:`show_run` (the run with its tasks, audit events and
-snapshots) and :func:`audit_trail` (the audit events about one table). The words are
+"""One run in detail: :func:`show_run` (the run with its tasks, audit events, snapshots
+and check results) and :func:`audit_trail` (the audit events about one table). The words are
 defined in :mod:`pipeledger.ledger.reads.queries`."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 
 from pipeledger.errors import AmbiguousRunId
 from pipeledger.ledger.reads.answers import MIN_PREFIX, Answer, _as_json, _build, _columns
+from pipeledger.ledger.reads.checks import CheckRow, run_checks
 from pipeledger.ledger.reads.runs import _RUN_TIMES, RunRow
 from pipeledger.ledger.tables import AUDIT, RUNS, SNAPSHOTS, TASKS, stored_datetime
 from pipeledger.ledger.vocabulary import TaskStatus
@@ -76,6 +77,7 @@ class RunDetail(Answer):
     tasks: tuple[TaskRow, ...]
     events: tuple[AuditRow, ...]
     snapshots: tuple[SnapshotRow, ...]
+    checks: tuple[CheckRow, ...]
 
     def to_json(self) -> dict[str, Any]:
         payload = super().to_json()
@@ -124,7 +126,8 @@ def match_run_id(session: Session, run_id: str) -> str | None:
 
 
 def show_run(session: Session, run_id: str) -> RunDetail | None:
-    """One run with its tasks (by seq), audit events and snapshots; None if unknown.
+    """One run with its tasks (by seq), audit events, snapshots and check results; None
+    if unknown.
 
     ``run_id`` may be a prefix of at least 8 characters that matches exactly one run."""
     full = match_run_id(session, run_id)
@@ -158,6 +161,7 @@ def show_run(session: Session, run_id: str) -> RunDetail | None:
         tasks=tuple(_build(TaskRow, t, frozenset({"started_at", "ended_at"})) for t in tasks),
         events=tuple(_events(session, "run_id", full, None, None, ascending=True)),
         snapshots=tuple(_snapshot(d, s) for s in snapshots),
+        checks=tuple(run_checks(session, full)),
     )
 
 

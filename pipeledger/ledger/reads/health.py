@@ -13,6 +13,7 @@ from typing import Any
 
 from pipeledger.ledger.reads.answers import (
     _SUCCESS,
+    FAILURES,
     FRESHNESS_REASON,
     STATUS_WINDOW,
     VOLUME_WINDOW_DAYS,
@@ -61,12 +62,17 @@ def _seen(d: Dialect) -> str:
 _SEEN = "SELECT pipeline FROM seen WHERE pipeline IS NOT NULL"
 
 
-def _heads(d: Dialect, names: str) -> str:
-    """CTE ``heads``: per pipeline, its latest run, last success and latest volume sample."""
+def _heads(d: Dialect, names: str, failures: bool = False) -> str:
+    """CTE ``heads``: per pipeline, its latest run, last success and latest volume sample;
+    with ``failures``, also its latest failure that started since the parameter (a
+    bounded probe of the index: a pipeline that never fails is not read to its start)."""
+    failed = ", ".join(f"'{s}'" for s in FAILURES)
+    failure = f" AND r.status IN ({failed}) AND r.started_at >= {d.param}"
+    latest_failure = f", {_latest(d, 'n.pipeline', failure)} AS failure_id" if failures else ""
     return (
-        f"heads AS (SELECT n.pipeline, {_latest(d, 'n.pipeline')} AS last_run_id, "
+        f"heads AS MATERIALIZED (SELECT n.pipeline, {_latest(d, 'n.pipeline')} AS last_run_id, "
         f"{_latest(d, 'n.pipeline', _SUCCESS)} AS success_id, "
-        f"{_latest(d, 'n.pipeline', _sample(d))} AS volume_id FROM ({names}) n)"
+        f"{_latest(d, 'n.pipeline', _sample(d))} AS volume_id{latest_failure} FROM ({names}) n)"
     )
 
 
@@ -89,7 +95,16 @@ def volume_window(now: datetime) -> tuple[datetime, datetime]:
     return end - timedelta(days=VOLUME_WINDOW_DAYS), end
 
 
-_VOLUME_COLUMNS = f"v.run_id, v.started_at, {written('v')}, hi.n, hi.s, hi.ss"
+def _of(d: Dialect, run_id: str, expression: str) -> str:
+    """``expression`` (over ``x``) of the run ``run_id`` (an expression of ``heads``)
+    names, as a scalar subquery: one probe of the primary key per pipeline whatever the
+    ledger's size (a join to the runs is hashed over every run once pipelines are many)."""
+    return f"(SELECT {expression} FROM {d.table(RUNS)} x WHERE x.run_id = {run_id})"
+
+
+def _volume_columns(d: Dialect) -> str:
+    v = "h.volume_id"
+    return f"{v}, {_of(d, v, 'x.started_at')}, {_of(d, v, written('x'))}, hi.n, hi.s, hi.ss"
 
 
 def _window_days(now: datetime) -> list[str]:
@@ -97,14 +112,13 @@ def _window_days(now: datetime) -> list[str]:
 
 
 def volume_anomalies_sql(d: Dialect, now: datetime, pipeline: str | None) -> tuple[str, list[Any]]:
-    runs = d.table(RUNS)
     one = pipeline is not None
     names = f"SELECT CAST({d.param} AS text) AS pipeline" if one else _SEEN
     sql = (
         f"WITH RECURSIVE {'' if one else _seen(d) + ', '}{_heads(d, names)}, {_history(d, one)} "
-        f"SELECT h.pipeline, {_VOLUME_COLUMNS} FROM heads h "
-        f"JOIN {runs} v ON v.run_id = h.volume_id "
-        "LEFT JOIN history hi ON hi.pipeline = h.pipeline ORDER BY h.pipeline"
+        f"SELECT h.pipeline, {_volume_columns(d)} FROM heads h "
+        "LEFT JOIN history hi ON hi.pipeline = h.pipeline WHERE h.volume_id IS NOT NULL "
+        "ORDER BY h.pipeline"
     )
     window = _window_days(now)
     return sql, [pipeline, *window, pipeline] if one else window
@@ -197,6 +211,11 @@ class PipelineStatus(Answer):
     last_run_id: str | None
     last_run_at: datetime | None
     last_status: str | None
+    last_error: str | None  # the latest run's error, when it has one
+    last_failure_run_id: str | None  # the latest failed, timed-out or abandoned run in 7 days
+    last_failure_at: datetime | None
+    last_failure_status: str | None
+    last_failure_error: str | None
     runs_7d: int
     successes_7d: int
     success_rate_7d: float | None
@@ -258,26 +277,38 @@ def recent_counts(
     return {str(p): (int(n), int(ok)) for p, n, ok in rows}
 
 
-def pipeline_status_sql(d: Dialect, now: datetime) -> tuple[str, list[Any]]:
-    runs = d.table(RUNS)
-    names = f"{_SEEN} UNION SELECT name FROM {d.table(PIPELINES)}"
+def pipeline_status_sql(
+    d: Dialect, now: datetime, pipeline: str | None = None
+) -> tuple[str, list[Any]]:
+    """Every pipeline's status, or ``pipeline``'s only (its runs' probes alone)."""
+    one = pipeline is not None
+    names = (
+        f"SELECT CAST({d.param} AS text) AS pipeline"
+        if one
+        else f"{_SEEN} UNION SELECT name FROM {d.table(PIPELINES)}"
+    )
     newest = (
         f"(SELECT sn.max_cursor FROM {d.table(SNAPSHOTS)} sn WHERE sn.run_id = h.volume_id "
         "ORDER BY sn.created_at DESC LIMIT 1)"
     )
+    last, success, failure = "h.last_run_id", "h.success_id", "h.failure_id"
+    volume = "h.volume_id"
     sql = (
-        f"WITH RECURSIVE {_seen(d)}, {_heads(d, names)}, {_history(d)}, {_recent(d)} "
-        "SELECT h.pipeline, h.last_run_id, lr.started_at, lr.status, lr.duration_ms, rc.finished, "
-        "rc.succeeded, rc.success_rows, ls.ended_at, pl.freshness_sla_s, pl.max_duration_s, "
-        f"pl.created_at, {newest}, v.watermark_after, h.pipeline, {_VOLUME_COLUMNS} "
-        f"FROM heads h LEFT JOIN {runs} lr ON lr.run_id = h.last_run_id "
-        f"LEFT JOIN {runs} ls ON ls.run_id = h.success_id "
-        f"LEFT JOIN {runs} v ON v.run_id = h.volume_id "
-        f"LEFT JOIN {d.table(PIPELINES)} pl ON pl.name = h.pipeline "
+        f"WITH RECURSIVE {'' if one else _seen(d) + ', '}{_heads(d, names, failures=True)}, "
+        f"{_history(d, one)}, {_recent(d)} "
+        f"SELECT h.pipeline, {last}, {_of(d, last, 'x.started_at')}, {_of(d, last, 'x.status')}, "
+        f"{_of(d, last, 'x.duration_ms')}, rc.finished, rc.succeeded, rc.success_rows, "
+        f"{_of(d, success, 'x.ended_at')}, pl.freshness_sla_s, pl.max_duration_s, "
+        f"pl.created_at, {newest}, {_of(d, volume, 'x.watermark_after')}, h.pipeline, "
+        f"{_volume_columns(d)}, {_of(d, last, 'x.error_message')}, {failure}, "
+        f"{_of(d, failure, 'x.started_at')}, {_of(d, failure, 'x.status')}, "
+        f"{_of(d, failure, 'x.error_message')} "
+        f"FROM heads h LEFT JOIN {d.table(PIPELINES)} pl ON pl.name = h.pipeline "
         "LEFT JOIN recent rc ON rc.pipeline = h.pipeline "
         "LEFT JOIN history hi ON hi.pipeline = h.pipeline ORDER BY h.pipeline"
     )
-    return sql, [*_window_days(now), *status_window(now)]
+    named = [pipeline] if one else []
+    return sql, [now - STATUS_WINDOW, *named, *_window_days(now), *named, *status_window(now)]
 
 
 def data_time(cursor: str | None) -> datetime | None:
@@ -381,7 +412,8 @@ def _optional_int(value: Any) -> int | None:
 def _status(row: Sequence[Any], now: datetime, min_history: int) -> PipelineStatus:
     pipeline, last_run_id, last_at, last_status, duration, finished, succeeded = row[:7]
     success_rows, success_end, sla, max_duration, registered, cursor, watermark = row[7:14]
-    volume = _assess_row(row[14:], volume_window(now), min_history)
+    volume = _assess_row(row[14:21], volume_window(now), min_history)
+    last_error, failure_id, failure_at, failure_status, failure_error = row[21:26]
     finished, succeeded = int(finished or 0), int(succeeded or 0)
     last_success_at = stored_datetime(success_end)
     newest = data_time(cursor or watermark)
@@ -394,6 +426,11 @@ def _status(row: Sequence[Any], now: datetime, min_history: int) -> PipelineStat
         last_run_id=last_run_id,
         last_run_at=stored_datetime(last_at),
         last_status=last_status,
+        last_error=last_error,
+        last_failure_run_id=failure_id,
+        last_failure_at=stored_datetime(failure_at),
+        last_failure_status=failure_status,
+        last_failure_error=failure_error,
         runs_7d=finished,
         successes_7d=succeeded,
         success_rate_7d=succeeded / finished if finished else None,
@@ -415,9 +452,14 @@ def _status(row: Sequence[Any], now: datetime, min_history: int) -> PipelineStat
     )
 
 
-def pipeline_status(session: Session, now: datetime, min_history: int = 5) -> list[PipelineStatus]:
-    """Every pipeline that has runs or is registered: its last run, 7-day success rate and
-    volume, freshness against its SLA (from its last success and from its data), volume
-    verdict, whether its latest run was slow, and health (one query)."""
-    sql, params = pipeline_status_sql(session.dialect, now)
-    return [_status(row, now, min_history) for row in session.query(sql, params)]
+def pipeline_status(
+    session: Session, now: datetime, min_history: int = 5, pipeline: str | None = None
+) -> list[PipelineStatus]:
+    """Every pipeline that has runs or is registered (or ``pipeline``, if it is): its last
+    run, 7-day success rate and volume, freshness against its SLA (from its last success
+    and from its data), volume verdict, whether its latest run was slow, and health (one
+    query)."""
+    sql, params = pipeline_status_sql(session.dialect, now, pipeline)
+    rows = session.query(sql, params)
+    known = [row for row in rows if pipeline is None or row[1] is not None or row[11] is not None]
+    return [_status(row, now, min_history) for row in known]

@@ -207,10 +207,15 @@ class Blocked(Answer):
 
 
 def dependencies_sql(d: Dialect) -> str:
+    """Each edge with its upstream's last success: a scalar subquery per edge (a probe of
+    the index, then of the primary key), never a join over every run."""
+    ended = (
+        f"(SELECT ls.ended_at FROM {d.table(RUNS)} ls "
+        f"WHERE ls.run_id = {_latest(d, 'e.upstream', _SUCCESS)})"
+    )
     return (
-        "SELECT e.downstream, e.upstream, ls.ended_at, pl.freshness_sla_s "
+        f"SELECT e.downstream, e.upstream, {ended}, pl.freshness_sla_s "
         f"FROM {d.table(DEPENDENCIES)} e LEFT JOIN {d.table(PIPELINES)} pl ON pl.name = e.upstream "
-        f"LEFT JOIN {d.table(RUNS)} ls ON ls.run_id = {_latest(d, 'e.upstream', _SUCCESS)} "
         "ORDER BY e.downstream, e.upstream"
     )
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from pipeledger.ledger import sql as lsql
 from pipeledger.ledger.tables import LEDGER, RUNS, SNAPSHOTS, stored_datetime
+from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.migrations import is_migrated
 from pipeledger.warehouse.session import Session
 
@@ -77,22 +78,30 @@ def volume_history(session: Session, pipeline: str, runs: int = 30) -> list[int]
     return [int(r[0]) for r in rows]
 
 
+def latest_runs_sql(d: Dialect, count: int) -> str:
+    """Of ``count`` pipelines (bound), each one's latest run: one index probe each, in one
+    statement (not one per pipeline)."""
+    names = " UNION ALL ".join([f"SELECT CAST({d.param} AS text) AS pipeline"] * count)
+    latest = (
+        f"(SELECT x.run_id FROM {d.table(RUNS)} x WHERE x.pipeline = n.pipeline "
+        "ORDER BY x.started_at DESC, x.run_id DESC LIMIT 1)"
+    )
+    return (
+        f"WITH heads AS (SELECT n.pipeline, {latest} AS run_id FROM ({names}) n) "
+        f"SELECT h.pipeline, r.run_id, r.status, r.started_at FROM heads h "
+        f"JOIN {d.table(RUNS)} r ON r.run_id = h.run_id"
+    )
+
+
 def latest_runs(session: Session, pipelines: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Of each pipeline that has runs, its latest: status, run id, start."""
     out: dict[str, dict[str, Any]] = {}
-    if not is_migrated(session, LEDGER):
+    if not pipelines or not is_migrated(session, LEDGER):
         return out
-    d = session.dialect
-    for name in pipelines:
-        rows = session.query(
-            f"SELECT run_id, status, started_at FROM {d.table(RUNS)} "
-            f"WHERE pipeline = {d.param} ORDER BY started_at DESC LIMIT 1",
-            [name],
-        )
-        if rows:
-            run_id, status, started = rows[0]
-            out[name] = {"run_id": str(run_id), "status": str(status), "started_at": str(started)}
-    return out
+    rows = session.query(latest_runs_sql(session.dialect, len(pipelines)), list(pipelines))
+    for name, run_id, status, started in rows:
+        out[str(name)] = {"run_id": str(run_id), "status": str(status), "started_at": str(started)}
+    return {name: out[name] for name in pipelines if name in out}
 
 
 def latest_snapshot(session: Session, target: str) -> tuple[int, str | None] | None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from pipeledger.ledger.reads.answers import FAILURES
 from pipeledger.ledger.reads.queries import (
     FRESHNESS_REASON,
     Answer,
@@ -32,7 +33,6 @@ from pipeledger.warehouse.session import Session
 
 BreachKind = Literal["freshness", "duration"]
 WINDOWS = (7, 30)  # days of reliability
-FAILURES = ("failed", "timed_out", "abandoned")
 _COLUMNS = BREACH_TABLE.column_names
 
 

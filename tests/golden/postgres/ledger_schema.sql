@@ -1,4 +1,4 @@
--- Golden SQL of pipeledger.ledger.schema (migrations) on PostgreSQL, for the inputs in
+-- Golden SQL of pipeledger.ledger.tables (migrations) on PostgreSQL, for the inputs in
 -- tests/golden/cases.py. Not edited by hand: after changing a builder, run
 -- `.venv/bin/python -m pytest tests/golden --update-golden` and review the diff.
 
@@ -63,3 +63,6 @@ ALTER TABLE "pipeledger"."pipeline_runs" ADD COLUMN rows_deleted bigint;
 -- migration 8: reconciliations: what each reconcile run found
 CREATE TABLE IF NOT EXISTS "pipeledger"."reconciliations" (run_id text PRIMARY KEY, pipeline text NOT NULL, target_table text NOT NULL, status text NOT NULL, range_start text, range_end text, window_by text NOT NULL, windows_compared bigint NOT NULL, windows_differing bigint NOT NULL, source_rows bigint NOT NULL, target_rows bigint NOT NULL, missing_rows bigint NOT NULL, extra_rows bigint NOT NULL, changed_rows bigint NOT NULL, windows jsonb NOT NULL, created_at timestamptz NOT NULL, FOREIGN KEY (run_id) REFERENCES "pipeledger"."pipeline_runs" (run_id));
 CREATE INDEX IF NOT EXISTS "reconciliations_pipeline" ON "pipeledger"."reconciliations" (pipeline, created_at);
+-- migration 9: indexes for reading: runs by DAG run, runs by time with what windows sum
+CREATE INDEX IF NOT EXISTS "pipeline_runs_correlation" ON "pipeledger"."pipeline_runs" (correlation_id) WHERE correlation_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS "pipeline_runs_window" ON "pipeledger"."pipeline_runs" (started_at, pipeline, status, trigger_type, run_id, ended_at, duration_ms);

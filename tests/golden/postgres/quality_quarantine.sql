@@ -7,3 +7,9 @@ SELECT quarantine_id, run_id, pipeline, check_name, reason, CAST(key_values AS t
 
 -- case: select_entries with resolved ones, of one run
 SELECT quarantine_id, run_id, pipeline, check_name, reason, CAST(key_values AS text), CAST(row_data AS text), quarantined_at, resolved_at, resolved_by_run, last_checked_run FROM "analytics"."orders_quarantine" WHERE pipeline = %s AND substr(run_id, 1, 8) = %s ORDER BY quarantined_at, quarantine_id;
+
+-- case: existing_tables of two tables
+SELECT n.name FROM (SELECT CAST(%s AS text) AS name UNION ALL SELECT CAST(%s AS text) AS name) n WHERE to_regclass(n.name) IS NOT NULL;
+
+-- case: open_counts_sql of two targets
+SELECT pipeline, count(*) FROM "analytics"."orders_quarantine" WHERE pipeline = %s AND resolved_at IS NULL GROUP BY pipeline UNION ALL SELECT pipeline, count(*) FROM "analytics"."orders_quarantine" WHERE pipeline = %s AND resolved_at IS NULL GROUP BY pipeline;

@@ -1,0 +1,233 @@
+"""The dashboard as an ASGI application (Starlette): server-rendered pages, each read
+through :mod:`pipeledger.api`, and their JSON twins under ``/api/``, each the document
+the CLI prints with ``--json`` for the same question.
+
+Read-only: every route is a GET and every question opens a read session. Every page and
+document passes through :func:`pipeledger.api.redact` on its way out (the config's
+passwords and ``${ENV_VAR}`` values never leave), and every template escapes what it
+shows (a pipeline named ``<script>`` is text).
+
+==================================  ==========================================================
+page                                its JSON twins (the CLI command whose ``--json`` they are)
+==================================  ==========================================================
+``/`` overview                      ``/api/status`` (``status``), ``/api/anomalies``,
+                                    ``/api/blocked``, ``/api/work`` and ``/api/volumes`` (no
+                                    command)
+``/node/NAME?status=&trigger=...``  ``/api/runs?name=NAME&...`` (``runs NAME ...``),
+                                    ``/api/checks/NAME`` (``checks NAME``), ``/api/state?name=``,
+                                    ``/api/schedule``, ``/api/tasks?name=``
+``/run/RUN_ID``                     ``/api/show/RUN_ID`` (``show``), ``/api/runs?logical_run=``,
+                                    ``/api/runs?correlation_id=``, ``/api/quarantine/NAME?run=``
+                                    (``quarantine NAME --run``), ``/api/alerts?run=``
+``/dag``                            ``/api/dag`` (``dag``)
+``/alerts``                         ``/api/sla`` (``sla``), ``/api/alerts`` (``alerts``)
+==================================  ==========================================================
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from pipeledger import api
+from pipeledger.web import charts, views
+from pipeledger.web.project import Project
+
+HERE = Path(__file__).parent
+Handler = Callable[[Request], Response]
+
+
+def templates() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,  # every template, whatever its name
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.globals.update(
+        ts=views.ts,
+        ago=views.ago,
+        duration=views.duration,
+        node_href=charts.node_href,
+        run_href=charts.run_href,
+        colour=charts.colour,
+        written=views.written,
+        span=api.span,
+        qs=lambda params: "?" + urlencode(params) if params else "",
+    )
+    return env
+
+
+def _status_of(exc: BaseException) -> int:
+    if isinstance(exc, views.BadRequest | api.ConfigError):
+        return 400
+    if isinstance(exc, api.PipeledgerError):
+        return 404 if "no run" in str(exc) or "no pipeline" in str(exc) else 400
+    return 500
+
+
+def _error_json(exc: BaseException) -> dict[str, Any]:
+    """What the CLI prints with ``--json`` when a command fails before it has results."""
+    return {
+        "status": "failed",
+        "error": api.redact(str(exc) or type(exc).__name__),
+        "error_type": type(exc).__name__,
+        "exit_code": exc.exit_code if isinstance(exc, api.PipeledgerError) else 1,
+    }
+
+
+def json_response(payload: Any, status: int = 200) -> Response:
+    """A document as ``pipeledger ... --json`` prints it (``cli.common.print_json``)."""
+    text = api.redact(json.dumps(payload, indent=2, default=str) + "\n")
+    return Response(text, status_code=status, media_type="application/json")
+
+
+class Dashboard:
+    """The pages and documents of one project."""
+
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        self.env = templates()
+
+    def page(self, name: str, build: Callable[[], dict[str, Any]]) -> Response:
+        started = time.perf_counter()
+        try:
+            return self._render(name, build(), started, 200)
+        except Exception as exc:
+            error = {"error": api.redact(str(exc)), "kind": type(exc).__name__}
+            return self._render("error.html", error, started, _status_of(exc))
+
+    def _render(self, name: str, context: dict[str, Any], started: float, status: int) -> Response:
+        context.update(
+            here=name.removesuffix(".html"),
+            config_file=str(self.project.path),
+            render_ms=lambda: (time.perf_counter() - started) * 1000,
+        )
+        html = self.env.get_template(name).render(context)
+        return HTMLResponse(api.redact(html), status_code=status)
+
+    def document(self, build: Callable[[], Any]) -> Response:
+        try:
+            return json_response(build())
+        except Exception as exc:
+            return json_response(_error_json(exc), _status_of(exc))
+
+    # -- pages ---------------------------------------------------------------------------
+
+    def overview(self, request: Request) -> Response:
+        return self.page("overview.html", lambda: views.overview(self.project))
+
+    def node(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        return self.page(
+            "node.html",
+            lambda: views.node(self.project, name, views.RunQuery.of(request.query_params)),
+        )
+
+    def run(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        return self.page("run.html", lambda: views.run(self.project, run_id))
+
+    def dag(self, request: Request) -> Response:
+        return self.page("dag.html", lambda: views.dag(self.project))
+
+    def alerts(self, request: Request) -> Response:
+        return self.page("alerts.html", lambda: views.alerts(self.project))
+
+    # -- documents: each what `pipeledger ... --json` prints -------------------------------
+
+    def _since(self, request: Request, default: str | None = None) -> Any:
+        text = request.query_params.get("since") or default
+        if not text:
+            return None
+        try:
+            return api.parse_moment(text, self.project.now())
+        except ValueError as exc:
+            raise views.BadRequest(f"since {exc}") from None
+
+    def api_routes(self) -> list[Route]:
+        p = self.project
+
+        def located() -> api.Located:
+            return p.located
+
+        def name(request: Request) -> str | None:
+            return request.query_params.get("name") or None
+
+        questions: dict[str, Callable[[Request], Any]] = {
+            "/api/status": lambda r: [s.to_json() for s in api.status(located())],
+            "/api/anomalies": lambda r: [a.to_json() for a in api.anomalies(located(), name(r))],
+            "/api/blocked": lambda r: [b.to_json() for b in api.blocked(located())],
+            "/api/runs": lambda r: [
+                row.to_json()
+                for row in views.node_runs(p, name(r), views.RunQuery.of(r.query_params))
+            ],
+            "/api/show/{run_id}": lambda r: api.show(located(), r.path_params["run_id"]).to_json(),
+            "/api/checks/{name:path}": lambda r: [
+                c.to_json()
+                for c in api.check_history(
+                    located(),
+                    r.path_params["name"],
+                    since=self._since(r),
+                    limit=int(r.query_params.get("limit") or 500),
+                )
+            ],
+            "/api/dag": lambda r: api.graph(p.config),
+            "/api/schedule": lambda r: api.schedule_status(p.config),
+            "/api/state": lambda r: [w.to_json() for w in api.watermarks(located(), name(r))],
+            "/api/quarantine/{name:path}": lambda r: [
+                e.to_json()
+                for e in api.quarantined(
+                    p.config,
+                    r.path_params["name"],
+                    run=r.query_params.get("run") or None,
+                    include_resolved=r.query_params.get("all") in ("1", "true"),
+                )
+            ],
+            "/api/sla": lambda r: api.sla(located()).to_json(),
+            "/api/alerts": lambda r: [
+                a.to_json()
+                for a in api.recent_alerts(
+                    located(),
+                    since=self._since(r, "7d"),
+                    run_id=r.query_params.get("run") or None,
+                )
+            ],
+            "/api/tasks": lambda r: [t.to_json() for t in api.tasks(located(), name(r))],
+            "/api/work": lambda r: [w.to_json() for w in api.work(located())],
+            "/api/volumes": lambda r: [v.to_json() for v in api.volume_days(located(), name(r))],
+        }
+
+        def route(path: str, ask: Callable[[Request], Any]) -> Route:
+            return Route(path, lambda request: self.document(lambda: ask(request)))
+
+        return [route(path, ask) for path, ask in questions.items()]
+
+
+def create_app(config_path: Path | None = None) -> Starlette:
+    """The dashboard of the project whose config is at ``config_path`` (default
+    ``./pipeledger.toml``)."""
+    board = Dashboard(Project(config_path))
+    routes = [
+        Route("/", board.overview),
+        Route("/node/{name:path}", board.node),
+        Route("/run/{run_id}", board.run),
+        Route("/dag", board.dag),
+        Route("/alerts", board.alerts),
+        Route("/healthz", lambda request: PlainTextResponse("ok\n")),
+        *board.api_routes(),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    return Starlette(routes=routes)
