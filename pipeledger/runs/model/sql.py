@@ -37,7 +37,7 @@ def written_by(table: TableName, columns: Sequence[str], run_ids: Sequence[str])
     wrote, as they are now."""
     names = ", ".join(quote(c) for c in columns)
     return (
-        f"SELECT {names} FROM {_pg_table(table)} "
+        f"SELECT {names} FROM {pg_table(table)} "
         f"WHERE {quote(RUN_ID_COLUMN)} IN ({_run_list(run_ids)})"
     )
 
@@ -50,12 +50,12 @@ def replaced_by(
     before-image table has; the others are NULL)."""
     values = ", ".join(quote(c) if c in kept else f"NULL AS {quote(c)}" for c in columns)
     return (
-        f"SELECT {values} FROM {_pg_table(before_table(table))} "
+        f"SELECT {values} FROM {pg_table(before_table(table))} "
         f"WHERE {quote(REPLACED_BY)} IN ({_run_list(run_ids)})"
     )
 
 
-def _pg_table(name: TableName) -> str:
+def pg_table(name: TableName) -> str:
     return f"{quote(name.schema)}.{quote(name.table)}" if name.schema else quote(name.table)
 
 
@@ -149,3 +149,135 @@ def run_index(d: Dialect, table: TableName) -> str:
     the runs it has not consumed without reading the whole table."""
     name = "pipeledger_run_" + hashlib.sha256(str(table).encode()).hexdigest()[:12]
     return f"CREATE INDEX IF NOT EXISTS {quote(name)} ON {d.table(table)} ({quote(RUN_ID_COLUMN)})"
+
+
+# -- syncs that scale: by key, or by the rows' text where there is none -------------------
+DROPPED = "_pipeledger_dropped"  # target keys a keyed sync deletes (and whether they return)
+STAGE_TEXTS = "_pipeledger_stage_texts"
+TARGET_TEXTS = "_pipeledger_target_texts"
+_TEXT = "row_text"
+
+
+def drop_temp(d: Dialect, name: str) -> str:
+    """Where temporary tables outlive a transaction (SQLite), the last run's."""
+    return f"DROP TABLE IF EXISTS {d.temp(name)}"
+
+
+def stage_key_index(d: Dialect, key: Sequence[str]) -> list[str]:
+    """Where joins loop (SQLite), an index that lets the target's rows probe the stage by
+    key; PostgreSQL hashes the stage instead."""
+    if d.hash_joins:
+        return []
+    names = ", ".join(quote(k) for k in key)
+    index = d.temp("_pipeledger_stage_lookup")
+    return [f"CREATE INDEX IF NOT EXISTS {index} ON {quote('_pipeledger_stage')} ({names})"]
+
+
+def create_dropped(
+    d: Dialect, target: TableName, key: Sequence[str], values: Sequence[str], scope: str
+) -> str:
+    """The keys of the target rows in ``scope`` (alias ``t``, its parameters) that no staged
+    row repeats exactly, each with ``kept``: a staged row has the key (an update)."""
+    join = " AND ".join(f"s.{quote(k)} = t.{quote(k)}" for k in key)
+    same = f"{join} AND NOT ({d.differs('s', 't', values)})" if values else join
+    selected = ", ".join(f"t.{quote(k)}" for k in key)
+    kept = f"EXISTS (SELECT 1 FROM {d.stage()} AS s WHERE {join})"
+    return (
+        f"CREATE TEMP TABLE {quote(DROPPED)}{d.on_commit_drop} AS "
+        f"SELECT {selected}, CASE WHEN {kept} THEN 1 ELSE 0 END AS kept "
+        f"FROM {d.table(target)} AS t WHERE ({scope}) "
+        f"AND NOT EXISTS (SELECT 1 FROM {d.stage()} AS s WHERE {same})"
+    )
+
+
+def in_dropped(d: Dialect, key: Sequence[str]) -> str:
+    """Target rows ``t`` whose key :func:`create_dropped` listed."""
+    lhs = ", ".join(f"t.{quote(k)}" for k in key)
+    lhs = lhs if len(key) == 1 else f"({lhs})"
+    names = ", ".join(quote(k) for k in key)
+    return f"{lhs} IN (SELECT {names} FROM {d.temp(DROPPED)})"
+
+
+def count_dropped(d: Dialect) -> str:
+    """(updated, deleted): dropped keys that a staged row brings back, and the others."""
+    return f"SELECT {d.count_where('kept = 1')}, {d.count_where('kept = 0')} FROM {d.temp(DROPPED)}"
+
+
+def key_not_in_target(d: Dialect, target: TableName, key: Sequence[str], scope: str) -> str:
+    """Staged rows ``s`` whose key the target's rows in ``scope`` lack (probes its key)."""
+    join = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in key)
+    return f"NOT EXISTS (SELECT 1 FROM {d.table(target)} AS t WHERE {join} AND ({scope}))"
+
+
+def repeated_keys(d: Dialect, key: Sequence[str]) -> str:
+    names = ", ".join(quote(k) for k in key)
+    return f"SELECT {names}, count(*) FROM {d.stage()} GROUP BY {names} HAVING count(*) > 1 LIMIT 1"
+
+
+def null_cursor(d: Dialect, cursor: str, key: Sequence[str]) -> str:
+    """A staged row without a cursor (its key), and how many there are."""
+    names = ", ".join(quote(k) for k in key)
+    return (
+        f"SELECT {names}, count(*) OVER () FROM {d.stage()} WHERE {quote(cursor)} IS NULL LIMIT 1"
+    )
+
+
+def index_texts(d: Dialect, name: str, source: str, alias: str, names: Sequence[str]) -> list[str]:
+    """A temporary table of the rows' texts of ``source`` (as ``alias``), indexed: a row
+    then finds its equal by one probe (SQLite would otherwise scan for every row)."""
+    return [
+        drop_temp(d, name),
+        f"CREATE TEMP TABLE {quote(name)}{d.on_commit_drop} AS "
+        f"SELECT {d.row_text(alias, names)} AS {quote(_TEXT)} FROM {source} AS {alias}",
+        f"CREATE INDEX {d.temp(name + '_text')} ON {quote(name)} ({quote(_TEXT)})",
+    ]
+
+
+def staged_twin(d: Dialect, names: Sequence[str]) -> str:
+    """A subquery finding a staged row equal to the target's row ``t`` (nulls equal)."""
+    if not d.hash_joins:
+        return (
+            f"SELECT 1 FROM {d.temp(STAGE_TEXTS)} AS x "
+            f"WHERE x.{quote(_TEXT)} = {d.row_text('t', names)}"
+        )
+    return same_row(d, names, "s", d.stage(), "t")
+
+
+def stored_twin(d: Dialect, target: TableName, names: Sequence[str], scope: str) -> str:
+    """A subquery finding, among the target's rows in ``scope``, one equal to staged row
+    ``s`` (SQLite: in their indexed texts, made with ``scope`` already)."""
+    if not d.hash_joins:
+        return (
+            f"SELECT 1 FROM {d.temp(TARGET_TEXTS)} AS x "
+            f"WHERE x.{quote(_TEXT)} = {d.row_text('s', names)}"
+        )
+    return f"{same_row(d, names, 't', d.table(target), 's')} AND ({scope})"
+
+
+# -- views --------------------------------------------------------------------------------
+def relation_kind(d: Dialect) -> str:
+    """What ``target`` is in the catalog (parameters: :func:`relation_kind_params`): ``v``
+    or ``view`` for a view, no row when it does not exist."""
+    if d.has_schemas:
+        return (
+            "SELECT c.relkind FROM pg_class AS c JOIN pg_namespace AS n "
+            "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s"
+        )
+    return "SELECT type FROM sqlite_master WHERE name = ? AND type IN ('table', 'view')"
+
+
+def relation_kind_params(d: Dialect, target: TableName) -> list[str]:
+    if d.has_schemas:
+        return [target.schema or "public", target.table]
+    return [str(target)]
+
+
+def create_view(d: Dialect, target: TableName, query: str) -> list[str]:
+    """The view made anew from ``query`` (the warehouse's SQL)."""
+    if d.replaces_views:
+        return [f"CREATE OR REPLACE VIEW {d.table(target)} AS {query}"]
+    return [f"DROP VIEW IF EXISTS {d.table(target)}", f"CREATE VIEW {d.table(target)} AS {query}"]
+
+
+def drop_view(d: Dialect, target: TableName) -> str:
+    return f"DROP VIEW {d.table(target)}"
