@@ -454,9 +454,11 @@ class Model:
     def _find_vanished(self, session: Session, existing: list[tuple[str, str]] | None) -> None:
         """Right after staging (before the gate sets rows aside): the keys of the recomputed
         scope that the target holds and the recomputation no longer produces."""
-        if not self._merges or existing is None:
+        if not self._merges:
             return
         self._refuse_null_cursor(session)
+        if existing is None:
+            return
         where = self.scope.where(session.dialect, "t") if self.scope else ("1 = 1", [])
         self.vanished = find_vanished(session, self._spec(), where, self.started_at)
 
