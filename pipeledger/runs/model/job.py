@@ -65,7 +65,8 @@ class ModelJob:
         if result.quality is not None:
             record_quality(run, result.quality, result.target)
         self._events(run, result)
-        if run.ledger.recording and (result.rows_computed or result.target_created):
+        copied = result.materialized != "view"  # a view holds no rows to snapshot
+        if run.ledger.recording and copied and (result.rows_computed or result.target_created):
             self._snapshot(run, session, result)
 
     def _events(self, run: Run, result: ModelResult) -> None:
