@@ -19,8 +19,11 @@ from tests.helpers import Project, order, orders_pipeline, write_big_orders_csv
 BIG = 600_000
 
 
-def _wait_until_staging(process: subprocess.Popen[str], timeout: float = 120.0) -> str:
-    """Read the loader's log until it has staged at least one batch; return what it said."""
+def _wait_until_staging(
+    process: subprocess.Popen[str], timeout: float = 120.0, word: str = "staged"
+) -> str:
+    """Read the run's log until it says ``word`` (a load: it has staged at least one
+    batch); return what it said."""
     assert process.stderr is not None
     deadline = time.monotonic() + timeout
     seen = ""
@@ -29,7 +32,7 @@ def _wait_until_staging(process: subprocess.Popen[str], timeout: float = 120.0) 
         if ready:
             line = process.stderr.readline()
             seen += line
-            if "staged" in line:
+            if word in line:
                 return seen
         assert process.poll() is None, f"the load ended before it could be observed:\n{seen}"
     raise AssertionError(f"no staging progress within {timeout}s:\n{seen}")

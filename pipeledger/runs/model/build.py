@@ -40,6 +40,7 @@ differ, so an unchanged partition keeps its rows and their run ids.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -82,6 +83,7 @@ from pipeledger.warehouse.dialect import Dialect, quote
 from pipeledger.warehouse.session import Session
 from pipeledger.warehouse.stage import create_schema, create_stage, drop_stage
 
+log = logging.getLogger("pipeledger.model")
 ModelMode = Literal["incremental", "full_refresh", "backfill"]
 _BIND_LIMIT = 500  # touched partitions bound as values (lets the planner push them down)
 
@@ -318,6 +320,7 @@ class Model:
         where, params = self.scope.where(d, "q") if self.scope else ("", [])
         session.execute(sql.stage_model(d, self.columns, query, where), params)
         self.rows = int(session.query(f"SELECT count(*) FROM {d.stage()}")[0][0])
+        log.info("model %s: staged %d recomputed row(s); publishing", self.name, self.rows)
 
     def _computation(self, session: Session) -> str:
         """The query to stage from; sets :attr:`scope` when only some rows are recomputed."""
