@@ -1,4 +1,4 @@
--- Golden SQL of pipeledger.models.sql on SQLite, for the inputs in
+-- Golden SQL of pipeledger.runs.model.sql on SQLite, for the inputs in
 -- tests/golden/cases.py. Not edited by hand: after changing a builder, run
 -- `.venv/bin/python -m pytest tests/golden --update-golden` and review the diff.
 
@@ -29,3 +29,43 @@ CREATE TABLE "analytics.orders" ("day" date, "revenue" DECIMAL_TEXT(38,2), "_pip
 
 -- case: run_index
 CREATE INDEX IF NOT EXISTS "pipeledger_run_99eebed3a19d" ON "analytics.orders" ("_pipeledger_run_id");
+
+-- case: stage_key_index (where joins loop)
+CREATE INDEX IF NOT EXISTS temp."_pipeledger_stage_lookup" ON "_pipeledger_stage" ("order_id");
+
+-- case: create_dropped: target keys in scope that no staged row repeats
+CREATE TEMP TABLE "_pipeledger_dropped" AS SELECT t."order_id", CASE WHEN EXISTS (SELECT 1 FROM temp."_pipeledger_stage" AS s WHERE s."order_id" = t."order_id") THEN 1 ELSE 0 END AS kept FROM "analytics.orders" AS t WHERE (t."region" = 'eu') AND NOT EXISTS (SELECT 1 FROM temp."_pipeledger_stage" AS s WHERE s."order_id" = t."order_id" AND NOT ((s."region", s."amount", s."status", s."updated_at") IS NOT (t."region", t."amount", t."status", t."updated_at")));
+
+-- case: delete the dropped keys
+DELETE FROM "analytics.orders" WHERE rowid IN (SELECT rowid FROM "analytics.orders" AS t WHERE t."order_id" IN (SELECT "order_id" FROM temp."_pipeledger_dropped"));
+
+-- case: count_dropped
+SELECT coalesce(sum(CASE WHEN kept = 1 THEN 1 ELSE 0 END), 0), coalesce(sum(CASE WHEN kept = 0 THEN 1 ELSE 0 END), 0) FROM temp."_pipeledger_dropped";
+
+-- case: insert_staged whose key the target lacks in scope
+INSERT INTO "analytics.orders" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", ?, ? FROM temp."_pipeledger_stage" AS s WHERE NOT EXISTS (SELECT 1 FROM "analytics.orders" AS t WHERE t."order_id" = s."order_id" AND (1 = 1));
+
+-- case: repeated_keys
+SELECT "order_id", count(*) FROM temp."_pipeledger_stage" GROUP BY "order_id" HAVING count(*) > 1 LIMIT 1;
+
+-- case: null_cursor
+SELECT "order_id", count(*) OVER () FROM temp."_pipeledger_stage" WHERE "updated_at" IS NULL LIMIT 1;
+
+-- case: index_texts of the stage
+DROP TABLE IF EXISTS temp."_pipeledger_stage_texts";
+CREATE TEMP TABLE "_pipeledger_stage_texts" AS SELECT (quote(s."order_id") || ',' || quote(s."region") || ',' || quote(s."amount") || ',' || quote(s."status") || ',' || quote(s."updated_at")) AS "row_text" FROM temp."_pipeledger_stage" AS s;
+CREATE INDEX temp."_pipeledger_stage_texts_text" ON "_pipeledger_stage_texts" ("row_text");
+
+-- case: delete target rows without a staged twin (indexed texts where joins loop)
+DELETE FROM "analytics.orders" WHERE rowid IN (SELECT rowid FROM "analytics.orders" AS t WHERE NOT EXISTS (SELECT 1 FROM temp."_pipeledger_stage_texts" AS x WHERE x."row_text" = (quote(t."order_id") || ',' || quote(t."region") || ',' || quote(t."amount") || ',' || quote(t."status") || ',' || quote(t."updated_at"))));
+
+-- case: insert staged rows without a stored twin in scope
+INSERT INTO "analytics.orders" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", ?, ? FROM temp."_pipeledger_stage" AS s WHERE NOT EXISTS (SELECT 1 FROM temp."_pipeledger_target_texts" AS x WHERE x."row_text" = (quote(s."order_id") || ',' || quote(s."region") || ',' || quote(s."amount") || ',' || quote(s."status") || ',' || quote(s."updated_at")));
+
+-- case: relation_kind of a target
+SELECT type FROM sqlite_master WHERE name = ? AND type IN ('table', 'view');
+-- params: ['analytics.orders']
+
+-- case: create_view
+DROP VIEW IF EXISTS "analytics.orders_view";
+CREATE VIEW "analytics.orders_view" AS SELECT * FROM "analytics.orders";
