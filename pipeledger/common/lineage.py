@@ -215,6 +215,9 @@ def _trace(
     window = _foreign_window(tree, [*scope, *columns])
     if window:
         return {}, window
+    for kind, label in ((exp.Limit, "LIMIT"), (exp.Offset, "OFFSET"), (exp.Fetch, "FETCH")):
+        if tree.find(kind) is not None:
+            return {}, f"{label} spans several of its values"
     return {table: tuple(columns)}, None
 
 

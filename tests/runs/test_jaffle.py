@@ -66,7 +66,7 @@ def configure(project: Project, staging: str) -> None:
             "materialized": "merge",
             "key": [key],
         }
-    project.configure(models=nodes, **loads)
+    project.configure("", nodes, **loads)
 
 
 def oracle(project: Project) -> dict[str, list[tuple[str, ...]]]:

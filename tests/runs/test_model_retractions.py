@@ -372,3 +372,37 @@ def test_a_cursor_that_is_null_or_missing_is_named(project: Project) -> None:
     assert code == 1
     [failed] = json.loads(out)
     assert "last_big is NULL" in failed["error"] and "leave cursor out" in failed["error"]
+
+
+def test_a_key_the_query_produces_twice_is_refused_naming_it(project: Project) -> None:
+    chain(project)
+    raw = project.root / "pipeledger.toml"
+    twice = "select customer_id, status from bronze.orders"
+    raw.write_text(
+        raw.read_text() + f'\n[models.m]\nquery = "{twice}"\ntarget = "gold.m"\n'
+        'materialized = "replace"\nkey = ["customer_id"]\n'
+    )
+    project.write_csv("orders_1.csv", first_batch(), HEADER)
+    code, out, _ = project.cli("run", "--json")
+    assert code == 1
+    failed = {o["pipeline"]: o for o in json.loads(out)}["m"]
+    assert "produced key (" in failed["error"] and "Nothing was written" in failed["error"]
+
+
+def test_an_scd2_model_with_an_integer_cursor_cannot_close_a_gone_key(project: Project) -> None:
+    chain(project)
+    raw = project.root / "pipeledger.toml"
+    versions = "select order_id, status, customer_id as version from bronze.orders"
+    raw.write_text(
+        raw.read_text() + f'\n[models.m]\nquery = "{versions}"\ntarget = "gold.m"\n'
+        'materialized = "scd2"\nkey = ["order_id"]\ncursor = "version"\n'
+    )
+    project.write_csv("orders_1.csv", first_batch(), HEADER)
+    project.run_json("run", "+m")
+    project.write_csv("orders_2.csv", [order(9, 5, "1.00", 2, 2)], HEADER)
+    assert by_node(project.run_json("run", "+m"))["m"]["rows_inserted"] == 1  # a new version
+    project.write_csv("orders_3.csv", [deleted(4, 3)], HEADER)
+    code, out, _ = project.cli("run", "+m", "--json")
+    assert code == 1
+    failed = by_node(json.loads(out))["m"]
+    assert "no longer produced" in failed["error"] and "'version' is bigint" in failed["error"]

@@ -463,7 +463,20 @@ class Model:
         if existing is None:
             return
         where = self.scope.where(session.dialect, "t") if self.scope else ("1 = 1", [])
-        self.vanished = find_vanished(session, self._spec(), where, self.started_at)
+        spec = self._spec()
+        if not spec.history or spec.cursor_type in ("timestamptz", "timestamp", "date"):
+            self.vanished = find_vanished(session, spec, where, self.started_at)
+            return
+        # an scd2 history closes a version at the run's time, which its cursor cannot hold
+        current = (f'({where[0]}) AND t."{HISTORY_COLUMNS[2]}"', where[1])
+        gone = find_vanished(session, replace(spec, history=False), current, self.started_at)
+        if gone.count:
+            raise SchemaError(
+                f"model {self.name}: {gone.count} key(s) are no longer produced (e.g. "
+                f"{', '.join(gone.sample)}), but an scd2 model closes a version at the run's "
+                f"time and its cursor {spec.cursor!r} is {spec.cursor_type}: nothing was "
+                "written; use a date or timestamp cursor"
+            )
 
     def _refuse_null_cursor(self, session: Session) -> None:
         d, cursor = session.dialect, self.model.cursor or ""
@@ -543,13 +556,19 @@ class Model:
         return self._sync_by_text(session)
 
     def _sync_by_key(self, session: Session) -> MergeCounts:
-        d, target, key = session.dialect, self.model.target_name, list(self.model.key)
+        """PostgreSQL: the target's keys in scope that no staged row repeats exactly are
+        listed (hashing the stage), deleted, and the staged rows whose key the target then
+        lacks inserted. Where joins loop (SQLite): as without a key (pairs of equal rows,
+        by an index led by the key), and a key staged twice is found by the insert."""
+        d = session.dialect
+        if not d.hash_joins:
+            return self._sync_by_pairs(session)
+        target, key = self.model.target_name, list(self.model.key)
         names = [c.name for c in self.columns]
         values = [n for n in names if n not in key]
         self._refuse_repeated_keys(session)
         scope, params = self.scope.where(d, "t") if self.scope else ("1 = 1", [])
-        for statement in [*sql.stage_key_index(d, key), sql.drop_temp(d, sql.DROPPED)]:
-            session.execute(statement)
+        session.execute(sql.drop_temp(d, sql.DROPPED))
         session.execute(sql.create_dropped(d, target, key, values, scope), params)
         dropped = sql.in_dropped(d, key)
         if self._downstream:
@@ -570,6 +589,7 @@ class Model:
         )
 
     def _refuse_repeated_keys(self, session: Session) -> None:
+        """A key the query produced twice names no one output row."""
         d, key = session.dialect, self.model.key
         found = session.query(sql.repeated_keys(d, key))
         if found:
@@ -580,29 +600,62 @@ class Model:
             )
 
     def _sync_by_text(self, session: Session) -> MergeCounts:
+        """Without a key: a target row in scope stays if the stage has an equal row (nulls
+        equal), and a staged row is inserted if no target row in scope equals it."""
+        if not session.dialect.hash_joins:
+            return self._sync_by_pairs(session)
         d, target = session.dialect, self.model.target_name
         names = [c.name for c in self.columns]
         scope, params = self.scope.where(d, "t") if self.scope else ("1 = 1", [])
-        if not d.hash_joins:  # SQLite: probe indexed texts, never a scan inside a scan
-            for statement in sql.index_texts(d, sql.STAGE_TEXTS, d.stage(), "s", names):
-                session.execute(statement)
-        vanished = f"({scope}) AND NOT EXISTS ({sql.staged_twin(d, names)})"
+        vanished = f"({scope}) AND NOT EXISTS ({sql.same_row(d, names, 's', d.stage(), 't')})"
         if self._downstream:
             ensure_before_table(session, target, self.columns)
             session.execute(keep_before_images(d, target, names, vanished), [self.run_id, *params])
         deleted = session.execute(load_sql.delete_where(d, target, vanished), params)
-        if not d.hash_joins:
-            kept = f"(SELECT * FROM {d.table(target)} AS t WHERE {scope})"
-            drop, create, index = sql.index_texts(d, sql.TARGET_TEXTS, kept, "t", names)
-            session.execute(drop)
-            session.execute(create, params)
-            session.execute(index)
-        new = f"NOT EXISTS ({sql.stored_twin(d, target, names, scope)})"
+        twin = f"{sql.same_row(d, names, 't', d.table(target), 's')} AND ({scope})"
         inserted = session.execute(
-            sql.insert_staged(d, target, names, new),
-            [self.run_id, self.started_at, *(params if d.hash_joins else [])],
+            sql.insert_staged(d, target, names, f"NOT EXISTS ({twin})"),
+            [self.run_id, self.started_at, *params],
         )
         return MergeCounts(inserted=inserted, unchanged=self.rows - inserted, deleted=deleted)
+
+    def _sync_by_pairs(self, session: Session) -> MergeCounts:
+        """Where joins loop (SQLite): every target row in scope probes an index on all the
+        staged columns (the key first) once for an equal staged row, and the pairs found
+        decide both what goes and what comes (never a scan inside a scan). With a key, a
+        target row that goes while its key is staged is an update."""
+        d, target, key = session.dialect, self.model.target_name, list(self.model.key)
+        names = [c.name for c in self.columns]
+        ordered = [*key, *(n for n in names if n not in key)]
+        scope, params = self.scope.where(d, "t") if self.scope else ("1 = 1", [])
+        for statement in sql.pair_rows_setup(d, ordered):
+            session.execute(statement)
+        session.execute(sql.pair_rows(d, target, ordered, scope), params)
+        unpaired = sql.unpaired_target(d)
+        updated = 0
+        if key:
+            updated = int(session.query(sql.count_restaged(d, target, key))[0][0])
+        if self._downstream:
+            ensure_before_table(session, target, self.columns)
+            session.execute(keep_before_images(d, target, names, unpaired), [self.run_id])
+        deleted = session.execute(load_sql.delete_where(d, target, unpaired))
+        try:
+            with session.savepoint():
+                inserted = session.execute(
+                    sql.insert_staged(d, target, names, sql.unpaired_stage(d)),
+                    [self.run_id, self.started_at],
+                )
+        except WarehouseError as exc:
+            if exc.sqlstate == WarehouseError.UNIQUE_VIOLATION and key:
+                self._refuse_repeated_keys(session)
+            raise
+        return MergeCounts(
+            inserted=inserted - updated,
+            updated=updated,
+            unchanged=self.rows - inserted,
+            deleted=deleted - updated,
+            net_rows=inserted - deleted,
+        )
 
     @property
     def _downstream(self) -> bool:

@@ -23,7 +23,7 @@ from pipeledger.common.columns import (
 )
 from pipeledger.publish.before import REPLACED_BY, before_table
 from pipeledger.state.watermark import Window, is_whole_day
-from pipeledger.warehouse.dialect import Dialect, literal, quote
+from pipeledger.warehouse.dialect import STAGE, Dialect, literal, quote
 
 TOUCHED = "_pipeledger_touched"
 
@@ -153,24 +153,11 @@ def run_index(d: Dialect, table: TableName) -> str:
 
 # -- syncs that scale: by key, or by the rows' text where there is none -------------------
 DROPPED = "_pipeledger_dropped"  # target keys a keyed sync deletes (and whether they return)
-STAGE_TEXTS = "_pipeledger_stage_texts"
-TARGET_TEXTS = "_pipeledger_target_texts"
-_TEXT = "row_text"
 
 
 def drop_temp(d: Dialect, name: str) -> str:
     """Where temporary tables outlive a transaction (SQLite), the last run's."""
     return f"DROP TABLE IF EXISTS {d.temp(name)}"
-
-
-def stage_key_index(d: Dialect, key: Sequence[str]) -> list[str]:
-    """Where joins loop (SQLite), an index that lets the target's rows probe the stage by
-    key; PostgreSQL hashes the stage instead."""
-    if d.hash_joins:
-        return []
-    names = ", ".join(quote(k) for k in key)
-    index = d.temp("_pipeledger_stage_lookup")
-    return [f"CREATE INDEX IF NOT EXISTS {index} ON {quote('_pipeledger_stage')} ({names})"]
 
 
 def create_dropped(
@@ -222,36 +209,48 @@ def null_cursor(d: Dialect, cursor: str, key: Sequence[str]) -> str:
     )
 
 
-def index_texts(d: Dialect, name: str, source: str, alias: str, names: Sequence[str]) -> list[str]:
-    """A temporary table of the rows' texts of ``source`` (as ``alias``), indexed: a row
-    then finds its equal by one probe (SQLite would otherwise scan for every row)."""
+PAIRS = "_pipeledger_pairs"  # target rows in scope, each with an equal staged row (or NULL)
+
+
+def pair_rows_setup(d: Dialect, names: Sequence[str]) -> list[str]:
+    """SQLite: an index on every staged column (an ``IS`` probe uses it, nulls equal), and
+    no pairs of an earlier run."""
+    columns = ", ".join(quote(c) for c in names)
+    index = d.temp("_pipeledger_stage_rows")
     return [
-        drop_temp(d, name),
-        f"CREATE TEMP TABLE {quote(name)}{d.on_commit_drop} AS "
-        f"SELECT {d.row_text(alias, names)} AS {quote(_TEXT)} FROM {source} AS {alias}",
-        f"CREATE INDEX {d.temp(name + '_text')} ON {quote(name)} ({quote(_TEXT)})",
+        f"CREATE INDEX IF NOT EXISTS {index} ON {quote(STAGE)} ({columns})",
+        drop_temp(d, PAIRS),
     ]
 
 
-def staged_twin(d: Dialect, names: Sequence[str]) -> str:
-    """A subquery finding a staged row equal to the target's row ``t`` (nulls equal)."""
-    if not d.hash_joins:
-        return (
-            f"SELECT 1 FROM {d.temp(STAGE_TEXTS)} AS x "
-            f"WHERE x.{quote(_TEXT)} = {d.row_text('t', names)}"
-        )
-    return same_row(d, names, "s", d.stage(), "t")
+def pair_rows(d: Dialect, target: TableName, names: Sequence[str], scope: str) -> str:
+    """Each target row in ``scope`` (alias ``t``, its parameters) with the rowid of one
+    staged row equal to it in every column (NULL: none)."""
+    equal = " AND ".join(f"s.{quote(c)} IS t.{quote(c)}" for c in names)
+    return (
+        f"CREATE TEMP TABLE {quote(PAIRS)} AS SELECT t.rowid AS target_row, "
+        f"(SELECT s.rowid FROM {d.stage()} AS s WHERE {equal} LIMIT 1) AS stage_row "
+        f"FROM {d.table(target)} AS t WHERE {scope}"
+    )
 
 
-def stored_twin(d: Dialect, target: TableName, names: Sequence[str], scope: str) -> str:
-    """A subquery finding, among the target's rows in ``scope``, one equal to staged row
-    ``s`` (SQLite: in their indexed texts, made with ``scope`` already)."""
-    if not d.hash_joins:
-        return (
-            f"SELECT 1 FROM {d.temp(TARGET_TEXTS)} AS x "
-            f"WHERE x.{quote(_TEXT)} = {d.row_text('s', names)}"
-        )
-    return f"{same_row(d, names, 't', d.table(target), 's')} AND ({scope})"
+def unpaired_target(d: Dialect) -> str:
+    """Target rows ``t`` that :func:`pair_rows` found no staged twin for."""
+    return f"t.rowid IN (SELECT target_row FROM {d.temp(PAIRS)} WHERE stage_row IS NULL)"
+
+
+def count_restaged(d: Dialect, target: TableName, key: Sequence[str]) -> str:
+    """How many unpaired target rows have their key staged (they are updated)."""
+    join = " AND ".join(f"s.{quote(k)} = t.{quote(k)}" for k in key)
+    return (
+        f"SELECT count(*) FROM {d.table(target)} AS t WHERE {unpaired_target(d)} "
+        f"AND EXISTS (SELECT 1 FROM {d.stage()} AS s WHERE {join})"
+    )
+
+
+def unpaired_stage(d: Dialect) -> str:
+    """Staged rows ``s`` that no target row in scope equals."""
+    return f"s.rowid NOT IN (SELECT stage_row FROM {d.temp(PAIRS)} WHERE stage_row IS NOT NULL)"
 
 
 # -- views --------------------------------------------------------------------------------

@@ -54,17 +54,6 @@ SELECT "order_id", count(*) FROM "_pipeledger_stage" GROUP BY "order_id" HAVING 
 -- case: null_cursor
 SELECT "order_id", count(*) OVER () FROM "_pipeledger_stage" WHERE "updated_at" IS NULL LIMIT 1;
 
--- case: index_texts of the stage
-DROP TABLE IF EXISTS "_pipeledger_stage_texts";
-CREATE TEMP TABLE "_pipeledger_stage_texts" ON COMMIT DROP AS SELECT (ROW(s."order_id", s."region", s."amount", s."status", s."updated_at")::text COLLATE "C") AS "row_text" FROM "_pipeledger_stage" AS s;
-CREATE INDEX "_pipeledger_stage_texts_text" ON "_pipeledger_stage_texts" ("row_text");
-
--- case: delete target rows without a staged twin (indexed texts where joins loop)
-DELETE FROM "analytics"."orders" AS t WHERE NOT EXISTS (SELECT 1 FROM "_pipeledger_stage" AS s WHERE (ROW(s."order_id", s."region", s."amount", s."status", s."updated_at")::text COLLATE "C") = (ROW(t."order_id", t."region", t."amount", t."status", t."updated_at")::text COLLATE "C"));
-
--- case: insert staged rows without a stored twin in scope
-INSERT INTO "analytics"."orders" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", %s, %s FROM "_pipeledger_stage" AS s WHERE NOT EXISTS (SELECT 1 FROM "analytics"."orders" AS t WHERE (ROW(t."order_id", t."region", t."amount", t."status", t."updated_at")::text COLLATE "C") = (ROW(s."order_id", s."region", s."amount", s."status", s."updated_at")::text COLLATE "C") AND (1 = 1));
-
 -- case: relation_kind of a target
 SELECT c.relkind FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s;
 -- params: ['analytics', 'orders']

@@ -30,9 +30,6 @@ CREATE TABLE "analytics.orders" ("day" date, "revenue" DECIMAL_TEXT(38,2), "_pip
 -- case: run_index
 CREATE INDEX IF NOT EXISTS "pipeledger_run_99eebed3a19d" ON "analytics.orders" ("_pipeledger_run_id");
 
--- case: stage_key_index (where joins loop)
-CREATE INDEX IF NOT EXISTS temp."_pipeledger_stage_lookup" ON "_pipeledger_stage" ("order_id");
-
 -- case: create_dropped: target keys in scope that no staged row repeats
 CREATE TEMP TABLE "_pipeledger_dropped" AS SELECT t."order_id", CASE WHEN EXISTS (SELECT 1 FROM temp."_pipeledger_stage" AS s WHERE s."order_id" = t."order_id") THEN 1 ELSE 0 END AS kept FROM "analytics.orders" AS t WHERE (t."region" = 'eu') AND NOT EXISTS (SELECT 1 FROM temp."_pipeledger_stage" AS s WHERE s."order_id" = t."order_id" AND NOT ((s."region", s."amount", s."status", s."updated_at") IS NOT (t."region", t."amount", t."status", t."updated_at")));
 
@@ -51,16 +48,21 @@ SELECT "order_id", count(*) FROM temp."_pipeledger_stage" GROUP BY "order_id" HA
 -- case: null_cursor
 SELECT "order_id", count(*) OVER () FROM temp."_pipeledger_stage" WHERE "updated_at" IS NULL LIMIT 1;
 
--- case: index_texts of the stage
-DROP TABLE IF EXISTS temp."_pipeledger_stage_texts";
-CREATE TEMP TABLE "_pipeledger_stage_texts" AS SELECT (quote(s."order_id") || ',' || quote(s."region") || ',' || quote(s."amount") || ',' || quote(s."status") || ',' || quote(s."updated_at")) AS "row_text" FROM temp."_pipeledger_stage" AS s;
-CREATE INDEX temp."_pipeledger_stage_texts_text" ON "_pipeledger_stage_texts" ("row_text");
+-- case: pair_rows_setup
+CREATE INDEX IF NOT EXISTS temp."_pipeledger_stage_rows" ON "_pipeledger_stage" ("order_id", "region", "amount", "status", "updated_at");
+DROP TABLE IF EXISTS temp."_pipeledger_pairs";
 
--- case: delete target rows without a staged twin (indexed texts where joins loop)
-DELETE FROM "analytics.orders" WHERE rowid IN (SELECT rowid FROM "analytics.orders" AS t WHERE NOT EXISTS (SELECT 1 FROM temp."_pipeledger_stage_texts" AS x WHERE x."row_text" = (quote(t."order_id") || ',' || quote(t."region") || ',' || quote(t."amount") || ',' || quote(t."status") || ',' || quote(t."updated_at"))));
+-- case: pair_rows: each target row in scope with an equal staged row
+CREATE TEMP TABLE "_pipeledger_pairs" AS SELECT t.rowid AS target_row, (SELECT s.rowid FROM temp."_pipeledger_stage" AS s WHERE s."order_id" IS t."order_id" AND s."region" IS t."region" AND s."amount" IS t."amount" AND s."status" IS t."status" AND s."updated_at" IS t."updated_at" LIMIT 1) AS stage_row FROM "analytics.orders" AS t WHERE 1 = 1;
 
--- case: insert staged rows without a stored twin in scope
-INSERT INTO "analytics.orders" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", ?, ? FROM temp."_pipeledger_stage" AS s WHERE NOT EXISTS (SELECT 1 FROM temp."_pipeledger_target_texts" AS x WHERE x."row_text" = (quote(s."order_id") || ',' || quote(s."region") || ',' || quote(s."amount") || ',' || quote(s."status") || ',' || quote(s."updated_at")));
+-- case: delete the unpaired target rows
+DELETE FROM "analytics.orders" WHERE rowid IN (SELECT rowid FROM "analytics.orders" AS t WHERE t.rowid IN (SELECT target_row FROM temp."_pipeledger_pairs" WHERE stage_row IS NULL));
+
+-- case: count_restaged: unpaired target rows whose key is staged
+SELECT count(*) FROM "analytics.orders" AS t WHERE t.rowid IN (SELECT target_row FROM temp."_pipeledger_pairs" WHERE stage_row IS NULL) AND EXISTS (SELECT 1 FROM temp."_pipeledger_stage" AS s WHERE s."order_id" = t."order_id");
+
+-- case: insert the unpaired staged rows
+INSERT INTO "analytics.orders" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", ?, ? FROM temp."_pipeledger_stage" AS s WHERE s.rowid NOT IN (SELECT stage_row FROM temp."_pipeledger_pairs" WHERE stage_row IS NOT NULL);
 
 -- case: relation_kind of a target
 SELECT type FROM sqlite_master WHERE name = ? AND type IN ('table', 'view');
