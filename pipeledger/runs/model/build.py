@@ -65,7 +65,7 @@ from pipeledger.common.lineage import (
 )
 from pipeledger.common.sqltext import READ, ModelSql
 from pipeledger.config.model import HISTORY_COLUMNS, ChecksConfig, Config, ModelConfig
-from pipeledger.errors import SchemaError, WarehouseError
+from pipeledger.errors import ConfigError, SchemaError, WarehouseError
 from pipeledger.publish import merge_sql as load_sql
 from pipeledger.publish.before import before_table, ensure_before_table, keep_before_images
 from pipeledger.publish.counts import MergeCounts
@@ -235,6 +235,12 @@ class Model:
             self.prepare_schema(self.model.target_name)
         if self.model.materialized == "view":
             return self._view(session)
+        if self.request.mode == "backfill" and not self._range_column:
+            raise ConfigError(
+                f"model {self.name}: a backfill recomputes a range of partition_by "
+                "(partition_overwrite) or of the cursor (merge, scd2), and it has neither; "
+                "nothing was written: run it, or run it with --full-refresh"
+            )
         existing = session.table_columns(self.model.target_name)
         with self.clock.measure("extract"):
             self.upstreams = [self._upstream(session, t) for t in self.query.tables]
@@ -460,7 +466,9 @@ class Model:
         if not self._merges:
             return
         self._refuse_null_cursor(session)
-        if existing is None:
+        if existing is None or self.request.mode == "backfill":
+            # a backfill recomputes a cursor range: a key whose cursor left the range is
+            # not gone, so it deletes nothing (incremental runs retract)
             return
         where = self.scope.where(session.dialect, "t") if self.scope else ("1 = 1", [])
         spec = self._spec()
