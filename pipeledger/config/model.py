@@ -633,12 +633,17 @@ class Config(_Strict):
         know the versions its writers replace or delete: every incremental model but
         ``replace`` does, to recompute the keys or partitions those versions left
         (``publish.before``)."""
-        for name, model in self.models.items():
-            if model.materialized in ("replace", "view"):
-                continue
-            if str(target) in {str(t) for t in self.expanded_sql(name).tables}:
-                return True
-        return False
+        return bool(self.before_image_readers(target))
+
+    def before_image_readers(self, target: TableName) -> list[str]:
+        """The models that need ``target``'s before-images (see :meth:`needs_before_images`):
+        a version is kept until each of them has consumed the run that replaced it."""
+        return [
+            name
+            for name, model in self.models.items()
+            if model.materialized not in ("replace", "view")
+            and str(target) in {str(t) for t in self.expanded_sql(name).tables}
+        ]
 
     def expanded_sql(self, name: str) -> ModelSql:
         """A model's query with every view of this project that it reads written out as a

@@ -580,6 +580,9 @@ def _models_sql() -> list[Case]:
         Case(m, "insert the unpaired staged rows", lambda d: text(models_sql.insert_staged(
              d, TARGET, NAMES, models_sql.unpaired_stage(d))), dialects=SQLITE_ONLY,
              world=_w("target", "stage"), setup=_paired, bind=lambda d: [RUN_ID, AT]),
+        Case(m, "prune_before_images that two models consumed",
+             lambda d: bound(models_sql.prune_before_images(d, TARGET, 2),
+             ["silver", "gold"]), world=_w("state"), setup=_create_before),
         Case(m, "relation_kind of a target", lambda d: bound(models_sql.relation_kind(d),
              models_sql.relation_kind_params(d, TARGET)), world=_w("target")),
         Case(m, "create_view", lambda d: texts(models_sql.create_view(

@@ -406,3 +406,21 @@ def test_an_scd2_model_with_an_integer_cursor_cannot_close_a_gone_key(project: P
     assert code == 1
     failed = by_node(json.loads(out))["m"]
     assert "no longer produced" in failed["error"] and "'version' is bigint" in failed["error"]
+
+
+def test_before_images_are_forgotten_once_every_model_reading_them_consumed_them(
+    project: Project,
+) -> None:
+    chain(project)
+    project.write_csv("orders_1.csv", first_batch(), HEADER)
+    project.run_json("run")
+    project.write_csv("orders_2.csv", [deleted(1, 2), order(5, 2, "15.25", 4, 2)], HEADER)
+    project.run_json("run", "+silver")  # history, a reader of bronze too, has not run
+    kept = "pipeledger.before__bronze__orders"
+    assert project.count(kept) == 2
+    outcome = by_node(project.run_json("run", "history"))["history"]
+    assert outcome["rows_deleted"] == 1  # order 1's version closed
+    assert project.count(kept) == 0
+    project.run_json("run", "--threads", "1")  # two readers side by side would leave it
+    assert project.count("pipeledger.before__silver__orders") == 0  # to their next runs
+    assert_every_model_equals_its_full_recompute(project)

@@ -675,6 +675,19 @@ class Model:
         for run_id, table in self._consumed:
             params = [self.name, run_id, str(table), self.run_id, now]
             session.execute(record_input(session.dialect), params)
+        for upstream in self._changed:
+            self._prune(session, upstream)
+
+    def _prune(self, session: Session, upstream: Upstream) -> None:
+        """The upstream's before-images that no model needs any more (every model reading
+        the upstream has consumed the runs that replaced them)."""
+        if session.table_columns(before_table(upstream.name)) is None:
+            return
+        readers = self.config.before_image_readers(upstream.name)
+        if not readers:
+            return
+        statement = sql.prune_before_images(session.dialect, upstream.name, len(readers))
+        session.execute(statement, readers)
 
     # -- a view ---------------------------------------------------------------------
     def _view(self, session: Session) -> ModelResult:

@@ -22,6 +22,7 @@ from pipeledger.common.columns import (
     TableName,
 )
 from pipeledger.publish.before import REPLACED_BY, before_table
+from pipeledger.state.tables import INPUTS_TABLE
 from pipeledger.state.watermark import Window, is_whole_day
 from pipeledger.warehouse.dialect import STAGE, Dialect, literal, quote
 
@@ -53,6 +54,22 @@ def replaced_by(
         f"SELECT {values} FROM {pg_table(before_table(table))} "
         f"WHERE {quote(REPLACED_BY)} IN ({_run_list(run_ids)})"
     )
+
+
+def prune_before_images(d: Dialect, upstream: TableName, readers: int) -> str:
+    """Forget the versions replaced in ``upstream`` by runs that every model needing them
+    (``readers`` names, the parameters) has consumed. Not only this run's: two readers
+    consuming one run side by side each see only their own consumption, and the next run
+    of either forgets what both consumed."""
+    table = d.table(before_table(upstream))
+    consumed = (
+        f"(SELECT count(*) FROM {d.table(INPUTS_TABLE)} AS m "
+        f"WHERE m.run_id = b.{quote(REPLACED_BY)} AND m.model IN ({d.marks(readers)}))"
+    )
+    if d.statement_snapshot:
+        return f"DELETE FROM {table} AS b WHERE {consumed} = {readers}"
+    chosen = f"SELECT b.rowid FROM {table} AS b WHERE {consumed} = {readers}"
+    return f"DELETE FROM {table} WHERE rowid IN ({chosen})"
 
 
 def pg_table(name: TableName) -> str:

@@ -54,6 +54,10 @@ SELECT "order_id", count(*) FROM "_pipeledger_stage" GROUP BY "order_id" HAVING 
 -- case: null_cursor
 SELECT "order_id", count(*) OVER () FROM "_pipeledger_stage" WHERE "updated_at" IS NULL LIMIT 1;
 
+-- case: prune_before_images that two models consumed
+DELETE FROM "pipeledger"."before__analytics__orders" AS b WHERE (SELECT count(*) FROM "pipeledger"."model_inputs" AS m WHERE m.run_id = b."_pipeledger_replaced_by" AND m.model IN (%s, %s)) = 2;
+-- params: ['silver', 'gold']
+
 -- case: relation_kind of a target
 SELECT c.relkind FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s;
 -- params: ['analytics', 'orders']

@@ -64,6 +64,10 @@ SELECT count(*) FROM "analytics.orders" AS t WHERE t.rowid IN (SELECT target_row
 -- case: insert the unpaired staged rows
 INSERT INTO "analytics.orders" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", ?, ? FROM temp."_pipeledger_stage" AS s WHERE s.rowid NOT IN (SELECT stage_row FROM temp."_pipeledger_pairs" WHERE stage_row IS NOT NULL);
 
+-- case: prune_before_images that two models consumed
+DELETE FROM "pipeledger.before__analytics__orders" WHERE rowid IN (SELECT b.rowid FROM "pipeledger.before__analytics__orders" AS b WHERE (SELECT count(*) FROM "pipeledger.model_inputs" AS m WHERE m.run_id = b."_pipeledger_replaced_by" AND m.model IN (?, ?)) = 2);
+-- params: ['silver', 'gold']
+
 -- case: relation_kind of a target
 SELECT type FROM sqlite_master WHERE name = ? AND type IN ('table', 'view');
 -- params: ['analytics.orders']
