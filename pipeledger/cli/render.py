@@ -131,7 +131,23 @@ def dag_lines(graph: dict[str, Any]) -> list[str]:
             f"[bold]{escape(node['name'])}[/] {node['kind']} -> {escape(node['target'])}  "
             f"reads: {escape(reads)}  last: {escape(status)}"
         )
+        if "incremental" in node:
+            lines.append("  " + escape(_recompute_text(node["incremental"])))
     return lines
+
+
+def _recompute_text(plan: dict[str, Any]) -> str:
+    """What an incremental run of a model recomputes, and how it finds it."""
+    kind = plan["recompute"]
+    if kind in ("full", "view"):
+        return "recomputes: all" if kind == "full" else "a view: nothing copied"
+    parts = [f"recomputes: {kind} by {', '.join(plan['by'])}"]
+    parts += [f"traced from {t}.{', '.join(c)}" for t, c in plan["traced"].items()]
+    if plan["derived"]:
+        parts.append(f"derived from {', '.join(plan['derived'])}")
+    if plan["uncovered"]:
+        parts.append(f"{', '.join(plan['uncovered'])}: fallback {plan['fallback']}")
+    return "; ".join(parts)
 
 
 def state_lines(rows: Sequence[WatermarkRow]) -> list[str]:

@@ -9,6 +9,7 @@ translated by sqlglot (functions without a SQLite equivalent fail there, naming 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -38,6 +39,7 @@ class ModelSql:
             raise ConfigError(f"{self.where}: not valid SQL: {_first_line(exc)}") from None
         if len(statements) != 1 or not isinstance(statements[0], exp.Query):
             raise ConfigError(f"{self.where}: must be exactly one SELECT (a query)")
+        refuse_writes(statements[0], self.where)
         return statements[0]
 
     @cached_property
@@ -98,6 +100,125 @@ class ModelSql:
             raise ConfigError(
                 f"{self.where}: cannot be translated to SQLite: {_first_line(exc)}"
             ) from None
+
+
+# -- validation: a model's SQL only reads -----------------------------------------------
+# PostgreSQL functions that change something outside the query (sequences, settings,
+# locks, files, other sessions, large objects, replication, statistics)
+WRITING_FUNCTIONS = frozenset(
+    {
+        "nextval",
+        "setval",
+        "set_config",
+        "pg_notify",
+        "pg_advisory_lock",
+        "pg_advisory_xact_lock",
+        "pg_advisory_lock_shared",
+        "pg_try_advisory_lock",
+        "pg_try_advisory_xact_lock",
+        "pg_advisory_unlock",
+        "pg_advisory_unlock_all",
+        "pg_terminate_backend",
+        "pg_cancel_backend",
+        "pg_reload_conf",
+        "pg_rotate_logfile",
+        "pg_switch_wal",
+        "pg_create_restore_point",
+        "pg_file_write",
+        "pg_file_unlink",
+        "pg_file_rename",
+        "lo_import",
+        "lo_export",
+        "lo_unlink",
+        "lo_create",
+        "lo_creat",
+        "lo_from_bytea",
+        "lo_put",
+        "lo_truncate",
+        "dblink",
+        "dblink_exec",
+        "dblink_connect",
+        "pg_create_logical_replication_slot",
+        "pg_create_physical_replication_slot",
+        "pg_drop_replication_slot",
+        "pg_stat_reset",
+        "pg_stat_reset_shared",
+        "pg_import_system_collations",
+        "txid_current",
+        "pg_current_xact_id",
+        "pg_logical_emit_message",
+        "pg_promote",
+    }
+)
+_WRITES: tuple[tuple[type[exp.Expr], str], ...] = (
+    (exp.Insert, "an INSERT (a data-modifying CTE)"),
+    (exp.Update, "an UPDATE (a data-modifying CTE)"),
+    (exp.Delete, "a DELETE (a data-modifying CTE)"),
+    (exp.Merge, "a MERGE (a data-modifying CTE)"),
+    (exp.Into, "SELECT ... INTO (it creates a table)"),
+    (exp.Lock, "FOR UPDATE / FOR SHARE (it locks rows)"),
+)
+
+
+def refuse_writes(tree: exp.Expr, where: str) -> None:
+    """A model's SQL is a single read-only query: refuse, at configuration time, anything in
+    it that writes or locks (the database would refuse it only once the model runs, after
+    its upstream nodes ran)."""
+    for kind, what in _WRITES:
+        if tree.find(kind) is not None:
+            raise ConfigError(
+                f"{where}: a model's SQL must be a single read-only query; it has {what}. "
+                "Nothing runs until the model only reads"
+            )
+    for func in tree.find_all(exp.Func):
+        name = (func.name if isinstance(func, exp.Anonymous) else func.sql_name()).lower()
+        if name in WRITING_FUNCTIONS:
+            raise ConfigError(
+                f"{where}: a model's SQL must be a single read-only query; {name}() writes "
+                "or holds something outside the query. Nothing runs until the model only reads"
+            )
+
+
+# -- dbt-style references: {{ ref('x') }} and ref('x') --------------------------------
+_REF = re.compile(
+    r"\{\{\s*ref\(\s*(?P<q1>['\"])(?P<a>[^'\"]+)(?P=q1)\s*\)\s*\}\}"
+    r"|\bref\(\s*(?P<q2>['\"])(?P<b>[^'\"]+)(?P=q2)\s*\)",
+    re.IGNORECASE,
+)
+_JINJA_COMMENT = re.compile(r"\{#.*?#\}", re.DOTALL)
+
+
+def resolve_refs(text: str, targets: Mapping[str, TableName], where: str) -> str:
+    """The SQL with every ``{{ ref('x') }}`` (or ``ref('x')``) replaced by node ``x``'s target
+    table, and Jinja comments ``{# ... #}`` blanked (line numbers are kept); any other Jinja
+    is refused, naming it."""
+    text = _JINJA_COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+
+    def target(match: re.Match[str]) -> str:
+        name = match.group("a") or match.group("b")
+        if name not in targets:
+            known = ", ".join(sorted(targets)) or "none"
+            raise ConfigError(
+                f"{where}: ref({name!r}) names no pipeline or model (defined: {known})"
+            )
+        table = targets[name]
+        return ".".join(
+            _quoted(p) for p in ([table.schema] if table.schema else []) + [table.table]
+        )
+
+    resolved = _REF.sub(target, text)
+    jinja = re.search(r"\{\{.*?\}\}|\{%.*?%\}", resolved, re.DOTALL)
+    if jinja:
+        line = resolved.count("\n", 0, jinja.start()) + 1
+        raise ConfigError(
+            f"{where}, line {line}: {jinja.group(0)[:60]!r}: only {{{{ ref('name') }}}} is "
+            "understood in model SQL (write the rest out as SQL)"
+        )
+    return resolved
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _table_name(table: exp.Table, where: str) -> TableName:

@@ -42,6 +42,7 @@ from pipeledger.errors import ConfigError
 from pipeledger.schedule.cron import Cron, check_cron, check_zone
 
 if TYPE_CHECKING:  # sqlglot is imported when a model's query is read: not for a config alone
+    from pipeledger.common.lineage import Plan
     from pipeledger.common.sqltext import ModelSql
 
 
@@ -457,7 +458,18 @@ class PipelineConfig(Operated):
 
 PipelineName = Annotated[str, AfterValidator(lambda name: check_identifier(name, "pipeline name"))]
 ModelName = Annotated[str, AfterValidator(lambda name: check_identifier(name, "model name"))]
-Materialization = Literal["merge", "partition_overwrite", "replace", "scd2"]
+Materialization = Literal["merge", "partition_overwrite", "replace", "scd2", "view"]
+ModelFallback = Literal["partitions", "full"]
+_NOT_FOR_VIEWS = (
+    "key",
+    "cursor",
+    "on_conflict",
+    "partition_by",
+    "columns",
+    "checks",
+    "fallback",
+    "soft_delete",
+)
 
 
 class ModelConfig(Operated):
@@ -480,19 +492,34 @@ class ModelConfig(Operated):
     freshness_sla: Seconds | None = None
     max_duration: Seconds | None = None
     checks: ChecksConfig | None = None
+    fallback: ModelFallback | None = None  # what a change the lineage cannot follow recomputes
+    soft_delete: bool = False  # merge: a key the recomputation no longer produces is kept, marked
 
     @model_validator(mode="after")
     def _materialization(self) -> ModelConfig:
         if (self.sql is None) == (self.query is None):
             raise ValueError("give exactly one of 'sql' (a file) or 'query'")
+        if self.materialized == "view":
+            given = [k for k in _NOT_FOR_VIEWS if k in self.model_fields_set]
+            if given:
+                raise ValueError(
+                    f"materialized = 'view' copies no rows: {', '.join(given)} does not apply"
+                )
         if self.materialized in ("merge", "scd2"):
-            needs = ["key", "cursor", *(["on_conflict"] if self.materialized == "merge" else [])]
+            needs = ["key", *(["cursor"] if self.materialized == "scd2" else [])]
             missing = [k for k in needs if not getattr(self, k)]
             if missing:
                 needed = ", ".join(missing)
                 raise ValueError(f"materialized = {self.materialized!r} needs {needed}")
             if self.cursor in self.key:
                 raise ValueError(f"cursor {self.cursor!r} cannot also be a key column")
+        self._without_cursor()
+        if self.fallback == "partitions" and self.materialized not in ("merge", "scd2"):
+            raise ValueError("fallback = 'partitions' is for merge and scd2 models")
+        if self.fallback == "partitions" and self.partition_by is None:
+            raise ValueError("fallback = 'partitions' needs partition_by (an output column)")
+        if self.fallback is not None and self.materialized in ("replace", "view"):
+            raise ValueError(f"materialized = {self.materialized!r} always recomputes it all")
         clash = sorted(set(HISTORY_COLUMNS) & {*self.key, self.cursor or "", *self.columns})
         if self.materialized == "scd2" and clash:
             raise ValueError(
@@ -502,6 +529,27 @@ class ModelConfig(Operated):
         if self.materialized == "partition_overwrite" and self.partition_by is None:
             raise ValueError("materialized = 'partition_overwrite' needs partition_by")
         return self
+
+    def _without_cursor(self) -> None:
+        """A merge model without a cursor compares its recomputed rows with the stored
+        ones (fingerprints) and takes the recomputed: no policy that needs a cursor."""
+        if self.materialized != "merge" or self.cursor is not None:
+            if self.soft_delete and self.materialized != "merge":
+                raise ValueError("soft_delete is for materialized = 'merge'")
+            return
+        if self.on_conflict not in (None, "update"):
+            raise ValueError(
+                f"on_conflict = {self.on_conflict!r} needs a cursor (an output column that "
+                "orders a key's versions, never NULL); without one a merge model takes "
+                "the recomputed row: leave on_conflict out or set it to 'update'"
+            )
+        if self.soft_delete:
+            raise ValueError("soft_delete needs a cursor (a merge model without one deletes)")
+
+    @property
+    def policy(self) -> ConflictPolicy:
+        """How a recomputed row replaces the stored one (default: it does)."""
+        return self.on_conflict or "update"
 
     @property
     def target_name(self) -> TableName:
@@ -628,13 +676,22 @@ class Config(_Strict):
 
     @model_validator(mode="after")
     def _acyclic(self) -> Config:
-        """Loads and models form one graph without cycles (the cycle is named)."""
+        """Loads and models form one graph without cycles (the cycle is named); a model
+        reading its own target is one."""
+        for name, model in self.models.items():
+            if str(model.target_name) in {str(t) for t in self.model_sql(name).tables}:
+                raise ValueError(
+                    f"the pipelines and models form a cycle: {name} -> {name} (models.{name} "
+                    f"reads its own target {model.target})"
+                )
         order = TopologicalSorter({name: self.upstreams(name) for name in self.nodes})
         try:
             order.prepare()
         except CycleError as exc:
             cycle = " -> ".join(exc.args[1])
             raise ValueError(f"the pipelines and models form a cycle: {cycle}") from None
+        for name in self.models:
+            self.recompute(name)
         return self
 
     @cached_property
@@ -643,18 +700,57 @@ class Config(_Strict):
         return {str(node.target_name): name for name, node in self.nodes.items()}
 
     def model_sql(self, name: str) -> ModelSql:
-        """A model's query, read from its file or its config."""
-        from pipeledger.common.sqltext import ModelSql
+        """A model's query, read from its file or its config, with ``{{ ref('x') }}``
+        resolved to node ``x``'s target (cached: read once per configuration)."""
+        cached = self._model_sql.get(name)
+        if cached is not None:
+            return cached
+        from pipeledger.common.sqltext import ModelSql, resolve_refs
 
         model = self.model(name)
         if model.query is not None:
-            return ModelSql(model.query, f"models.{name}.query")
-        path = self.resolve(model.sql or "")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"models.{name}.sql: cannot read {path}: {exc.strerror}") from None
-        return ModelSql(text, f"models.{name} ({path})")
+            text, where = model.query, f"models.{name}.query"
+        else:
+            path = self.resolve(model.sql or "")
+            try:
+                text = path.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise ConfigError(
+                    f"models.{name}.sql: cannot read {path}: {exc.strerror}"
+                ) from None
+            where = f"models.{name} ({path})"
+        targets = {n: node.target_name for n, node in self.nodes.items()}
+        query = ModelSql(resolve_refs(text, targets, where), where)
+        self._model_sql[name] = query
+        return query
+
+    @cached_property
+    def _model_sql(self) -> dict[str, ModelSql]:
+        return {}
+
+    def recompute(self, name: str) -> Plan:
+        """What an incremental run of model ``name`` recomputes (``common.lineage``)."""
+        cached = self._plans.get(name)
+        if cached is not None:
+            return cached
+        from pipeledger.common.lineage import plan
+        from pipeledger.common.sqltext import READ
+
+        model = self.model(name)
+        self._plans[name] = found = plan(
+            tree=self.expanded_sql(name).tree,
+            read=READ,
+            materialized=model.materialized,
+            key=model.key,
+            partition_by=model.partition_by,
+            fallback=model.fallback,
+            where=f"models.{name}",
+        )
+        return found
+
+    @cached_property
+    def _plans(self) -> dict[str, Plan]:
+        return {}
 
     def warehouse_table(self, source: SourceConfig) -> TableName | None:
         """The table a ``table`` source reads, when it is in the warehouse itself (a load
@@ -675,15 +771,40 @@ class Config(_Strict):
         return self.resolve(str(path)).resolve() == self.resolve(str(mine)).resolve()
 
     def needs_before_images(self, target: TableName) -> bool:
-        """Whether a model reads ``target`` in a way that must know the versions its writers
-        replace: it aggregates, or overwrites partitions (``load.before``)."""
-        for name, model in self.models.items():
-            query = self.model_sql(name)
-            if str(target) in {str(t) for t in query.tables} and (
-                query.aggregates or model.materialized == "partition_overwrite"
-            ):
-                return True
-        return False
+        """Whether a model reads ``target`` (directly or through views) in a way that must
+        know the versions its writers replace or delete: every incremental model but
+        ``replace`` does, to recompute the keys or partitions those versions left
+        (``publish.before``)."""
+        return bool(self.before_image_readers(target))
+
+    def before_image_readers(self, target: TableName) -> list[str]:
+        """The models that need ``target``'s before-images (see :meth:`needs_before_images`):
+        a version is kept until each of them has consumed the run that replaced it."""
+        return [
+            name
+            for name, model in self.models.items()
+            if model.materialized not in ("replace", "view")
+            and str(target) in {str(t) for t in self.expanded_sql(name).tables}
+        ]
+
+    def expanded_sql(self, name: str) -> ModelSql:
+        """A model's query with every view of this project that it reads written out as a
+        subquery (a view keeps no rows of its own, so its model follows the tables under it)."""
+        query = self.model_sql(name)
+        views = {
+            str(node.target_name): view
+            for view, node in self.models.items()
+            if node.materialized == "view" and view != name
+        }
+        if not any(str(t) in views for t in query.tables):
+            return query
+        from pipeledger.common.lineage import substitute
+        from pipeledger.common.sqltext import READ, ModelSql
+
+        def view_text(table: str, _: int) -> str | None:
+            return self.expanded_sql(views[table]).tree.sql(READ) if table in views else None
+
+        return ModelSql(substitute(query.tree, view_text, READ), query.where)
 
     def upstreams(self, name: str) -> tuple[str, ...]:
         """The nodes ``name`` reads from: ``depends_on``, the tables its SQL names (models)

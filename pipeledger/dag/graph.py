@@ -16,7 +16,7 @@ Several selectors select their union; none selects every node.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from graphlib import TopologicalSorter
 from typing import Any, Literal
 
@@ -32,6 +32,8 @@ class Graph:
     upstreams: dict[str, tuple[str, ...]]
     tags: dict[str, tuple[str, ...]]
     targets: dict[str, str]
+    # models: what an incremental run recomputes (common.lineage.Plan.to_json)
+    recompute: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, config: Config) -> Graph:
@@ -41,6 +43,7 @@ class Graph:
             upstreams={name: config.upstreams(name) for name in nodes},
             tags={name: tuple(node.tags) for name, node in nodes.items()},
             targets={name: node.target for name, node in nodes.items()},
+            recompute={name: config.recompute(name).to_json() for name in config.models},
         )
 
     @property
@@ -117,6 +120,7 @@ class Graph:
                 "target": self.targets[n],
                 "tags": list(self.tags[n]),
                 "upstreams": list(self.upstreams[n]),
+                **({"incremental": self.recompute[n]} if n in self.recompute else {}),
                 "last_run": last.get(n),
             }
             for n in self.ordered(self.kinds)

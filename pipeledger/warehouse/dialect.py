@@ -77,6 +77,8 @@ class Dialect:
     #: values compare by their type (SQLite compares by storage class: timestamps kept as
     #: text in different formats compare wrongly), so a source can filter a window itself
     typed_comparisons: ClassVar[bool]
+    #: ``CREATE OR REPLACE VIEW`` exists (it keeps the views built on the view)
+    replaces_views: ClassVar[bool]
     #: tables have ids in a catalog (PostgreSQL oids) that every name reaching them shares
     catalog_oids: ClassVar[bool]
     #: trigger names are per table (PostgreSQL) rather than per database (SQLite)
@@ -224,6 +226,7 @@ class _Postgres(Dialect):
     int64_type = "bigint"
     alters_constraints = True
     hash_joins = True
+    replaces_views = True
     statement_snapshot = True
     snapshot_statement = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
     distinct_operator = "IS DISTINCT FROM"
@@ -290,6 +293,7 @@ class _Sqlite(Dialect):
     int64_type = "integer"  # SQLite's INTEGER is 64-bit
     alters_constraints = False
     hash_joins = False
+    replaces_views = False
     statement_snapshot = False
     snapshot_statement = None
     distinct_operator = "IS NOT"

@@ -560,7 +560,61 @@ def _models_sql() -> list[Case]:
              world=_w("schema")),
         Case(m, "run_index", lambda d: text(models_sql.run_index(d, TARGET)),
              world=_w("target")),
+        Case(m, "create_dropped: target keys in scope that no staged row repeats",
+             lambda d: text(models_sql.create_dropped(d, TARGET, ["order_id"], NAMES[1:],
+             'q."region" = \'eu\''.replace("q.", "t."))), world=_w("target", "stage"),
+             setup=lambda d: [models_sql.drop_temp(d, models_sql.DROPPED)]),
+        Case(m, "delete the dropped keys", lambda d: text(load_sql.delete_where(
+             d, TARGET, models_sql.in_dropped(d, ["order_id"]))), world=_w("target", "stage"),
+             setup=_dropped),
+        Case(m, "count_dropped", lambda d: text(models_sql.count_dropped(d)),
+             world=_w("target", "stage"), setup=_dropped),
+        Case(m, "insert_staged whose key the target lacks in scope",
+             lambda d: text(models_sql.insert_staged(d, TARGET, NAMES,
+             models_sql.key_not_in_target(d, TARGET, ["order_id"], "1 = 1"))),
+             world=_w("target", "stage"), bind=lambda d: [RUN_ID, AT]),
+        Case(m, "repeated_keys", lambda d: text(models_sql.repeated_keys(d, ["order_id"])),
+             world=_w("stage")),
+        Case(m, "null_cursor", lambda d: text(models_sql.null_cursor(
+             d, "updated_at", ["order_id"])), world=_w("stage")),
+        Case(m, "pair_rows_setup", lambda d: texts(models_sql.pair_rows_setup(d, NAMES)),
+             dialects=SQLITE_ONLY, world=_w("stage")),
+        Case(m, "pair_rows: each target row in scope with an equal staged row",
+             lambda d: text(models_sql.pair_rows(d, TARGET, NAMES, "1 = 1")),
+             dialects=SQLITE_ONLY, world=_w("target", "stage"),
+             setup=lambda d: models_sql.pair_rows_setup(d, NAMES)),
+        Case(m, "delete the unpaired target rows", lambda d: text(load_sql.delete_where(
+             d, TARGET, models_sql.unpaired_target(d))), dialects=SQLITE_ONLY,
+             world=_w("target", "stage"), setup=_paired),
+        Case(m, "count_restaged: unpaired target rows whose key is staged",
+             lambda d: text(models_sql.count_restaged(d, TARGET, ["order_id"])),
+             dialects=SQLITE_ONLY, world=_w("target", "stage"), setup=_paired),
+        Case(m, "insert the unpaired staged rows", lambda d: text(models_sql.insert_staged(
+             d, TARGET, NAMES, models_sql.unpaired_stage(d))), dialects=SQLITE_ONLY,
+             world=_w("target", "stage"), setup=_paired, bind=lambda d: [RUN_ID, AT]),
+        Case(m, "prune_before_images that two models consumed",
+             lambda d: bound(models_sql.prune_before_images(d, TARGET, 2),
+             ["silver", "gold"]), world=_w("state"), setup=_create_before),
+        Case(m, "relation_kind of a target", lambda d: bound(models_sql.relation_kind(d),
+             models_sql.relation_kind_params(d, TARGET)), world=_w("target")),
+        Case(m, "create_view", lambda d: texts(models_sql.create_view(
+             d, TableName("analytics", "orders_view"), f"SELECT * FROM {d.table(TARGET)}")),
+             world=_w("target")),
     ]  # fmt: skip
+
+
+def _paired(d: Dialect) -> list[str]:
+    return [
+        *models_sql.pair_rows_setup(d, NAMES),
+        models_sql.pair_rows(d, TARGET, NAMES, "1 = 1"),
+    ]
+
+
+def _dropped(d: Dialect) -> list[str]:
+    return [
+        models_sql.drop_temp(d, models_sql.DROPPED),
+        models_sql.create_dropped(d, TARGET, ["order_id"], NAMES[1:], "1 = 1"),
+    ]
 
 
 def _in_range(d: Dialect) -> tuple[str, list[Any]]:

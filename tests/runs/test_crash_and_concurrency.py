@@ -21,16 +21,17 @@ pytestmark = pytest.mark.slow  # SIGKILLs, 600k-row loads and 20 processes at on
 BIG = 600_000
 
 
-def _wait_until_staging(process: subprocess.Popen[str]) -> str:
-    """Read the loader's log until it has staged at least one batch; return what it said.
-    Each read waits for the next line, or for the process to end (then the log ends)."""
+def _wait_until_staging(process: subprocess.Popen[str], word: str = "staged") -> str:
+    """Read the run's log until it says ``word`` (a load: it has staged at least one batch);
+    return what it said. Each read waits for the next line, or for the process to end (then
+    the log ends)."""
     assert process.stderr is not None
     seen = ""
     for line in process.stderr:
         seen += line
-        if "staged" in line:
+        if word in line:
             return seen
-    raise AssertionError(f"the load ended before it could be observed:\n{seen}")
+    raise AssertionError(f"the run ended before it could be observed:\n{seen}")
 
 
 @contextmanager

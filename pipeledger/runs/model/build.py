@@ -6,20 +6,26 @@ record which upstream runs it consumed, all in the run's one transaction.
     BEGIN
       lock the model
       the upstream runs it has not consumed yet            (the warehouse's commit log)
-      incremental: the rows those runs wrote, and the versions they replaced (before-images)
-        merge, one output row per input row: the query over just those rows
-        merge that aggregates, partition_overwrite: the keys / partitions those rows touch,
-          recomputed whole from the full query
-      full (a new target, --full-refresh, replace, an upstream pipeledger does not write):
-        the whole query;  backfill: the query within a partition or cursor range
-      stage -> quality gate -> publish:
-        merge               the loads' merge under on_conflict
+      incremental: the rows those runs wrote, and the versions they replaced or deleted
+        (before-images): the output keys (merge, scd2) or partitions (partition_overwrite)
+        they touch (common.lineage: traced through the SQL, or recomputed over those
+        rows), and the full query for just those keys or partitions
+      full (a new target, --full-refresh, replace, fallback = "full", an upstream
+        pipeledger does not write): the whole query;  backfill: a partition or cursor range
+      stage -> quality gate -> publish, a sync of the recomputed scope:
+        merge               the loads' merge under on_conflict (with a cursor), or rows
+                            compared with the stored ones (without); a key of the scope
+                            the recomputation no longer produces is deleted (soft_delete:
+                            marked)
         scd2                the loads' SCD2 history (load.history): a changed row is a
-                            new version
+                            new version, a key gone closes its current version
         partition_overwrite the touched partitions get exactly the recomputed rows
         replace             the whole target gets exactly the recomputed rows
       the consumed upstream runs                           (pipeledger.model_inputs)
     COMMIT
+
+A view (``materialized = "view"``) is created or replaced in the run's transaction, and
+copies no rows; the models reading it read the tables under it (``Config.expanded_sql``).
 
 Exactly once, without one snapshot for the whole run (a REPEATABLE READ transaction could
 not write the run's final record once the heartbeat had renewed its lease): an upstream
@@ -34,24 +40,36 @@ differ, so an unchanged partition keeps its rows and their run ids.
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pipeledger.common.columns import (
+    DELETED_AT_COLUMN,
     RESERVED_PREFIX,
     RUN_ID_COLUMN,
     Column,
     TableName,
     canonical_type,
 )
-from pipeledger.common.sqltext import ModelSql
+from pipeledger.common.lineage import (
+    Coverage,
+    Plan,
+    inline_ctes,
+    substitute,
+    table_name,
+    upstream_reads,
+)
+from pipeledger.common.sqltext import READ, ModelSql
 from pipeledger.config.model import HISTORY_COLUMNS, ChecksConfig, Config, ModelConfig
-from pipeledger.errors import SchemaError
+from pipeledger.errors import ConfigError, SchemaError, WarehouseError
 from pipeledger.publish import merge_sql as load_sql
 from pipeledger.publish.before import before_table, ensure_before_table, keep_before_images
 from pipeledger.publish.counts import MergeCounts
+from pipeledger.publish.deletes import Vanished, find_vanished
 from pipeledger.publish.merge import first_load, merge_staged
 from pipeledger.quality.gate import GateSpec, run_gate
 from pipeledger.quality.report import GateReport
@@ -65,6 +83,7 @@ from pipeledger.warehouse.dialect import Dialect, quote
 from pipeledger.warehouse.session import Session
 from pipeledger.warehouse.stage import create_schema, create_stage, drop_stage
 
+log = logging.getLogger("pipeledger.model")
 ModelMode = Literal["incremental", "full_refresh", "backfill"]
 _BIND_LIMIT = 500  # touched partitions bound as values (lets the planner push them down)
 
@@ -187,6 +206,11 @@ class Model:
     rows: int = 0
     counts: MergeCounts = field(default_factory=MergeCounts)
     report: GateReport | None = None
+    vanished: Vanished | None = None  # merge, scd2: the keys of the scope no longer produced
+    dropped: int = 0  # --full-refresh: the rows the old target held
+    # makes the target's schema in a short transaction of its own (two first runs into
+    # one new schema would race on the catalog inside their long transactions)
+    prepare_schema: Callable[[TableName], None] | None = None
 
     @property
     def name(self) -> str:
@@ -198,10 +222,25 @@ class Model:
 
     @property
     def query(self) -> ModelSql:
-        return self.config.model_sql(self.name)
+        """The model's SQL with the project's views it reads written out."""
+        return self.config.expanded_sql(self.name)
+
+    @property
+    def plan(self) -> Plan:
+        return self.config.recompute(self.name)
 
     def execute(self, session: Session) -> ModelResult:
         session.lock_pipeline(self.name)
+        if self.prepare_schema is not None:
+            self.prepare_schema(self.model.target_name)
+        if self.model.materialized == "view":
+            return self._view(session)
+        if self.request.mode == "backfill" and not self._range_column:
+            raise ConfigError(
+                f"model {self.name}: a backfill recomputes a range of partition_by "
+                "(partition_overwrite) or of the cursor (merge, scd2), and it has neither; "
+                "nothing was written: run it, or run it with --full-refresh"
+            )
         existing = session.table_columns(self.model.target_name)
         with self.clock.measure("extract"):
             self.upstreams = [self._upstream(session, t) for t in self.query.tables]
@@ -215,6 +254,7 @@ class Model:
         self.columns = self._output(session, existing)
         with self.clock.measure("transform"):
             self._stage(session)
+            self._find_vanished(session, existing)
         self.clock.finish("extract", "transform")
         if self.model.checks is not None:
             with self.clock.measure("quality"):
@@ -251,9 +291,10 @@ class Model:
         """Whether this run computes the whole query (else only what changed upstream)."""
         if self.request.mode != "incremental" or existing is None:
             return True
-        return self.model.materialized == "replace" or any(
-            u.pending is None for u in self.upstreams
-        )
+        if self.model.materialized == "replace" or any(u.pending is None for u in self.upstreams):
+            return True
+        changed = [str(u.name) for u in self._changed]
+        return self.plan.fallback == "full" and self.plan.falls_back(changed)
 
     @property
     def _rebuild(self) -> bool:
@@ -285,6 +326,7 @@ class Model:
         where, params = self.scope.where(d, "q") if self.scope else ("", [])
         session.execute(sql.stage_model(d, self.columns, query, where), params)
         self.rows = int(session.query(f"SELECT count(*) FROM {d.stage()}")[0][0])
+        log.info("model %s: staged %d recomputed row(s); publishing", self.name, self.rows)
 
     def _computation(self, session: Session) -> str:
         """The query to stage from; sets :attr:`scope` when only some rows are recomputed."""
@@ -293,9 +335,6 @@ class Model:
             if self.request.mode == "backfill" and self.request.window is not None:
                 self.scope = Scope((self._range_column,), window=self.request.window)
             return self.query.render(flat)
-        if self._merges and not self.query.aggregates:
-            parts = [self.query.replacing({str(u.name): self._new_rows(u)}) for u in self._changed]
-            return " UNION ALL ".join(part.render(flat) for part in parts)
         self.scope = self._touched(session)
         return self.query.render(flat)
 
@@ -305,16 +344,17 @@ class Model:
         column = m.partition_by if m.materialized == "partition_overwrite" else m.cursor
         return column or ""
 
-    def _new_rows(self, upstream: Upstream) -> str:
-        return sql.written_by(upstream.name, upstream.columns, upstream.pending or [])
-
     def _touched(self, session: Session) -> Scope:
-        """The partitions (or keys) that the changed upstream rows touch, as they are now
-        and as they were before (their before-images)."""
+        """The keys (or partitions) that the changed upstream rows touch, as they are now
+        and as they were before (their before-images): read from those rows where the
+        scope is a copy of their columns, else recomputed over them."""
         d = session.dialect
-        group = tuple(self._group_columns)
+        coverage = self._coverage
+        group = coverage.scope
         changed = " UNION ALL ".join(
-            f"SELECT * FROM ({self._delta(session, u)}) AS part" for u in self._changed
+            f"SELECT * FROM ({part}) AS part"
+            for u in self._changed
+            for part in self._touched_by(session, u, coverage)
         )
         if len(group) == 1:
             values = [row[0] for row in session.query(sql.touched(group, changed))]
@@ -326,15 +366,71 @@ class Model:
         self.touched = int(session.query(f"SELECT count(*) FROM {d.temp(sql.TOUCHED)}")[0][0])
         return Scope(group)
 
-    def _delta(self, session: Session, upstream: Upstream) -> str:
-        rows = self._new_rows(upstream)
+    @property
+    def _coverage(self) -> Coverage:
+        """By key (or partition), or by the fallback's partitions when a changed upstream
+        is one the key's lineage cannot follow."""
+        plan = self.plan
+        changed = [str(u.name) for u in self._changed]
+        if plan.by_partition is not None and plan.falls_back(changed):
+            return plan.by_partition
+        assert plan.coverage is not None  # incremental runs have one (common.lineage.plan)
+        return plan.coverage
+
+    def _touched_by(self, session: Session, upstream: Upstream, coverage: Coverage) -> list[str]:
+        """Queries (the warehouse's SQL) yielding the scope values ``upstream``'s changed
+        rows touch: its traced columns, or the model's query over those rows, one read of
+        the upstream at a time, every other changed upstream with its old versions too."""
+        flat = not session.dialect.has_schemas
+        name = str(upstream.name)
+        if name in coverage.traced:
+            columns = coverage.traced[name]
+            selected = ", ".join(
+                f"{quote(c)} AS {quote(s)}" for c, s in zip(columns, coverage.scope, strict=True)
+            )
+            rows = self._delta(session, upstream)
+            return [ModelSql(f"SELECT {selected} FROM ({rows}) AS d", "").render(flat)]
+        tree = inline_ctes(self.query.tree)
+        others = {str(u.name): self._with_old(session, u) for u in self._changed}
+        reads = sum(1 for t in upstream_reads(tree) if table_name(t) == name)
+        queries = []
+        for n in range(reads):
+
+            def choose(table: str, index: int, n: int = n) -> str | None:
+                if table == name and index == n:
+                    return self._delta(session, upstream)
+                return others.get(table)
+
+            group = ", ".join(f"q.{quote(c)}" for c in coverage.scope)
+            text = substitute(tree, choose, READ)
+            queries.append(ModelSql(f"SELECT {group} FROM ({text}) AS q", "").render(flat))
+        return queries
+
+    def _new_rows(self, upstream: Upstream) -> str:
+        return sql.written_by(upstream.name, upstream.columns, upstream.pending or [])
+
+    def _old_rows(self, session: Session, upstream: Upstream) -> str | None:
         kept = session.table_columns(before_table(upstream.name))
-        if kept is not None:
-            names = [name for name, _ in kept]
-            old = sql.replaced_by(upstream.name, upstream.columns, names, upstream.pending or [])
-            rows = f"{rows} UNION ALL {old}"
-        replaced = self.query.replacing({str(upstream.name): rows})
-        return replaced.render(not session.dialect.has_schemas)
+        if kept is None:
+            return None
+        names = [name for name, _ in kept]
+        return sql.replaced_by(upstream.name, upstream.columns, names, upstream.pending or [])
+
+    def _delta(self, session: Session, upstream: Upstream) -> str:
+        """PostgreSQL text: the upstream's rows its pending runs wrote, and the versions
+        they replaced or deleted."""
+        old = self._old_rows(session, upstream)
+        new = self._new_rows(upstream)
+        return new if old is None else f"{new} UNION ALL {old}"
+
+    def _with_old(self, session: Session, upstream: Upstream) -> str:
+        """PostgreSQL text: the upstream as it is, and the versions its pending runs
+        replaced or deleted (a superset of every state it had since the last run)."""
+        names = ", ".join(quote(c) for c in upstream.columns)
+        table = sql.pg_table(upstream.name)
+        old = self._old_rows(session, upstream)
+        now = f"SELECT {names} FROM {table}"
+        return now if old is None else f"{now} UNION ALL {old}"
 
     @property
     def _group_columns(self) -> list[str]:
@@ -346,26 +442,75 @@ class Model:
     # -- publishing -------------------------------------------------------------------
     @property
     def _merges(self) -> bool:
-        """Published by the loads' merge (``merge``, ``scd2``), not by a sync."""
-        return self.model.materialized in ("merge", "scd2")
+        """Published by the loads' merge (``merge`` with a cursor, ``scd2``), not by a sync."""
+        m = self.model
+        return m.materialized == "scd2" or (m.materialized == "merge" and m.cursor is not None)
+
+    def _spec(self) -> load_sql.MergeSpec:
+        m = self.model
+        return load_sql.MergeSpec(
+            target=m.target_name,
+            columns=self.columns,
+            key=tuple(m.key),
+            cursor=m.cursor or "",
+            policy=m.policy,
+            fingerprints=False,
+            before_images=self._downstream,
+            soft_delete=m.soft_delete,
+            history=m.materialized == "scd2",
+        )
+
+    def _find_vanished(self, session: Session, existing: list[tuple[str, str]] | None) -> None:
+        """Right after staging (before the gate sets rows aside): the keys of the recomputed
+        scope that the target holds and the recomputation no longer produces."""
+        if not self._merges:
+            return
+        self._refuse_null_cursor(session)
+        if existing is None or self.request.mode == "backfill":
+            # a backfill recomputes a cursor range: a key whose cursor left the range is
+            # not gone, so it deletes nothing (incremental runs retract)
+            return
+        where = self.scope.where(session.dialect, "t") if self.scope else ("1 = 1", [])
+        spec = self._spec()
+        if not spec.history or spec.cursor_type in ("timestamptz", "timestamp", "date"):
+            self.vanished = find_vanished(session, spec, where, self.started_at)
+            return
+        # an scd2 history closes a version at the run's time, which its cursor cannot hold
+        current = (f'({where[0]}) AND t."{HISTORY_COLUMNS[2]}"', where[1])
+        gone = find_vanished(session, replace(spec, history=False), current, self.started_at)
+        if gone.count:
+            raise SchemaError(
+                f"model {self.name}: {gone.count} key(s) are no longer produced (e.g. "
+                f"{', '.join(gone.sample)}), but an scd2 model closes a version at the run's "
+                f"time and its cursor {spec.cursor!r} is {spec.cursor_type}: nothing was "
+                "written; use a date or timestamp cursor"
+            )
+
+    def _refuse_null_cursor(self, session: Session) -> None:
+        d, cursor = session.dialect, self.model.cursor or ""
+        found = session.query(sql.null_cursor(d, cursor, self.model.key))
+        if found:
+            key = ", ".join(str(v) for v in found[0][:-1])
+            raise SchemaError(
+                f"model {self.name}: {found[0][-1]} recomputed row(s) have no cursor "
+                f"({cursor} is NULL, e.g. key ({key})); nothing was written. A merge "
+                "model's cursor must never be NULL: leave cursor out (the model then "
+                "compares rows and takes the recomputed one) or coalesce it in the SQL"
+            )
 
     def _publish(self, session: Session, existing: list[tuple[str, str]] | None) -> None:
         m = self.model
         if self._merges:
             kept = self.rows - (self.report.quarantined_rows if self.report else 0)
-            spec = load_sql.MergeSpec(
-                target=m.target_name,
-                columns=self.columns,
-                key=tuple(m.key),
-                cursor=m.cursor or "",
-                policy=m.on_conflict or "update",
-                fingerprints=False,
-                before_images=self._downstream,
-                history=m.materialized == "scd2",
-            )
+            spec = self._spec()
             self.created = existing is None
-            publish = first_load if self.created else merge_staged
-            self.counts = publish(session, spec, kept, self.run_id, self.started_at)
+            if self.created:
+                self._make_schema(session)
+                self.counts = first_load(session, spec, kept, self.run_id, self.started_at)
+            else:
+                self.counts = merge_staged(
+                    session, spec, kept, self.run_id, self.started_at, self.vanished
+                )
             return
         if existing is not None and m.materialized == "replace" and not self._same(existing):
             self._drop(session)
@@ -374,18 +519,30 @@ class Model:
             self._create(session)
         self.counts = self._sync(session)
 
+    def _make_schema(self, session: Session) -> None:
+        if self.prepare_schema is not None:
+            self.prepare_schema(self.model.target_name)
+        statement = create_schema(session.dialect, self.model.target_name)
+        if statement:  # made already (prepare_schema): this only makes sure
+            session.execute(statement)
+
     def _create(self, session: Session) -> None:
         d, m = session.dialect, self.model
-        statement = create_schema(d, m.target_name)
-        if statement:
-            session.execute(statement)
+        self._make_schema(session)
         session.execute(sql.create_model_target(d, m.target_name, self.columns, m.key))
         self.created = True
 
     def _drop(self, session: Session) -> None:
         """The target goes (``--full-refresh``, or ``replace`` with other columns); what
-        it held is kept as before-images when a model downstream needs them."""
+        it held is kept as before-images when a model downstream needs them, and counted
+        as deleted (its recomputed rows are then inserted anew)."""
         d, target = session.dialect, self.model.target_name
+        present = "1 = 1"
+        if self.model.soft_delete:
+            present = f"{quote(DELETED_AT_COLUMN)} IS NULL"
+        self.dropped = int(
+            session.query(f"SELECT count(*) FROM {d.table(target)} WHERE {present}")[0][0]
+        )
         if self._downstream:
             columns = session.table_columns(target) or []
             names = [n for n, _ in columns if not n.startswith(RESERVED_PREFIX)]
@@ -399,8 +556,62 @@ class Model:
         return names == [c.name for c in self.columns]
 
     def _sync(self, session: Session) -> MergeCounts:
-        """Make the target's rows in scope (the recomputed partitions, or all of them)
-        exactly the staged rows, rewriting only the rows that differ."""
+        """Make the target's rows in scope (the recomputed keys or partitions, or all of
+        them) exactly the staged rows, rewriting only the rows that differ: by key when
+        the model has one, else by the rows' text (hashed, or indexed where joins loop)."""
+        if self.model.key:
+            return self._sync_by_key(session)
+        return self._sync_by_text(session)
+
+    def _sync_by_key(self, session: Session) -> MergeCounts:
+        """PostgreSQL: the target's keys in scope that no staged row repeats exactly are
+        listed (hashing the stage), deleted, and the staged rows whose key the target then
+        lacks inserted. Where joins loop (SQLite): as without a key (pairs of equal rows,
+        by an index led by the key), and a key staged twice is found by the insert."""
+        d = session.dialect
+        if not d.hash_joins:
+            return self._sync_by_pairs(session)
+        target, key = self.model.target_name, list(self.model.key)
+        names = [c.name for c in self.columns]
+        values = [n for n in names if n not in key]
+        self._refuse_repeated_keys(session)
+        scope, params = self.scope.where(d, "t") if self.scope else ("1 = 1", [])
+        session.execute(sql.drop_temp(d, sql.DROPPED))
+        session.execute(sql.create_dropped(d, target, key, values, scope), params)
+        dropped = sql.in_dropped(d, key)
+        if self._downstream:
+            ensure_before_table(session, target, self.columns)
+            session.execute(keep_before_images(d, target, names, dropped), [self.run_id])
+        session.execute(load_sql.delete_where(d, target, dropped))
+        updated, gone = (int(n or 0) for n in session.query(sql.count_dropped(d))[0])
+        new = sql.key_not_in_target(d, target, key, scope)
+        inserted = session.execute(
+            sql.insert_staged(d, target, names, new), [self.run_id, self.started_at, *params]
+        )
+        return MergeCounts(
+            inserted=inserted - updated,
+            updated=updated,
+            unchanged=self.rows - inserted,
+            deleted=gone,
+            net_rows=inserted - updated - gone,
+        )
+
+    def _refuse_repeated_keys(self, session: Session) -> None:
+        """A key the query produced twice names no one output row."""
+        d, key = session.dialect, self.model.key
+        found = session.query(sql.repeated_keys(d, key))
+        if found:
+            shown = ", ".join(str(v) for v in found[0][:-1])
+            raise SchemaError(
+                f"model {self.name}: the query produced key ({shown}) {found[0][-1]} times; "
+                f"a key ({', '.join(key)}) must name one output row. Nothing was written"
+            )
+
+    def _sync_by_text(self, session: Session) -> MergeCounts:
+        """Without a key: a target row in scope stays if the stage has an equal row (nulls
+        equal), and a staged row is inserted if no target row in scope equals it."""
+        if not session.dialect.hash_joins:
+            return self._sync_by_pairs(session)
         d, target = session.dialect, self.model.target_name
         names = [c.name for c in self.columns]
         scope, params = self.scope.where(d, "t") if self.scope else ("1 = 1", [])
@@ -409,11 +620,50 @@ class Model:
             ensure_before_table(session, target, self.columns)
             session.execute(keep_before_images(d, target, names, vanished), [self.run_id, *params])
         deleted = session.execute(load_sql.delete_where(d, target, vanished), params)
-        new = f"NOT EXISTS ({sql.same_row(d, names, 't', d.table(target), 's')} AND ({scope}))"
+        twin = f"{sql.same_row(d, names, 't', d.table(target), 's')} AND ({scope})"
         inserted = session.execute(
-            sql.insert_staged(d, target, names, new), [self.run_id, self.started_at, *params]
+            sql.insert_staged(d, target, names, f"NOT EXISTS ({twin})"),
+            [self.run_id, self.started_at, *params],
         )
         return MergeCounts(inserted=inserted, unchanged=self.rows - inserted, deleted=deleted)
+
+    def _sync_by_pairs(self, session: Session) -> MergeCounts:
+        """Where joins loop (SQLite): every target row in scope probes an index on all the
+        staged columns (the key first) once for an equal staged row, and the pairs found
+        decide both what goes and what comes (never a scan inside a scan). With a key, a
+        target row that goes while its key is staged is an update."""
+        d, target, key = session.dialect, self.model.target_name, list(self.model.key)
+        names = [c.name for c in self.columns]
+        ordered = [*key, *(n for n in names if n not in key)]
+        scope, params = self.scope.where(d, "t") if self.scope else ("1 = 1", [])
+        for statement in sql.pair_rows_setup(d, ordered):
+            session.execute(statement)
+        session.execute(sql.pair_rows(d, target, ordered, scope), params)
+        unpaired = sql.unpaired_target(d)
+        updated = 0
+        if key:
+            updated = int(session.query(sql.count_restaged(d, target, key))[0][0])
+        if self._downstream:
+            ensure_before_table(session, target, self.columns)
+            session.execute(keep_before_images(d, target, names, unpaired), [self.run_id])
+        deleted = session.execute(load_sql.delete_where(d, target, unpaired))
+        try:
+            with session.savepoint():
+                inserted = session.execute(
+                    sql.insert_staged(d, target, names, sql.unpaired_stage(d)),
+                    [self.run_id, self.started_at],
+                )
+        except WarehouseError as exc:
+            if exc.sqlstate == WarehouseError.UNIQUE_VIOLATION and key:
+                self._refuse_repeated_keys(session)
+            raise
+        return MergeCounts(
+            inserted=inserted - updated,
+            updated=updated,
+            unchanged=self.rows - inserted,
+            deleted=deleted - updated,
+            net_rows=inserted - deleted,
+        )
 
     @property
     def _downstream(self) -> bool:
@@ -425,6 +675,54 @@ class Model:
         for run_id, table in self._consumed:
             params = [self.name, run_id, str(table), self.run_id, now]
             session.execute(record_input(session.dialect), params)
+        for upstream in self._changed:
+            self._prune(session, upstream)
+
+    def _prune(self, session: Session, upstream: Upstream) -> None:
+        """The upstream's before-images that no model needs any more (every model reading
+        the upstream has consumed the runs that replaced them)."""
+        if session.table_columns(before_table(upstream.name)) is None:
+            return
+        readers = self.config.before_image_readers(upstream.name)
+        if not readers:
+            return
+        statement = sql.prune_before_images(session.dialect, upstream.name, len(readers))
+        session.execute(statement, readers)
+
+    # -- a view ---------------------------------------------------------------------
+    def _view(self, session: Session) -> ModelResult:
+        """Create or replace the view in the run's transaction: no rows are copied."""
+        d, target = session.dialect, self.model.target_name
+        with self.clock.measure("load"):
+            kind = session.query(sql.relation_kind(d), sql.relation_kind_params(d, target))
+            if kind and kind[0][0] not in ("v", "view"):
+                raise SchemaError(
+                    f"model {self.name}: {target} exists and is a table, not a view; nothing "
+                    "was changed (drop the table, or give the view another target)"
+                )
+            self.created = not kind
+            text = self.config.model_sql(self.name).render(not d.has_schemas)
+            statement = create_schema(d, target)
+            if statement:
+                session.execute(statement)
+            self._replace_view(session, target, text)
+        self.full = True
+        self.clock.finish("load")
+        return self._result()
+
+    def _replace_view(self, session: Session, target: TableName, text: str) -> None:
+        """Replaced in place (views built on it stay); one whose columns changed is
+        dropped and made anew (PostgreSQL refuses to drop a column of a view)."""
+        d = session.dialect
+        try:
+            with session.savepoint():
+                for step in sql.create_view(d, target, text):
+                    session.execute(step)
+        except WarehouseError:
+            if not d.replaces_views or self.created:
+                raise
+            session.execute(sql.drop_view(d, target))
+            session.execute(f"CREATE VIEW {d.table(target)} AS {text}")
 
     # -- result -----------------------------------------------------------------------
     def _gate_spec(self) -> GateSpec:
@@ -455,7 +753,7 @@ class Model:
             started_at=self.started_at,
             duration_s=time.monotonic() - self.began,
             rows_computed=self.rows,
-            counts=self.counts,
+            counts=replace(self.counts, deleted=self.counts.deleted + self.dropped),
             consumed=tuple(r for r, _ in self._consumed),
             touched=None if self.full else self.touched,
             full=self.full,

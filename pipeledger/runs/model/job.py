@@ -4,6 +4,7 @@ keeps of it: counts, tasks, the upstream runs it consumed, audit events and a sn
 from __future__ import annotations
 
 from pipeledger.ledger.run import Run
+from pipeledger.runs.load.loader import ensure_schema
 from pipeledger.runs.model.build import Model, ModelRequest, ModelResult
 from pipeledger.runs.record import Written, record_events, record_quality, take_snapshot, task_from
 from pipeledger.runs.site import Site
@@ -15,7 +16,13 @@ class ModelJob:
     """One run of one model, recorded."""
 
     def __init__(self, request: ModelRequest, site: Site, run_id: str) -> None:
-        self.model = Model(request, site.config, run_id)
+        warehouse = site.warehouse
+        self.model = Model(
+            request,
+            site.config,
+            run_id,
+            prepare_schema=lambda target: ensure_schema(warehouse, target),
+        )
 
     @property
     def target(self) -> str:
@@ -58,7 +65,8 @@ class ModelJob:
         if result.quality is not None:
             record_quality(run, result.quality, result.target)
         self._events(run, result)
-        if run.ledger.recording and (result.rows_computed or result.target_created):
+        copied = result.materialized != "view"  # a view holds no rows to snapshot
+        if run.ledger.recording and copied and (result.rows_computed or result.target_created):
             self._snapshot(run, session, result)
 
     def _events(self, run: Run, result: ModelResult) -> None:

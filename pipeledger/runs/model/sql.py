@@ -22,8 +22,9 @@ from pipeledger.common.columns import (
     TableName,
 )
 from pipeledger.publish.before import REPLACED_BY, before_table
+from pipeledger.state.tables import INPUTS_TABLE
 from pipeledger.state.watermark import Window, is_whole_day
-from pipeledger.warehouse.dialect import Dialect, literal, quote
+from pipeledger.warehouse.dialect import STAGE, Dialect, literal, quote
 
 TOUCHED = "_pipeledger_touched"
 
@@ -37,7 +38,7 @@ def written_by(table: TableName, columns: Sequence[str], run_ids: Sequence[str])
     wrote, as they are now."""
     names = ", ".join(quote(c) for c in columns)
     return (
-        f"SELECT {names} FROM {_pg_table(table)} "
+        f"SELECT {names} FROM {pg_table(table)} "
         f"WHERE {quote(RUN_ID_COLUMN)} IN ({_run_list(run_ids)})"
     )
 
@@ -50,12 +51,28 @@ def replaced_by(
     before-image table has; the others are NULL)."""
     values = ", ".join(quote(c) if c in kept else f"NULL AS {quote(c)}" for c in columns)
     return (
-        f"SELECT {values} FROM {_pg_table(before_table(table))} "
+        f"SELECT {values} FROM {pg_table(before_table(table))} "
         f"WHERE {quote(REPLACED_BY)} IN ({_run_list(run_ids)})"
     )
 
 
-def _pg_table(name: TableName) -> str:
+def prune_before_images(d: Dialect, upstream: TableName, readers: int) -> str:
+    """Forget the versions replaced in ``upstream`` by runs that every model needing them
+    (``readers`` names, the parameters) has consumed. Not only this run's: two readers
+    consuming one run side by side each see only their own consumption, and the next run
+    of either forgets what both consumed."""
+    table = d.table(before_table(upstream))
+    consumed = (
+        f"(SELECT count(*) FROM {d.table(INPUTS_TABLE)} AS m "
+        f"WHERE m.run_id = b.{quote(REPLACED_BY)} AND m.model IN ({d.marks(readers)}))"
+    )
+    if d.statement_snapshot:
+        return f"DELETE FROM {table} AS b WHERE {consumed} = {readers}"
+    chosen = f"SELECT b.rowid FROM {table} AS b WHERE {consumed} = {readers}"
+    return f"DELETE FROM {table} WHERE rowid IN ({chosen})"
+
+
+def pg_table(name: TableName) -> str:
     return f"{quote(name.schema)}.{quote(name.table)}" if name.schema else quote(name.table)
 
 
@@ -149,3 +166,134 @@ def run_index(d: Dialect, table: TableName) -> str:
     the runs it has not consumed without reading the whole table."""
     name = "pipeledger_run_" + hashlib.sha256(str(table).encode()).hexdigest()[:12]
     return f"CREATE INDEX IF NOT EXISTS {quote(name)} ON {d.table(table)} ({quote(RUN_ID_COLUMN)})"
+
+
+# -- syncs that scale: by key, or by the rows' text where there is none -------------------
+DROPPED = "_pipeledger_dropped"  # target keys a keyed sync deletes (and whether they return)
+
+
+def drop_temp(d: Dialect, name: str) -> str:
+    """Where temporary tables outlive a transaction (SQLite), the last run's."""
+    return f"DROP TABLE IF EXISTS {d.temp(name)}"
+
+
+def create_dropped(
+    d: Dialect, target: TableName, key: Sequence[str], values: Sequence[str], scope: str
+) -> str:
+    """The keys of the target rows in ``scope`` (alias ``t``, its parameters) that no staged
+    row repeats exactly, each with ``kept``: a staged row has the key (an update)."""
+    join = " AND ".join(f"s.{quote(k)} = t.{quote(k)}" for k in key)
+    same = f"{join} AND NOT ({d.differs('s', 't', values)})" if values else join
+    selected = ", ".join(f"t.{quote(k)}" for k in key)
+    kept = f"EXISTS (SELECT 1 FROM {d.stage()} AS s WHERE {join})"
+    return (
+        f"CREATE TEMP TABLE {quote(DROPPED)}{d.on_commit_drop} AS "
+        f"SELECT {selected}, CASE WHEN {kept} THEN 1 ELSE 0 END AS kept "
+        f"FROM {d.table(target)} AS t WHERE ({scope}) "
+        f"AND NOT EXISTS (SELECT 1 FROM {d.stage()} AS s WHERE {same})"
+    )
+
+
+def in_dropped(d: Dialect, key: Sequence[str]) -> str:
+    """Target rows ``t`` whose key :func:`create_dropped` listed."""
+    lhs = ", ".join(f"t.{quote(k)}" for k in key)
+    lhs = lhs if len(key) == 1 else f"({lhs})"
+    names = ", ".join(quote(k) for k in key)
+    return f"{lhs} IN (SELECT {names} FROM {d.temp(DROPPED)})"
+
+
+def count_dropped(d: Dialect) -> str:
+    """(updated, deleted): dropped keys that a staged row brings back, and the others."""
+    return f"SELECT {d.count_where('kept = 1')}, {d.count_where('kept = 0')} FROM {d.temp(DROPPED)}"
+
+
+def key_not_in_target(d: Dialect, target: TableName, key: Sequence[str], scope: str) -> str:
+    """Staged rows ``s`` whose key the target's rows in ``scope`` lack (probes its key)."""
+    join = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in key)
+    return f"NOT EXISTS (SELECT 1 FROM {d.table(target)} AS t WHERE {join} AND ({scope}))"
+
+
+def repeated_keys(d: Dialect, key: Sequence[str]) -> str:
+    names = ", ".join(quote(k) for k in key)
+    return f"SELECT {names}, count(*) FROM {d.stage()} GROUP BY {names} HAVING count(*) > 1 LIMIT 1"
+
+
+def null_cursor(d: Dialect, cursor: str, key: Sequence[str]) -> str:
+    """A staged row without a cursor (its key), and how many there are."""
+    names = ", ".join(quote(k) for k in key)
+    return (
+        f"SELECT {names}, count(*) OVER () FROM {d.stage()} WHERE {quote(cursor)} IS NULL LIMIT 1"
+    )
+
+
+PAIRS = "_pipeledger_pairs"  # target rows in scope, each with an equal staged row (or NULL)
+
+
+def pair_rows_setup(d: Dialect, names: Sequence[str]) -> list[str]:
+    """SQLite: an index on every staged column (an ``IS`` probe uses it, nulls equal), and
+    no pairs of an earlier run."""
+    columns = ", ".join(quote(c) for c in names)
+    index = d.temp("_pipeledger_stage_rows")
+    return [
+        f"CREATE INDEX IF NOT EXISTS {index} ON {quote(STAGE)} ({columns})",
+        drop_temp(d, PAIRS),
+    ]
+
+
+def pair_rows(d: Dialect, target: TableName, names: Sequence[str], scope: str) -> str:
+    """Each target row in ``scope`` (alias ``t``, its parameters) with the rowid of one
+    staged row equal to it in every column (NULL: none)."""
+    equal = " AND ".join(f"s.{quote(c)} IS t.{quote(c)}" for c in names)
+    return (
+        f"CREATE TEMP TABLE {quote(PAIRS)} AS SELECT t.rowid AS target_row, "
+        f"(SELECT s.rowid FROM {d.stage()} AS s WHERE {equal} LIMIT 1) AS stage_row "
+        f"FROM {d.table(target)} AS t WHERE {scope}"
+    )
+
+
+def unpaired_target(d: Dialect) -> str:
+    """Target rows ``t`` that :func:`pair_rows` found no staged twin for."""
+    return f"t.rowid IN (SELECT target_row FROM {d.temp(PAIRS)} WHERE stage_row IS NULL)"
+
+
+def count_restaged(d: Dialect, target: TableName, key: Sequence[str]) -> str:
+    """How many unpaired target rows have their key staged (they are updated)."""
+    join = " AND ".join(f"s.{quote(k)} = t.{quote(k)}" for k in key)
+    return (
+        f"SELECT count(*) FROM {d.table(target)} AS t WHERE {unpaired_target(d)} "
+        f"AND EXISTS (SELECT 1 FROM {d.stage()} AS s WHERE {join})"
+    )
+
+
+def unpaired_stage(d: Dialect) -> str:
+    """Staged rows ``s`` that no target row in scope equals."""
+    return f"s.rowid NOT IN (SELECT stage_row FROM {d.temp(PAIRS)} WHERE stage_row IS NOT NULL)"
+
+
+# -- views --------------------------------------------------------------------------------
+def relation_kind(d: Dialect) -> str:
+    """What ``target`` is in the catalog (parameters: :func:`relation_kind_params`): ``v``
+    or ``view`` for a view, no row when it does not exist."""
+    if d.has_schemas:
+        return (
+            "SELECT c.relkind FROM pg_class AS c JOIN pg_namespace AS n "
+            "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s"
+        )
+    return "SELECT type FROM sqlite_master WHERE name = ? AND type IN ('table', 'view')"
+
+
+def relation_kind_params(d: Dialect, target: TableName) -> list[str]:
+    if d.has_schemas:
+        return [target.schema or "public", target.table]
+    return [str(target)]
+
+
+def create_view(d: Dialect, target: TableName, query: str) -> list[str]:
+    """The view made anew from ``query`` (the warehouse's SQL)."""
+    if d.replaces_views:
+        return [f"CREATE OR REPLACE VIEW {d.table(target)} AS {query}"]
+    return [f"DROP VIEW IF EXISTS {d.table(target)}", f"CREATE VIEW {d.table(target)} AS {query}"]
+
+
+def drop_view(d: Dialect, target: TableName) -> str:
+    return f"DROP VIEW {d.table(target)}"

@@ -1,4 +1,4 @@
--- Golden SQL of pipeledger.models.sql on PostgreSQL, for the inputs in
+-- Golden SQL of pipeledger.runs.model.sql on PostgreSQL, for the inputs in
 -- tests/golden/cases.py. Not edited by hand: after changing a builder, run
 -- `.venv/bin/python -m pytest tests/golden --update-golden` and review the diff.
 
@@ -35,3 +35,32 @@ CREATE TABLE "analytics"."orders" ("day" date, "revenue" numeric(38,2), "_pipele
 
 -- case: run_index
 CREATE INDEX IF NOT EXISTS "pipeledger_run_99eebed3a19d" ON "analytics"."orders" ("_pipeledger_run_id");
+
+-- case: create_dropped: target keys in scope that no staged row repeats
+CREATE TEMP TABLE "_pipeledger_dropped" ON COMMIT DROP AS SELECT t."order_id", CASE WHEN EXISTS (SELECT 1 FROM "_pipeledger_stage" AS s WHERE s."order_id" = t."order_id") THEN 1 ELSE 0 END AS kept FROM "analytics"."orders" AS t WHERE (t."region" = 'eu') AND NOT EXISTS (SELECT 1 FROM "_pipeledger_stage" AS s WHERE s."order_id" = t."order_id" AND NOT ((s."region", s."amount", s."status", s."updated_at") IS DISTINCT FROM (t."region", t."amount", t."status", t."updated_at")));
+
+-- case: delete the dropped keys
+DELETE FROM "analytics"."orders" AS t WHERE t."order_id" IN (SELECT "order_id" FROM "_pipeledger_dropped");
+
+-- case: count_dropped
+SELECT count(*) FILTER (WHERE kept = 1), count(*) FILTER (WHERE kept = 0) FROM "_pipeledger_dropped";
+
+-- case: insert_staged whose key the target lacks in scope
+INSERT INTO "analytics"."orders" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", %s, %s FROM "_pipeledger_stage" AS s WHERE NOT EXISTS (SELECT 1 FROM "analytics"."orders" AS t WHERE t."order_id" = s."order_id" AND (1 = 1));
+
+-- case: repeated_keys
+SELECT "order_id", count(*) FROM "_pipeledger_stage" GROUP BY "order_id" HAVING count(*) > 1 LIMIT 1;
+
+-- case: null_cursor
+SELECT "order_id", count(*) OVER () FROM "_pipeledger_stage" WHERE "updated_at" IS NULL LIMIT 1;
+
+-- case: prune_before_images that two models consumed
+DELETE FROM "pipeledger"."before__analytics__orders" AS b WHERE (SELECT count(*) FROM "pipeledger"."model_inputs" AS m WHERE m.run_id = b."_pipeledger_replaced_by" AND m.model IN (%s, %s)) = 2;
+-- params: ['silver', 'gold']
+
+-- case: relation_kind of a target
+SELECT c.relkind FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s;
+-- params: ['analytics', 'orders']
+
+-- case: create_view
+CREATE OR REPLACE VIEW "analytics"."orders_view" AS SELECT * FROM "analytics"."orders";
