@@ -288,16 +288,15 @@ class Model:
 
     def _computation(self, session: Session) -> str:
         """The query to stage from; sets :attr:`scope` when only some rows are recomputed."""
-        flat = not session.dialect.has_schemas
         if self.full:
             if self.request.mode == "backfill" and self.request.window is not None:
                 self.scope = Scope((self._range_column,), window=self.request.window)
-            return self.query.render(flat)
+            return _render(session, self.query)
         if self._merges and not self.query.aggregates:
             parts = [self.query.replacing({str(u.name): self._new_rows(u)}) for u in self._changed]
-            return " UNION ALL ".join(part.render(flat) for part in parts)
+            return " UNION ALL ".join(_render(session, part) for part in parts)
         self.scope = self._touched(session)
-        return self.query.render(flat)
+        return _render(session, self.query)
 
     @property
     def _range_column(self) -> str:
@@ -334,7 +333,7 @@ class Model:
             old = sql.replaced_by(upstream.name, upstream.columns, names, upstream.pending or [])
             rows = f"{rows} UNION ALL {old}"
         replaced = self.query.replacing({str(upstream.name): rows})
-        return replaced.render(not session.dialect.has_schemas)
+        return _render(session, replaced)
 
     @property
     def _group_columns(self) -> list[str]:
@@ -469,3 +468,8 @@ class Model:
             f"model {self.name} (run {self.run_id}): nothing was written; the upstream runs "
             "it has not consumed wait for its next run"
         )
+
+
+def _render(session: Session, query: ModelSql) -> str:
+    """The query in the warehouse's SQL, translated with the upstreams' column types."""
+    return query.render(not session.dialect.has_schemas, session.table_columns)
