@@ -104,6 +104,9 @@ class Dialect:
     #: other table for every row: such columns need an index)
     hash_joins: ClassVar[bool]
     distinct_operator: ClassVar[str]
+    #: the driver reads every ``%`` of a statement that binds parameters as the start of a
+    #: placeholder (psycopg: ``%s``; a literal ``%`` is written ``%%`` there)
+    percent_placeholders: ClassVar[bool]
 
     def __repr__(self) -> str:
         return f"Dialect({self.name!r})"
@@ -129,6 +132,12 @@ class Dialect:
     def column_type(self, sql_type: str) -> str:
         """The DDL type of a canonical SQL type."""
         return sql_type
+
+    def verbatim(self, text: str) -> str:
+        """SQL text written elsewhere (a model's query: ``like 'return%'``, a ``%`` in a
+        comment) as it must appear inside a statement that binds parameters, so that the
+        driver passes it to the database unchanged."""
+        return text.replace("%", "%%") if self.percent_placeholders else text
 
     def marks(self, count: int) -> str:
         """``count`` bound parameters, comma-separated."""
@@ -222,6 +231,7 @@ class _Postgres(Dialect):
     statement_snapshot = True
     snapshot_statement = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
     distinct_operator = "IS DISTINCT FROM"
+    percent_placeholders = True
 
     def row_text(self, alias: str, columns: Sequence[str]) -> str:
         values = ", ".join(f"{alias}.{quote(c)}" for c in columns)
@@ -283,6 +293,7 @@ class _Sqlite(Dialect):
     statement_snapshot = False
     snapshot_statement = None
     distinct_operator = "IS NOT"
+    percent_placeholders = False
 
     def column_type(self, sql_type: str) -> str:
         # exact decimals are kept as text (NUMERIC affinity would round them), and other

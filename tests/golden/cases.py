@@ -526,6 +526,11 @@ def _models_sql() -> list[Case]:
         Case(m, "stage_model with a condition", lambda d: text(models_sql.stage_model(
              d, COLUMNS, f"SELECT * FROM {d.table(TARGET)}", 'q."region" = \'eu\'')),
              world=_w("target", "stage")),
+        Case(m, "stage_model binding a parameter: the query's % is passed on as it is",
+             lambda d: text(models_sql.stage_model(d, COLUMNS,
+             f"SELECT * FROM {d.table(TARGET)} WHERE \"status\" LIKE 'ship%' /* 5% */",
+             f'q."region" = {d.param}', binds=True)),
+             world=_w("target", "stage"), bind=lambda d: ["eu"]),
         Case(m, "touched partitions", lambda d: text(models_sql.touched(
              ["region"], f"SELECT * FROM {d.table(TARGET)}")), world=_w("target")),
         Case(m, "create_touched keys", lambda d: text(models_sql.create_touched(

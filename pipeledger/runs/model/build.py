@@ -283,7 +283,8 @@ class Model:
             session.execute(statement)
         query = self._computation(session)
         where, params = self.scope.where(d, "q") if self.scope else ("", [])
-        session.execute(sql.stage_model(d, self.columns, query, where), params)
+        staging = sql.stage_model(d, self.columns, query, where, binds=bool(params))
+        session.execute(staging, params)
         self.rows = int(session.query(f"SELECT count(*) FROM {d.stage()}")[0][0])
 
     def _computation(self, session: Session) -> str:

@@ -1,4 +1,4 @@
--- Golden SQL of pipeledger.models.sql on PostgreSQL, for the inputs in
+-- Golden SQL of pipeledger.runs.model.sql on PostgreSQL, for the inputs in
 -- tests/golden/cases.py. Not edited by hand: after changing a builder, run
 -- `.venv/bin/python -m pytest tests/golden --update-golden` and review the diff.
 
@@ -10,6 +10,9 @@ SELECT "order_id", "region", "amount", "status", NULL AS "updated_at" FROM "pipe
 
 -- case: stage_model with a condition
 INSERT INTO "_pipeledger_stage" ("order_id", "region", "amount", "status", "updated_at") SELECT CAST(q."order_id" AS bigint), CAST(q."region" AS text), CAST(q."amount" AS numeric(12,2)), CAST(q."status" AS text), CAST(q."updated_at" AS timestamptz) FROM (SELECT * FROM "analytics"."orders") AS q WHERE q."region" = 'eu';
+
+-- case: stage_model binding a parameter: the query's % is passed on as it is
+INSERT INTO "_pipeledger_stage" ("order_id", "region", "amount", "status", "updated_at") SELECT CAST(q."order_id" AS bigint), CAST(q."region" AS text), CAST(q."amount" AS numeric(12,2)), CAST(q."status" AS text), CAST(q."updated_at" AS timestamptz) FROM (SELECT * FROM "analytics"."orders" WHERE "status" LIKE 'ship%%' /* 5%% */) AS q WHERE q."region" = %s;
 
 -- case: touched partitions
 SELECT DISTINCT q."region" FROM (SELECT * FROM "analytics"."orders") AS q;
