@@ -28,6 +28,9 @@ from pipeledger.errors import ConfigError, UntranslatableSql
 READ = "postgres"
 
 
+_BY_NAME = frozenset({"TO_CHAR", "DATE_PART", "TO_DATE", "TO_TIMESTAMP"})
+
+
 class ModelPostgres(Postgres):
     """PostgreSQL as a model is written in, read with the functions whose meaning
     sqlglot's reading would change kept as calls by name."""
@@ -36,7 +39,12 @@ class ModelPostgres(Postgres):
         FUNCTIONS = {  # noqa: RUF012 (sqlglot's API)
             name: build
             for name, build in PostgresParser.FUNCTIONS.items()
-            if name not in ("TO_CHAR", "DATE_PART", "TO_DATE", "TO_TIMESTAMP")
+            if name not in _BY_NAME
+        }
+        FUNCTION_PARSERS = {  # noqa: RUF012
+            name: parse
+            for name, parse in PostgresParser.FUNCTION_PARSERS.items()
+            if name not in _BY_NAME
         }
 
 

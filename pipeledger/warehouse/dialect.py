@@ -107,6 +107,8 @@ class Dialect:
     #: the driver reads every ``%`` of a statement that binds parameters as the start of a
     #: placeholder (psycopg: ``%s``; a literal ``%`` is written ``%%`` there)
     percent_placeholders: ClassVar[bool]
+    #: models, written in PostgreSQL's SQL, run translated (pipeledger.common.translate)
+    translates_models: ClassVar[bool]
 
     def __repr__(self) -> str:
         return f"Dialect({self.name!r})"
@@ -138,6 +140,11 @@ class Dialect:
         comment) as it must appear inside a statement that binds parameters, so that the
         driver passes it to the database unchanged."""
         return text.replace("%", "%%") if self.percent_placeholders else text
+
+    def explain(self, query: str) -> str:
+        """A statement the database plans ``query`` for without running it (so that it
+        resolves every table, column and function it names)."""
+        return f"EXPLAIN {query}"
 
     def marks(self, count: int) -> str:
         """``count`` bound parameters, comma-separated."""
@@ -232,6 +239,7 @@ class _Postgres(Dialect):
     snapshot_statement = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
     distinct_operator = "IS DISTINCT FROM"
     percent_placeholders = True
+    translates_models = False
 
     def row_text(self, alias: str, columns: Sequence[str]) -> str:
         values = ", ".join(f"{alias}.{quote(c)}" for c in columns)
@@ -294,6 +302,10 @@ class _Sqlite(Dialect):
     snapshot_statement = None
     distinct_operator = "IS NOT"
     percent_placeholders = False
+    translates_models = True
+
+    def explain(self, query: str) -> str:
+        return f"EXPLAIN QUERY PLAN {query}"
 
     def column_type(self, sql_type: str) -> str:
         # exact decimals are kept as text (NUMERIC affinity would round them), and other

@@ -295,6 +295,10 @@ CASES: list[str] = [
     "to_char(tz, 'YYYY\"T\"HH24:MI')",
     "to_char(d, 'Month')",
     "make_date(2024, 2, 29)",
+    "to_date('2024-03-05', 'YYYY-MM-DD')",
+    "to_timestamp('2024-03-05 10:11:12', 'YYYY-MM-DD HH24:MI:SS')",
+    "to_timestamp(1700000000.5)",
+    "to_timestamp(i)",
     "coalesce(ts, d)",
     "case when bo then d else ts end",
     "greatest(d, d2)",
@@ -501,6 +505,7 @@ REFUSED: list[tuple[str, str]] = [
     ("s like p", "not a literal"),
     ("split_part(s, ',', i)", "split_part"),
     ("s::char(3)", "char"),
+    ("to_date(s, 'DD/MM/YYYY')", "template"),
     ("interval '1 month'", "no fixed length"),
     ("(n || ' days')::interval", "interval"),
 ]
@@ -514,7 +519,7 @@ def run_queries(url: str, verbose: bool = False) -> list[str]:
         create_postgres(pg)
         for text in QUERIES:
             try:
-                problem = _compare_query(pg, lite, text)
+                problem = compare_query(pg, lite, text)
             except Exception as exc:  # reported with the query that raised it
                 problem = f"{type(exc).__name__}: {exc}"
             if problem:
@@ -524,7 +529,7 @@ def run_queries(url: str, verbose: bool = False) -> list[str]:
     return found
 
 
-def _compare_query(pg: psycopg.Connection[Any], lite: sqlite3.Connection, text: str) -> str:
+def compare_query(pg: psycopg.Connection[Any], lite: sqlite3.Connection, text: str) -> str:
     query = ModelSql(text, "query")
     outputs = Types(query.tree, catalog).outputs(query.tree)
     kinds = [(o.type.column_type() if o.type else None) or "text" for o in outputs]

@@ -4,7 +4,9 @@ date arithmetic, on both backends."""
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from tests.helpers import Project
@@ -47,7 +49,8 @@ def _order(order_id: int, status: str, amount: str, day: int, hour: int) -> list
 
 
 def _gold(project: Project) -> dict[str, tuple[int, Decimal]]:
-    rows = project.query(f"SELECT order_date, returns, revenue FROM {project.table('gold.returns')}")
+    table = project.table("gold.returns")
+    rows = project.query(f"SELECT order_date, returns, revenue FROM {table}")
     return {str(day): (int(n), Decimal(str(revenue))) for day, n, revenue in rows}
 
 
@@ -89,3 +92,90 @@ def test_a_percent_in_a_literal_and_in_comments_survives_incremental_runs(
 
     third = {o["pipeline"]: o for o in project.run_json("run")}  # nothing new: nothing runs
     assert third["gold_returns"]["rows_inserted"] == 0
+
+
+REFUSED_SQL = """select order_id,
+       status,
+       status ~ '^ret' as returned
+from bronze.orders
+"""
+
+
+def _orders_load() -> dict[str, Any]:
+    return {
+        "source": {"kind": "csv", "path": "data/orders*.csv"},
+        "target": "bronze.orders",
+        "key": ["order_id"],
+        "cursor": "updated_at",
+        "on_conflict": "newer_wins",
+        "columns": {"amount": "numeric(12,2)", "order_date": "date"},
+    }
+
+
+def test_sqlite_refuses_a_model_it_cannot_compute_before_any_node_runs(tmp_path: Path) -> None:
+    project = Project(tmp_path, None)  # the embedded default
+    (project.root / "models").mkdir()
+    (project.root / "models" / "flags.sql").write_text(REFUSED_SQL)
+    project.configure(
+        models={"flags": {"sql": "models/flags.sql", "target": "silver.flags",
+                          "materialized": "replace"}},
+        bronze_orders=_orders_load(),
+    )  # fmt: skip
+    project.write_csv("orders_1.csv", [_order(1, "returned", "10.00", 1, 1)], HEADER)
+
+    code, out, err = project.cli("run")
+    assert code == 2, (out, err)
+    assert "models.flags" in err and "line 3" in err and "status ~ '^ret'" in err
+    assert "regular expression" in err
+    assert not project.exists("bronze.orders")  # the load upstream of it did not run either
+    code, out, _ = project.cli("runs", "--json")
+    assert code == 0 and json.loads(out) == []
+
+    code, out, _ = project.cli("check", "--json")
+    assert code == 2
+    (found,) = json.loads(out)
+    assert found["status"] == "refused" and found["line"] == 3
+    assert found["construct"] == "status ~ '^ret'"
+
+    # rewritten without the regular expression it runs, on the same data
+    (project.root / "models" / "flags.sql").write_text(
+        REFUSED_SQL.replace("status ~ '^ret'", "status like 'ret%'")
+    )
+    outcomes = {o["pipeline"]: o for o in project.run_json("run")}
+    assert outcomes["flags"]["status"] == "success"
+    assert project.query('SELECT returned FROM "silver.flags"') == [(1,)]
+
+
+def test_check_plans_every_model_against_the_warehouse(project: Project) -> None:
+    project.configure(
+        models={
+            "good": {"query": "select order_id, amount * 2 as doubled, "
+                     "date_trunc('month', order_date) as month from bronze.orders",
+                     "target": "gold.good", "materialized": "replace"},
+            "typo": {"query": "select order_id, amuont from bronze.orders",
+                     "target": "gold.typo", "materialized": "replace"},
+        },
+        bronze_orders=_orders_load(),
+    )  # fmt: skip
+    code, out, _ = project.cli("check", "--json")
+    assert code == 0, out  # nothing loaded yet: the SQL is checked, the plan waits
+    assert {c["model"]: c["status"] for c in json.loads(out)} == {
+        "good": "unchecked",
+        "typo": "unchecked",
+    }
+
+    project.write_csv("orders_1.csv", [_order(1, "shipped", "10.00", 1, 1)], HEADER)
+    assert project.run_json("run", "bronze_orders")[0]["status"] == "success"
+    code, out, _ = project.cli("check", "--json")
+    assert code == 2
+    found = {c["model"]: c for c in json.loads(out)}
+    assert found["good"]["status"] == "ok"
+    assert found["good"]["columns"] == {
+        "order_id": "bigint",
+        "doubled": "numeric(38,2)",
+        "month": "timestamptz",
+    }
+    assert found["typo"]["status"] == "failed"
+    assert "amuont" in found["typo"]["message"]
+    code, out, _ = project.cli("check", "good")
+    assert code == 0 and "ok" in out

@@ -743,8 +743,39 @@ def _fixed(kind: PgType) -> Callable[[Types, exp.Expr], PgType | None]:
     return lambda types, node: kind
 
 
+# functions sqlglot does not know, or that pipeledger's parser keeps by name
+_NAMED: dict[str, PgType] = {
+    "date_part": DOUBLE,
+    "to_char": TEXT,
+    "to_date": PgType("date"),
+    "to_timestamp": PgType("timestamptz"),
+    "make_date": PgType("date"),
+    "char_length": INTEGER,
+    "character_length": INTEGER,
+    "octet_length": INTEGER,
+    "ltrim": TEXT,
+    "rtrim": TEXT,
+    "btrim": TEXT,
+    "md5": TEXT,
+    **{f: DOUBLE for f in ("acos", "asin", "atan", "atan2", "cos", "sin", "tan", "cot")},
+    **{f: DOUBLE for f in ("cosh", "sinh", "tanh", "acosh", "asinh", "atanh")},
+    **{f: DOUBLE for f in ("degrees", "radians", "pi", "cbrt", "random")},
+}
+
+
+def _anonymous(types: Types, node: exp.Expr) -> PgType | None:
+    name = str(node.name).lower()
+    if name == "log10" and node.expressions:
+        kind = types.of(node.expressions[0])
+        if kind is not None and kind.is_numeric:
+            return PgType("numeric", COMPUTED_PRECISION - QUOTIENT_SCALE, QUOTIENT_SCALE)
+        return DOUBLE
+    return _NAMED.get(name)
+
+
 _RULES: dict[type[exp.Expr], Callable[[Types, exp.Expr], PgType | None]] = {
     exp.Column: _column,
+    exp.Anonymous: _anonymous,
     exp.Literal: _literal,
     exp.Boolean: _boolean,
     exp.Null: _fixed(PgType("null")),

@@ -873,6 +873,8 @@ def _anonymous(t: _Translator, node: exp.Expr) -> exp.Expr:
         return _to_char(t, node)
     if name == "date_part":
         return _date_part(t, args)
+    if name in ("to_date", "to_timestamp"):
+        return _parse_instant(t, name, args)
     if name == "make_date" and len(args) == 3:
         y, m, d = (t.value(a) for a in args)
         text_ = call("date", call("printf", "%04d-%02d-%02d", y, m, d))
@@ -889,6 +891,24 @@ def _anonymous(t: _Translator, node: exp.Expr) -> exp.Expr:
     if name in _SAME_FUNCTIONS:
         return call(name, *(t.value(a) for a in args))
     raise Refused(f"{name}() has no SQLite translation")
+
+
+_ISO_TEMPLATES = {
+    "to_date": ("YYYY-MM-DD",),
+    "to_timestamp": ("YYYY-MM-DD HH24:MI:SS", 'YYYY-MM-DD"T"HH24:MI:SS', "YYYY-MM-DD HH24:MI"),
+}
+
+
+def _parse_instant(t: _Translator, name: str, args: list[exp.Expr]) -> exp.Expr:
+    """to_timestamp(epoch seconds), or to_date / to_timestamp of text in an ISO template."""
+    if name == "to_timestamp" and len(args) == 1:
+        micros = sql("CAST(round(_x * 1000000) AS INTEGER)", x=t.value(args[0]))
+        return temporal.from_epoch_micros(micros, "timestamptz")
+    template = args[1] if len(args) == 2 else None
+    if not (isinstance(template, exp.Literal) and template.this in _ISO_TEMPLATES[name]):
+        raise Refused(f"{name} with a template other than {' or '.join(_ISO_TEMPLATES[name])}")
+    kind = "date" if name == "to_date" else "timestamptz"
+    return temporal.text_to_instant(_text_value(t, args[0]), kind)
 
 
 def _date_part(t: _Translator, args: list[exp.Expr]) -> exp.Expr:

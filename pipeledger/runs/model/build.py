@@ -473,4 +473,4 @@ class Model:
 
 def _render(session: Session, query: ModelSql) -> str:
     """The query in the warehouse's SQL, translated with the upstreams' column types."""
-    return query.render(not session.dialect.has_schemas, session.table_columns)
+    return query.render(session.dialect.translates_models, session.table_columns)
