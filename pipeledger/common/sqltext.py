@@ -37,9 +37,7 @@ class ModelPostgres(Postgres):
 
     class Parser(PostgresParser):
         FUNCTIONS = {  # noqa: RUF012 (sqlglot's API)
-            name: build
-            for name, build in PostgresParser.FUNCTIONS.items()
-            if name not in _BY_NAME
+            name: build for name, build in PostgresParser.FUNCTIONS.items() if name not in _BY_NAME
         }
         FUNCTION_PARSERS = {  # noqa: RUF012
             name: parse

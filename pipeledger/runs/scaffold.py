@@ -29,12 +29,13 @@ run that finds its pipeline locked can tell a live holder from the session of a 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol, TypeVar
 
 from pipeledger.alerts import after_run
+from pipeledger.common.columns import TableName
 from pipeledger.common.stop import Stop
 from pipeledger.errors import (
     CancelRequested,
@@ -48,6 +49,7 @@ from pipeledger.errors import (
 from pipeledger.ledger.ledger import Ledger, NullLedger, RunFields
 from pipeledger.ledger.run import Run
 from pipeledger.ledger.vocabulary import TriggerType
+from pipeledger.publish.indexes import ensure_indexes
 from pipeledger.runs.interrupt import stoppable
 from pipeledger.runs.site import Site, who
 from pipeledger.state.tables import STATE, log_commit
@@ -142,7 +144,8 @@ def _run_job(site: Site, spec: RunSpec, make: Callable[[str], Job[R]]) -> R:
             with acting_for(spec.pipeline, run.run_id):
                 job = make(run.run_id)
                 working = True
-                result = _in_transaction(site.warehouse, job, run, spec.dry_run, stop)
+                indexes = getattr(site.config.node(spec.pipeline), "indexes", [])
+                result = _in_transaction(site.warehouse, job, run, spec, stop, indexes)
     except LedgerNotWritten as exc:
         exc.add_note(
             f"pipeline {spec.pipeline} (run {exc.run_id}): its rows and watermark are "
@@ -179,13 +182,23 @@ def _filing(ledger: Ledger, spec: RunSpec) -> RunFields:
     )
 
 
-def _in_transaction(warehouse: Warehouse, job: Job[R], run: Run, dry_run: bool, stop: Stop) -> R:
+def _in_transaction(
+    warehouse: Warehouse,
+    job: Job[R],
+    run: Run,
+    spec: RunSpec,
+    stop: Stop,
+    indexes: Sequence[Sequence[str]],
+) -> R:
     try:
         with warehouse.session() as session, stop.hook(session.interrupt):
             result = job.execute(session, run)
-            if dry_run:
+            if spec.dry_run:
                 session.mark_rollback()
             else:
+                if job.target:  # the target's declared indexes (publish.indexes)
+                    target = TableName.parse(job.target)
+                    ensure_indexes(session, spec.pipeline, target, indexes)
                 _commit_records(session, job, run)
     except CommitUnknown as exc:  # the ledger leaves the run running (ledger.ledger)
         exc.run_id = run.run_id

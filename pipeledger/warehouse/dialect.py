@@ -146,6 +146,11 @@ class Dialect:
         resolves every table, column and function it names)."""
         return f"EXPLAIN {query}"
 
+    def index_lookup(self, schema: str | None, name: str) -> tuple[str, list[str]]:
+        """A query returning a row when the index ``name`` (of a table in ``schema``)
+        exists, and its parameters."""
+        raise NotImplementedError
+
     def marks(self, count: int) -> str:
         """``count`` bound parameters, comma-separated."""
         return ", ".join([self.param] * count)
@@ -241,6 +246,11 @@ class _Postgres(Dialect):
     percent_placeholders = True
     translates_models = False
 
+    def index_lookup(self, schema: str | None, name: str) -> tuple[str, list[str]]:
+        # an index lives in its table's schema (a table without one: the search path's)
+        qualified = f"{quote(schema)}.{quote(name)}" if schema else quote(name)
+        return "SELECT 1 WHERE to_regclass(%s) IS NOT NULL", [qualified]
+
     def row_text(self, alias: str, columns: Sequence[str]) -> str:
         values = ", ".join(f"{alias}.{quote(c)}" for c in columns)
         return f'(ROW({values})::text COLLATE "C")'
@@ -306,6 +316,10 @@ class _Sqlite(Dialect):
 
     def explain(self, query: str) -> str:
         return f"EXPLAIN QUERY PLAN {query}"
+
+    def index_lookup(self, schema: str | None, name: str) -> tuple[str, list[str]]:
+        # index names are the database's (pipeledger's carry their table in their hash)
+        return "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?", [name]
 
     def column_type(self, sql_type: str) -> str:
         # exact decimals are kept as text (NUMERIC affinity would round them), and other

@@ -22,6 +22,7 @@ from pipeledger.ledger import sql as lsql
 from pipeledger.ledger.reads import queries, sla
 from pipeledger.ledger.tables import ledger_migrations
 from pipeledger.publish import before
+from pipeledger.publish import indexes as indexes_sql
 from pipeledger.publish import merge_sql as load_sql
 from pipeledger.publish import scd2_sql as hsql
 from pipeledger.quality import checks
@@ -556,6 +557,17 @@ def _models_sql() -> list[Case]:
     ]  # fmt: skip
 
 
+def _publish_indexes() -> list[Case]:
+    m = "publish_indexes"
+    return [
+        Case(m, "create_index of two columns",
+             lambda d: text(indexes_sql.create_index(d, TARGET, ["region", "updated_at"])),
+             world=_w("target")),
+        Case(m, "index_exists", lambda d: bound(*indexes_sql.index_exists(d, TARGET, ["region"])),
+             world=_w("target")),
+    ]  # fmt: skip
+
+
 def _in_range(d: Dialect) -> tuple[str, list[Any]]:
     where, params = models_sql.in_range(d, 'q."updated_at"', Window(LOWER, date(2024, 1, 7)))
     return f"SELECT 1 FROM {d.table(TARGET)} AS q WHERE {where}", params
@@ -950,6 +962,7 @@ CASES: tuple[Case, ...] = (
     *_load_state(),
     *_load_before(),
     *_models_sql(),
+    *_publish_indexes(),
     *_quality_checks(),
     *_load_replay(),
     *_quality_quarantine(),
@@ -971,6 +984,7 @@ MODULES = {
     "load_state": "pipeledger.state.tables",
     "load_before": "pipeledger.publish.before",
     "models_sql": "pipeledger.runs.model.sql",
+    "publish_indexes": "pipeledger.publish.indexes",
     "quality_checks": "pipeledger.quality.checks",
     "load_replay": "pipeledger.runs.replay (quarantine replay)",
     "quality_quarantine": "pipeledger.quality.quarantine",
