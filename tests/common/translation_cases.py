@@ -483,6 +483,12 @@ QUERIES: list[str] = [
     "select id, count(*) over () as n from t order by id",
     "select t1.id, t2.id from t t1 left join t t2 on t2.i = t1.i * -1 and t2.id <> t1.id "
     "order by t1.id, t2.id nulls first",
+    "select id from t where n in (select n from t where bo) order by id",
+    "select a.id, b.id from t a join t b on a.n = b.n * 1 order by 1, 2",
+    "select n, count(*) from t group by n having n > 1 or n is null order by n nulls first",
+    "select max(n) as top, min(n) as bottom, max(s) as last_name from t",
+    "select id from t where n > 24 or m < -1 order by n desc nulls last",
+    "select sum(n) over (partition by bo order by n) as s from t order by id",
 ]
 
 # constructs SQLite cannot compute as PostgreSQL does: each is refused, naming them
