@@ -560,12 +560,19 @@ def _models_sql() -> list[Case]:
 def _publish_indexes() -> list[Case]:
     m = "publish_indexes"
     return [
-        Case(m, "create_index of two columns",
-             lambda d: text(indexes_sql.create_index(d, TARGET, ["region", "updated_at"])),
-             world=_w("target")),
-        Case(m, "index_exists", lambda d: bound(*indexes_sql.index_exists(d, TARGET, ["region"])),
-             world=_w("target")),
-    ]  # fmt: skip
+        Case(
+            m,
+            "create_index of two columns",
+            lambda d: text(indexes_sql.create_index(d, TARGET, ["region", "updated_at"])),
+            world=_w("target"),
+        ),
+        Case(
+            m,
+            "index_exists",
+            lambda d: bound(*indexes_sql.index_exists(d, TARGET, ["region"])),
+            world=_w("target"),
+        ),
+    ]
 
 
 def _in_range(d: Dialect) -> tuple[str, list[Any]]:

@@ -64,9 +64,7 @@ def test_declared_indexes_are_made_with_the_target_and_when_added_later(
     outcomes = {o["pipeline"]: o for o in project.run_json("run")}
     assert outcomes["orders"]["rows_inserted"] == 0
     assert _name("analytics.orders", "amount") in _indexes_of(project, "analytics.orders")
-    assert _name("marts.per_customer", "customer_id") in _indexes_of(
-        project, "marts.per_customer"
-    )
+    assert _name("marts.per_customer", "customer_id") in _indexes_of(project, "marts.per_customer")
 
     # a full refresh makes the model's target anew: its indexes come back with it
     assert project.run_json("run", "per_customer", "--full-refresh")[0]["status"] == "success"

@@ -117,10 +117,15 @@ def test_sqlite_refuses_a_model_it_cannot_compute_before_any_node_runs(tmp_path:
     (project.root / "models").mkdir()
     (project.root / "models" / "flags.sql").write_text(REFUSED_SQL)
     project.configure(
-        models={"flags": {"sql": "models/flags.sql", "target": "silver.flags",
-                          "materialized": "replace"}},
+        models={
+            "flags": {
+                "sql": "models/flags.sql",
+                "target": "silver.flags",
+                "materialized": "replace",
+            }
+        },
         bronze_orders=_orders_load(),
-    )  # fmt: skip
+    )
     project.write_csv("orders_1.csv", [_order(1, "returned", "10.00", 1, 1)], HEADER)
 
     code, out, err = project.cli("run")
@@ -149,14 +154,20 @@ def test_sqlite_refuses_a_model_it_cannot_compute_before_any_node_runs(tmp_path:
 def test_check_plans_every_model_against_the_warehouse(project: Project) -> None:
     project.configure(
         models={
-            "good": {"query": "select order_id, amount * 2 as doubled, "
-                     "date_trunc('month', order_date) as month from bronze.orders",
-                     "target": "gold.good", "materialized": "replace"},
-            "typo": {"query": "select order_id, amuont from bronze.orders",
-                     "target": "gold.typo", "materialized": "replace"},
+            "good": {
+                "query": "select order_id, amount * 2 as doubled, "
+                "date_trunc('month', order_date) as month from bronze.orders",
+                "target": "gold.good",
+                "materialized": "replace",
+            },
+            "typo": {
+                "query": "select order_id, amuont from bronze.orders",
+                "target": "gold.typo",
+                "materialized": "replace",
+            },
         },
         bronze_orders=_orders_load(),
-    )  # fmt: skip
+    )
     code, out, _ = project.cli("check", "--json")
     assert code == 0, out  # nothing loaded yet: the SQL is checked, the plan waits
     assert {c["model"]: c["status"] for c in json.loads(out)} == {
