@@ -210,9 +210,9 @@ def _table(t: _Translator, node: exp.Expr) -> exp.Expr:
 def _select(t: _Translator, node: exp.Expr) -> exp.Expr:
     """A SELECT, each computed output named as PostgreSQL names it (SQLite would name
     ``count(*)`` "count(*)", not "count")."""
-    rebuilt = t.rebuild(node)
     if not _kept(node):
         raise Refused(_why_not(node))
+    rebuilt = t.rebuild(node)
     named = []
     for original, projection in zip(node.expressions, rebuilt.expressions, strict=True):
         if isinstance(original, exp.Alias | exp.Star) or isinstance(projection, exp.Column):
