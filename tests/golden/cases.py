@@ -724,6 +724,23 @@ def _extract_sql() -> list[Case]:
                  d, None, query.format(table=d.table(TARGET)), "1=1")),
              world=_w("target"))
     )  # fmt: skip
+    cases.append(
+        Case(
+            m,
+            "select_statement of a query with a % in it, binding the window",
+            lambda d: text(
+                extract_sql.select_statement(
+                    d,
+                    None,
+                    f"SELECT * FROM {d.table(TARGET)} WHERE \"status\" LIKE 'ship%'",
+                    f'"updated_at" >= {d.param}',
+                    binds=True,
+                )
+            ),
+            world=_w("target"),
+            bind=lambda d: [LOWER],
+        )
+    )
     return cases
 
 

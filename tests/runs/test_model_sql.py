@@ -1,6 +1,7 @@
-"""A model's SQL reaches the database as SQL: a ``%`` in a string or a comment survives the
-incremental runs (which bind parameters), and the embedded default computes PostgreSQL's
-date arithmetic, on both backends."""
+"""SQL a person wrote reaches the database as SQL: a ``%`` in a string or a comment of a
+model, or of a SQL source's query, survives the incremental runs (which bind parameters);
+the embedded default runs a model translated, or refuses it before any node runs; ``check``
+plans every model against the warehouse."""
 
 from __future__ import annotations
 
@@ -190,3 +191,34 @@ def test_check_plans_every_model_against_the_warehouse(project: Project) -> None
     assert "amuont" in found["typo"]["message"]
     code, out, _ = project.cli("check", "good")
     assert code == 0 and "ok" in out
+
+
+def test_a_percent_in_a_sql_sources_query_survives_incremental_runs(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    project = Project(tmp_path, postgres_url)
+    project.execute("CREATE TABLE shop_orders (id integer, status text, updated_at timestamptz)")
+    query = (
+        "select id, status, updated_at from shop_orders -- 100% of the returns\n"
+        "where status like 'return%'"
+    )
+    project.configure(
+        returns={
+            "source": {"kind": "sql", "url": postgres_url, "query": query},
+            "target": "bronze.returns",
+            "key": ["id"],
+            "cursor": "updated_at",
+            "on_conflict": "update",
+        }
+    )
+    insert = "INSERT INTO shop_orders VALUES (%s, %s, %s)"
+    project.execute(insert, [1, "returned", "2024-03-01T10:00:00Z"])
+    project.execute(insert, [2, "shipped", "2024-03-01T10:00:00Z"])
+    assert project.run("returns")["rows_inserted"] == 1
+    project.execute(insert, [3, "return_pending", "2024-03-02T10:00:00Z"])
+    second = project.run("returns")  # reads from the watermark on: a bound parameter
+    assert second["status"] == "success" and second["rows_inserted"] == 1
+    assert project.rows("id, status", "bronze.returns") == [
+        ("1", "returned"),
+        ("3", "return_pending"),
+    ]
