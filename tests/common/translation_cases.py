@@ -122,6 +122,11 @@ CASES: list[str] = [
     "i * n",
     "n / 3",
     "i / 2",
+    "-7 / 2",
+    "extract(year from d) / 10",
+    "i::numeric / 2",
+    "(d - d2) / 7",
+    "(d - d2) / 7.0",
     "i % 5",
     "mod(n, 0.3)",
     "-n",
@@ -305,6 +310,10 @@ CASES: list[str] = [
     "bo and i > 0",
     "not bo",
     "bo is true",
+    "bo = 'true'",
+    "bo <> 'f'",
+    "i = '7'",
+    "n = '1148.05'",
     "i is distinct from 7",
 ]
 
@@ -449,6 +458,7 @@ QUERIES: list[str] = [
     "select bo, count(*), sum(n), avg(n), min(m), max(d), count(distinct s) from t "
     "group by bo order by bo nulls first",
     "select sum(n * (1 - m)) as revenue, sum(i) as si, avg(i) as ai, count(n) from t",
+    "select sum(b) / 2 as half, count(*) / 2 as pairs, sum(i) / count(i) as mean from t",
     "select i, row_number() over (order by n desc nulls last) as r, "
     "rank() over (partition by bo order by i) as k, lag(n) over (order by id) as prev, "
     "sum(n) over (order by id rows between 1 preceding and current row) as running "

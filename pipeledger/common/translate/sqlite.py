@@ -391,9 +391,15 @@ def _multiply(t: _Translator, node: exp.Expr) -> exp.Expr:
 
 
 def _divide(t: _Translator, node: exp.Expr) -> exp.Expr:
+    """``a / b``: integers divide as integers (both truncate); any other quotient is a
+    decimal or a float, also of values SQLite holds as integers (``extract``,
+    ``i::numeric``, ``sum`` of a bigint), so it divides as a float."""
     if "interval" in (t.kind(node.this), t.kind(node.expression)):
         raise Refused("an interval divided (PostgreSQL spills fractions into days and time)")
-    return exp.Div(this=t.value(node.this), expression=t.value(node.expression))
+    a, b = t.value(node.this), t.value(node.expression)
+    if t.kind(node) not in _INTEGERS:
+        a = sql("CAST(_a AS REAL)", a=a)
+    return exp.Div(this=a, expression=b)
 
 
 def _neg(t: _Translator, node: exp.Expr) -> exp.Expr:
@@ -436,7 +442,13 @@ def _aligned(t: _Translator, nodes: list[exp.Expr]) -> list[exp.Expr]:
     if not temporal_ones:
         if "interval" in kinds:
             return [temporal.span_micros(t.interval(n)) for n in nodes]
-        return [t.value(n) for n in nodes]
+        values = [t.value(n) for n in nodes]
+        if "boolean" in kinds:  # flag = 'true': the literal is the boolean it spells
+            values = [
+                _cast_literal(v.this, PgType("boolean"), n) if k == "unknown" else v
+                for v, k, n in zip(values, kinds, nodes, strict=True)
+            ]
+        return values
     target = max(temporal_ones, key=_ORDER.__getitem__)
     values = [t.value(n) for n in nodes]
     if target != "date" and _midnight_constants(values, kinds, target):
