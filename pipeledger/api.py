@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from pipeledger.runs.load.result import LoadResult as LoadResult
     from pipeledger.runs.model.build import ModelMode
     from pipeledger.runs.model.build import ModelResult as ModelResult
+    from pipeledger.runs.model.check import ModelCheck as ModelCheck
     from pipeledger.runs.outcome import Outcome as Outcome
     from pipeledger.runs.outcome import RunFailure as RunFailure
     from pipeledger.runs.reconcile.result import Reconciliation as Reconciliation
@@ -92,6 +93,7 @@ __all__ = [
     "cancel",
     "check",
     "check_history",
+    "check_models",
     "count_runs",
     "exit_code",
     "graph",
@@ -306,10 +308,13 @@ def run_model(
 ) -> ModelResult:
     """One run of model ``name`` (not retried): incremental (what its upstreams changed
     since it last ran), or rebuilt from scratch with ``full_refresh``."""
+    from pipeledger.runs.model.check import refuse_untranslatable
     from pipeledger.runs.nodes import run_model as run_it
 
     mode: ModelMode = "full_refresh" if full_refresh else "incremental"
-    return run_it(_site(config), name, mode=mode, trigger=trigger)
+    site = _site(config)
+    refuse_untranslatable(site.config, site.warehouse, [name])
+    return run_it(site, name, mode=mode, trigger=trigger)
 
 
 def backfill(
@@ -343,6 +348,9 @@ def _backfill(
 
     why = Trigger(trigger_type=TriggerType.BACKFILL)
     if name in site.config.models:
+        from pipeledger.runs.model.check import refuse_untranslatable
+
+        refuse_untranslatable(site.config, site.warehouse, [name])
         window = backfill_window(start, end, None, name)
         return run_model(site, name, mode="backfill", window=window, trigger=why)
     pipeline = site.config.pipeline(name)
@@ -364,6 +372,19 @@ def check(config: ConfigLike, name: str) -> LoadResult:
         raise ConfigError(f"pipeline {name} declares no [pipelines.{name}.checks]")
     request = LoadRequest(pipeline=name, mode="check", recent_counts=recent_counts(site, name))
     return run_load(site, request, RunSpec(pipeline=name, dry_run=True))
+
+
+def check_models(config: ConfigLike, names: Sequence[str] = ()) -> list[ModelCheck]:
+    """Check models without running them (``pipeledger check``; every model when ``names``
+    is empty): each one's SQL in the warehouse's own SQL (translated for the embedded
+    SQLite, or refused naming the construct and line), its output columns and types, and
+    the database's plan of it (``EXPLAIN``). Nothing is written."""
+    from pipeledger.runs.model.check import check_models as check_them
+
+    site = _site(config)
+    for name in names:
+        site.config.model(name)
+    return check_them(site.config, site.warehouse, list(names) or sorted(site.config.models))
 
 
 def replay(config: ConfigLike, name: str, *, run: str | None = None) -> ReplayResult:
@@ -930,6 +951,7 @@ def migrate(config: ConfigLike) -> dict[str, list[int]]:
 _LAZY = {
     "LoadResult": "pipeledger.runs.load.result",
     "ModelResult": "pipeledger.runs.model.build",
+    "ModelCheck": "pipeledger.runs.model.check",
     "RunFailure": "pipeledger.runs.outcome",
     "ScheduledOutcome": "pipeledger.runs.due",
     "Trigger": "pipeledger.runs.scaffold",

@@ -17,7 +17,9 @@
     │   │   ├── NothingToRetry       --retry asked for, but the latest run did not fail
     │   │   ├── NothingToCancel      `pipeledger cancel` named a run that is not running
     │   │   ├── UnknownRun           no run in the ledger has the id (or prefix) given
-    │   │   └── AmbiguousRunId       a run id prefix matches several runs
+    │   │   ├── AmbiguousRunId       a run id prefix matches several runs
+    │   │   └── UntranslatableSql    a model's SQL has a construct SQLite cannot compute
+    │   │                              (the embedded default); the construct and line named
     │   ├── SourceError            a source file/row/column is unusable; nothing was written
     │   ├── SchemaError            the source does not fit the target's fixed schema
     │   ├── ConflictError          on_conflict = "error" met a re-seen key with other content
@@ -78,6 +80,17 @@ class ConfigError(Terminal):
     """The configuration is invalid. Raised before any I/O."""
 
     exit_code = 2
+
+
+class UntranslatableSql(ConfigError):
+    """A model's PostgreSQL SQL uses a construct the embedded SQLite warehouse cannot compute
+    as PostgreSQL does: ``construct`` (its text) and ``line`` (in the model's SQL) say
+    which. Found by ``pipeledger check`` and before a run starts any node."""
+
+    def __init__(self, message: str, *, construct: str, line: int | None) -> None:
+        super().__init__(message)
+        self.construct = construct
+        self.line = line
 
 
 class SourceError(Terminal):

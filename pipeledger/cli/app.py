@@ -237,14 +237,20 @@ def state(name: str | None, as_json: bool) -> None:
 
 
 @app.command()
-@click.argument("name")
+@click.argument("name", required=False)
 @json_option
-def check(name: str, as_json: bool) -> None:
-    """Dry run of the quality gate: extract, stage and check, then roll back. Exit 3 when
-    the gate would not publish everything."""
+def check(name: str | None, as_json: bool) -> None:
+    """Check without writing. A load: dry run of its quality gate (extract, stage, check,
+    roll back; exit 3 when the gate would not publish everything). A model, or every model
+    when no NAME is given: its SQL in the warehouse's own SQL, its column types and the
+    database's plan of it (exit 2 when one is refused or fails)."""
     with reporting(as_json):
+        config = read_config()
+        if name is None or name in config.models:
+            _check_models(config, [name] if name else [], as_json)
+            return
         try:
-            report = api.check(read_config(), name).quality
+            report = api.check(config, name).quality
         except GateFailed as exc:
             report = exc.report
         if as_json:
@@ -255,6 +261,27 @@ def check(name: str, as_json: bool) -> None:
                 out.print(f"  {escape(line)}", soft_wrap=True, highlight=False)
         if report is not None and report.decision != "publish":
             raise fail(3)
+
+
+_CHECK_COLOURS = {"ok": "green", "unchecked": "yellow", "refused": "red", "failed": "red"}
+
+
+def _check_models(config: api.Config, names: list[str], as_json: bool) -> None:
+    checks = api.check_models(config, names)
+    if as_json:
+        print_json([c.to_json() for c in checks])
+    elif not checks:
+        out.print("no model to check")
+    width = max((len(c.model) for c in checks), default=0)
+    for c in [] if as_json else checks:
+        colour = _CHECK_COLOURS[c.status]
+        out.print(
+            f"{escape(c.model):<{width}}  [{colour}]{c.status:<9}[/]  {escape(c.line_text())}",
+            soft_wrap=True,
+            highlight=False,
+        )
+    if not all(c.passed for c in checks):
+        raise fail(2)
 
 
 @app.command()

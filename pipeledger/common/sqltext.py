@@ -2,9 +2,10 @@
 aggregates, and the same query rewritten to read only some rows of a table, or for the
 embedded SQLite warehouse.
 
-Models are written in PostgreSQL's SQL. On SQLite, where ``schema.table`` is the single
-table name ``"schema.table"``, every qualified table becomes that name, and the query is
-translated by sqlglot (functions without a SQLite equivalent fail there, naming the model).
+Models are written in PostgreSQL's SQL. On SQLite the query is translated completely or
+refused, naming the construct and its line (:mod:`pipeledger.common.translate.sqlite`).
+The parser keeps ``to_char``'s template and ``date_part`` as written (sqlglot's own reading
+rewrites the template into ``strftime`` codes, losing what PostgreSQL means by it).
 """
 
 from __future__ import annotations
@@ -16,12 +17,34 @@ from functools import cached_property
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ErrorLevel, SqlglotError
+from sqlglot.dialects.postgres import Postgres
+from sqlglot.errors import SqlglotError
+from sqlglot.parsers.postgres import PostgresParser
 
 from pipeledger.common.columns import TableName
-from pipeledger.errors import ConfigError
+from pipeledger.common.translate.pgtypes import Catalog, Types
+from pipeledger.common.translate.sqlite import Untranslatable, to_sqlite
+from pipeledger.errors import ConfigError, UntranslatableSql
 
 READ = "postgres"
+
+
+_BY_NAME = frozenset({"TO_CHAR", "DATE_PART", "TO_DATE", "TO_TIMESTAMP"})
+
+
+class ModelPostgres(Postgres):
+    """PostgreSQL as a model is written in, read with the functions whose meaning
+    sqlglot's reading would change kept as calls by name."""
+
+    class Parser(PostgresParser):
+        FUNCTIONS = {  # noqa: RUF012 (sqlglot's API)
+            name: build for name, build in PostgresParser.FUNCTIONS.items() if name not in _BY_NAME
+        }
+        FUNCTION_PARSERS = {  # noqa: RUF012
+            name: parse
+            for name, parse in PostgresParser.FUNCTION_PARSERS.items()
+            if name not in _BY_NAME
+        }
 
 
 @dataclass(frozen=True)
@@ -34,7 +57,7 @@ class ModelSql:
     @cached_property
     def tree(self) -> exp.Query:
         try:
-            statements = [s for s in sqlglot.parse(self.text, read=READ) if s is not None]
+            statements = [s for s in sqlglot.parse(self.text, read=ModelPostgres) if s is not None]
         except SqlglotError as exc:
             raise ConfigError(f"{self.where}: not valid SQL: {_first_line(exc)}") from None
         if len(statements) != 1 or not isinstance(statements[0], exp.Query):
@@ -78,27 +101,23 @@ class ModelSql:
 
         return ModelSql(self.tree.copy().transform(swap).sql(READ), self.where)
 
-    def render(self, flat_names: bool) -> str:
+    def render(self, flat_names: bool, catalog: Catalog | None = None) -> str:
         """The query for a warehouse: PostgreSQL as written, or SQLite (``flat_names``:
-        ``schema.table`` is one quoted name there)."""
+        ``schema.table`` is one quoted name there), translated with the column types the
+        ``catalog`` gives (the warehouse's ``table_columns``); refused with
+        :class:`~pipeledger.errors.UntranslatableSql` when SQLite cannot compute it."""
         if not flat_names:
             return self.tree.sql(READ)
-
-        def flatten(node: exp.Expression) -> exp.Expression:
-            if isinstance(node, exp.Table) and node.db:
-                flat = exp.to_identifier(f"{node.db}.{node.name}", quoted=True)
-                return exp.Table(this=flat, alias=node.args.get("alias"))
-            return node
-
+        tree = self.tree.copy()
         try:
-            return (
-                self.tree.copy()
-                .transform(flatten)
-                .sql("sqlite", unsupported_level=ErrorLevel.RAISE)
-            )
-        except SqlglotError as exc:
-            raise ConfigError(
-                f"{self.where}: cannot be translated to SQLite: {_first_line(exc)}"
+            return to_sqlite(tree, Types(tree, catalog))
+        except Untranslatable as exc:
+            line = f", line {exc.line}" if exc.line else ""
+            raise UntranslatableSql(
+                f"{self.where}{line}: {exc}; the embedded SQLite warehouse cannot run this "
+                "model as PostgreSQL would (rewrite it, or use PostgreSQL)",
+                construct=exc.construct,
+                line=exc.line,
             ) from None
 
 

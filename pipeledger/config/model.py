@@ -183,7 +183,26 @@ def _tags(value: list[str]) -> list[str]:
     return value
 
 
+def _index_lists(value: Any) -> Any:
+    """A single-column index may be written as its column's name."""
+    if isinstance(value, list):
+        return [[entry] if isinstance(entry, str) else entry for entry in value]
+    return value
+
+
+def _indexes(indexes: list[list[str]]) -> list[list[str]]:
+    for columns in indexes:
+        if not columns:
+            raise ValueError("an index needs at least one column")
+        for name in columns:
+            check_identifier(name, "index column")
+        if len(set(columns)) != len(columns):
+            raise ValueError(f"index {columns}: its columns must be distinct")
+    return indexes
+
+
 Target = Annotated[str, AfterValidator(_target)]
+Indexes = Annotated[list[list[str]], BeforeValidator(_index_lists), AfterValidator(_indexes)]
 KeyColumns = Annotated[list[str], AfterValidator(_key_columns)]
 ColumnName = Annotated[str, AfterValidator(lambda name: check_identifier(name, "column"))]
 ColumnTypes = Annotated[
@@ -375,6 +394,7 @@ class PipelineConfig(Operated):
     lateness: timedelta | int = 0
     partition_by: ColumnName | None = None
     columns: ColumnTypes = Field(default_factory=dict)
+    indexes: Indexes = Field(default_factory=list)  # on the target (publish/indexes.py)
     max_backfill: Duration | None = None
     description: str | None = None
     owner: str | None = None
@@ -485,6 +505,7 @@ class ModelConfig(Operated):
     on_conflict: ConflictPolicy | None = None
     partition_by: ColumnName | None = None
     columns: ColumnTypes = Field(default_factory=dict)
+    indexes: Indexes = Field(default_factory=list)  # on the target (publish/indexes.py)
     description: str | None = None
     owner: str | None = None
     depends_on: Upstreams = Field(default_factory=list)

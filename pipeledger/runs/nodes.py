@@ -157,7 +157,12 @@ def run_nodes(
     """Run ``selected`` nodes as one DAG run: in dependency order, independent branches
     side by side on ``threads`` workers (default: :func:`default_threads`); a node whose
     upstream did not publish is recorded skipped (``upstream_failed``) and the other
-    branches go on. ``trigger_for(name)``: why each node runs. One outcome per node."""
+    branches go on. ``trigger_for(name)``: why each node runs. One outcome per node.
+    A model the warehouse cannot run as written (SQLite: a construct it cannot compute)
+    stops it before any node runs (UntranslatableSql, exit 2)."""
+    from pipeledger.runs.model.check import refuse_untranslatable
+
+    refuse_untranslatable(site.config, site.warehouse, selected)
     interrupt_reset()
     return execute(
         Graph.of(site.config),

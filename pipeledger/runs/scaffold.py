@@ -30,12 +30,13 @@ run that finds its pipeline locked can tell a live holder from the session of a 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol, TypeVar
 
 from pipeledger.alerts import after_run
+from pipeledger.common.columns import TableName
 from pipeledger.common.stop import Stop
 from pipeledger.errors import (
     CancelRequested,
@@ -50,6 +51,7 @@ from pipeledger.errors import (
 from pipeledger.ledger.ledger import Ledger, NullLedger, RunFields
 from pipeledger.ledger.run import Run
 from pipeledger.ledger.vocabulary import RunRecord, RunStatus, TriggerType
+from pipeledger.publish.indexes import ensure_indexes
 from pipeledger.runs.interrupt import stoppable
 from pipeledger.runs.site import RunObserver, Site, who
 from pipeledger.state.tables import STATE, log_commit
@@ -153,7 +155,8 @@ def _run_job(site: Site, spec: RunSpec, make: Callable[[str], Job[R]]) -> R:
             with acting_for(spec.pipeline, run.run_id):
                 job = make(run.run_id)
                 working = True
-                result = _in_transaction(site.warehouse, job, run, spec.dry_run, stop)
+                indexes = getattr(site.config.node(spec.pipeline), "indexes", [])
+                result = _in_transaction(site.warehouse, job, run, spec, stop, indexes)
     except LedgerNotWritten as exc:
         exc.add_note(
             f"pipeline {spec.pipeline} (run {exc.run_id}): its rows and watermark are "
@@ -250,13 +253,23 @@ def _earlier_try(ledger: Ledger, pipeline: str, trigger: Trigger) -> RunRecord |
     return earlier
 
 
-def _in_transaction(warehouse: Warehouse, job: Job[R], run: Run, dry_run: bool, stop: Stop) -> R:
+def _in_transaction(
+    warehouse: Warehouse,
+    job: Job[R],
+    run: Run,
+    spec: RunSpec,
+    stop: Stop,
+    indexes: Sequence[Sequence[str]],
+) -> R:
     try:
         with warehouse.session() as session, stop.hook(session.interrupt):
             result = job.execute(session, run)
-            if dry_run:
+            if spec.dry_run:
                 session.mark_rollback()
             else:
+                if job.target:  # the target's declared indexes (publish.indexes)
+                    target = TableName.parse(job.target)
+                    ensure_indexes(session, spec.pipeline, target, indexes)
                 _commit_records(session, job, run)
     except CommitUnknown as exc:  # the ledger leaves the run running (ledger.ledger)
         exc.run_id = run.run_id

@@ -54,11 +54,16 @@ def _partition_predicate(
     return "(" + " OR ".join(branches) + ")", params
 
 
-def select_statement(d: Dialect, table: str | None, query: str | None, where: str) -> str:
+def select_statement(
+    d: Dialect, table: str | None, query: str | None, where: str, *, binds: bool = False
+) -> str:
+    """The read of a table or query. ``binds``: ``where`` binds parameters, so the query's
+    own text is kept from the driver's placeholders (``like 'a%'``: :meth:`Dialect.verbatim`)."""
     if table is not None:
         source = d.table(TableName.parse(table))
     else:
-        source = f"({query}) AS pipeledger_source"
+        text = d.verbatim(query or "") if binds else query
+        source = f"({text}) AS pipeledger_source"
     return f"SELECT * FROM {source} WHERE {where}"
 
 
@@ -86,7 +91,9 @@ class SqlSource:
             where, params = window_predicate(
                 self.dialect, spec.window, spec.cursor, spec.partition_by
             )
-        statement = select_statement(self.dialect, self.table, self.query, where)
+        statement = select_statement(
+            self.dialect, self.table, self.query, where, binds=bool(params)
+        )
         for batch in open_reader(self.url).read(statement, params, BATCH_ROWS):
             self.bytes_read += batch.nbytes
             yield SourceBatch(

@@ -106,6 +106,11 @@ class Dialect:
     #: other table for every row: such columns need an index)
     hash_joins: ClassVar[bool]
     distinct_operator: ClassVar[str]
+    #: the driver reads every ``%`` of a statement that binds parameters as the start of a
+    #: placeholder (psycopg: ``%s``; a literal ``%`` is written ``%%`` there)
+    percent_placeholders: ClassVar[bool]
+    #: models, written in PostgreSQL's SQL, run translated (pipeledger.common.translate)
+    translates_models: ClassVar[bool]
 
     def __repr__(self) -> str:
         return f"Dialect({self.name!r})"
@@ -131,6 +136,22 @@ class Dialect:
     def column_type(self, sql_type: str) -> str:
         """The DDL type of a canonical SQL type."""
         return sql_type
+
+    def verbatim(self, text: str) -> str:
+        """SQL text written elsewhere (a model's query: ``like 'return%'``, a ``%`` in a
+        comment) as it must appear inside a statement that binds parameters, so that the
+        driver passes it to the database unchanged."""
+        return text.replace("%", "%%") if self.percent_placeholders else text
+
+    def explain(self, query: str) -> str:
+        """A statement the database plans ``query`` for without running it (so that it
+        resolves every table, column and function it names)."""
+        return f"EXPLAIN {query}"
+
+    def index_lookup(self, schema: str | None, name: str) -> tuple[str, list[str]]:
+        """A query returning a row when the index ``name`` (of a table in ``schema``)
+        exists, and its parameters."""
+        raise NotImplementedError
 
     def marks(self, count: int) -> str:
         """``count`` bound parameters, comma-separated."""
@@ -230,6 +251,13 @@ class _Postgres(Dialect):
     statement_snapshot = True
     snapshot_statement = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
     distinct_operator = "IS DISTINCT FROM"
+    percent_placeholders = True
+    translates_models = False
+
+    def index_lookup(self, schema: str | None, name: str) -> tuple[str, list[str]]:
+        # an index lives in its table's schema (a table without one: the search path's)
+        qualified = f"{quote(schema)}.{quote(name)}" if schema else quote(name)
+        return "SELECT 1 WHERE to_regclass(%s) IS NOT NULL", [qualified]
 
     def row_text(self, alias: str, columns: Sequence[str]) -> str:
         values = ", ".join(f"{alias}.{quote(c)}" for c in columns)
@@ -297,6 +325,15 @@ class _Sqlite(Dialect):
     statement_snapshot = False
     snapshot_statement = None
     distinct_operator = "IS NOT"
+    percent_placeholders = False
+    translates_models = True
+
+    def explain(self, query: str) -> str:
+        return f"EXPLAIN QUERY PLAN {query}"
+
+    def index_lookup(self, schema: str | None, name: str) -> tuple[str, list[str]]:
+        # index names are the database's (pipeledger's carry their table in their hash)
+        return "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?", [name]
 
     def column_type(self, sql_type: str) -> str:
         # exact decimals are kept as text (NUMERIC affinity would round them), and other

@@ -127,7 +127,7 @@ def test_an_unexpected_error_is_json_exit_1(embedded: Project) -> None:
     [
         (("run", "--json", "--bogus"), "No such option"),
         (("backfill", "orders", "--json"), "Missing option '--start'"),
-        (("check", "--json"), "Missing argument"),
+        (("cancel", "--json"), "Missing argument"),  # check takes no NAME: every model
         (("run", "--json", "--trigger", "sometimes"), "Invalid value for '--trigger'"),
     ],
     ids=["unknown-option", "missing-option", "missing-argument", "bad-value"],

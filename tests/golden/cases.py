@@ -24,6 +24,7 @@ from pipeledger.ledger.reads import activity, queries, runs, sla
 from pipeledger.ledger.reads import checks as ledger_checks
 from pipeledger.ledger.tables import ledger_migrations
 from pipeledger.publish import before
+from pipeledger.publish import indexes as indexes_sql
 from pipeledger.publish import merge_sql as load_sql
 from pipeledger.publish import scd2_sql as hsql
 from pipeledger.quality import checks
@@ -538,6 +539,11 @@ def _models_sql() -> list[Case]:
         Case(m, "stage_model with a condition", lambda d: text(models_sql.stage_model(
              d, COLUMNS, f"SELECT * FROM {d.table(TARGET)}", 'q."region" = \'eu\'')),
              world=_w("target", "stage")),
+        Case(m, "stage_model binding a parameter: the query's % is passed on as it is",
+             lambda d: text(models_sql.stage_model(d, COLUMNS,
+             f"SELECT * FROM {d.table(TARGET)} WHERE \"status\" LIKE 'ship%' /* 5% */",
+             f'q."region" = {d.param}', binds=True)),
+             world=_w("target", "stage"), bind=lambda d: ["eu"]),
         Case(m, "touched partitions", lambda d: text(models_sql.touched(
              ["region"], f"SELECT * FROM {d.table(TARGET)}")), world=_w("target")),
         Case(m, "create_touched keys", lambda d: text(models_sql.create_touched(
@@ -614,6 +620,24 @@ def _dropped(d: Dialect) -> list[str]:
     return [
         models_sql.drop_temp(d, models_sql.DROPPED),
         models_sql.create_dropped(d, TARGET, ["order_id"], NAMES[1:], "1 = 1"),
+    ]
+
+
+def _publish_indexes() -> list[Case]:
+    m = "publish_indexes"
+    return [
+        Case(
+            m,
+            "create_index of two columns",
+            lambda d: text(indexes_sql.create_index(d, TARGET, ["region", "updated_at"])),
+            world=_w("target"),
+        ),
+        Case(
+            m,
+            "index_exists",
+            lambda d: bound(*indexes_sql.index_exists(d, TARGET, ["region"])),
+            world=_w("target"),
+        ),
     ]
 
 
@@ -777,6 +801,23 @@ def _extract_sql() -> list[Case]:
                  d, None, query.format(table=d.table(TARGET)), "1=1")),
              world=_w("target"))
     )  # fmt: skip
+    cases.append(
+        Case(
+            m,
+            "select_statement of a query with a % in it, binding the window",
+            lambda d: text(
+                extract_sql.select_statement(
+                    d,
+                    None,
+                    f"SELECT * FROM {d.table(TARGET)} WHERE \"status\" LIKE 'ship%'",
+                    f'"updated_at" >= {d.param}',
+                    binds=True,
+                )
+            ),
+            world=_w("target"),
+            bind=lambda d: [LOWER],
+        )
+    )
     return cases
 
 
@@ -1109,6 +1150,7 @@ CASES: tuple[Case, ...] = (
     *_load_state(),
     *_load_before(),
     *_models_sql(),
+    *_publish_indexes(),
     *_quality_checks(),
     *_load_replay(),
     *_quality_quarantine(),
@@ -1131,6 +1173,7 @@ MODULES = {
     "load_state": "pipeledger.state.tables",
     "load_before": "pipeledger.publish.before",
     "models_sql": "pipeledger.runs.model.sql",
+    "publish_indexes": "pipeledger.publish.indexes",
     "quality_checks": "pipeledger.quality.checks",
     "load_replay": "pipeledger.runs.replay (quarantine replay)",
     "quality_quarantine": "pipeledger.quality.quarantine",

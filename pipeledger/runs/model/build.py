@@ -324,19 +324,19 @@ class Model:
             session.execute(statement)
         query = self._computation(session)
         where, params = self.scope.where(d, "q") if self.scope else ("", [])
-        session.execute(sql.stage_model(d, self.columns, query, where), params)
+        staging = sql.stage_model(d, self.columns, query, where, binds=bool(params))
+        session.execute(staging, params)
         self.rows = int(session.query(f"SELECT count(*) FROM {d.stage()}")[0][0])
         log.info("model %s: staged %d recomputed row(s); publishing", self.name, self.rows)
 
     def _computation(self, session: Session) -> str:
         """The query to stage from; sets :attr:`scope` when only some rows are recomputed."""
-        flat = not session.dialect.has_schemas
         if self.full:
             if self.request.mode == "backfill" and self.request.window is not None:
                 self.scope = Scope((self._range_column,), window=self.request.window)
-            return self.query.render(flat)
+            return _render(session, self.query)
         self.scope = self._touched(session)
-        return self.query.render(flat)
+        return _render(session, self.query)
 
     @property
     def _range_column(self) -> str:
@@ -389,7 +389,11 @@ class Model:
                 f"{quote(c)} AS {quote(s)}" for c, s in zip(columns, coverage.scope, strict=True)
             )
             rows = self._delta(session, upstream)
-            return [ModelSql(f"SELECT {selected} FROM ({rows}) AS d", "").render(flat)]
+            return [
+                ModelSql(f"SELECT {selected} FROM ({rows}) AS d", "").render(
+                    flat, session.table_columns
+                )
+            ]
         tree = inline_ctes(self.query.tree)
         others = {str(u.name): self._with_old(session, u) for u in self._changed}
         reads = sum(1 for t in upstream_reads(tree) if table_name(t) == name)
@@ -403,7 +407,11 @@ class Model:
 
             group = ", ".join(f"q.{quote(c)}" for c in coverage.scope)
             text = substitute(tree, choose, READ)
-            queries.append(ModelSql(f"SELECT {group} FROM ({text}) AS q", "").render(flat))
+            queries.append(
+                ModelSql(f"SELECT {group} FROM ({text}) AS q", "").render(
+                    flat, session.table_columns
+                )
+            )
         return queries
 
     def _new_rows(self, upstream: Upstream) -> str:
@@ -701,7 +709,7 @@ class Model:
                     "was changed (drop the table, or give the view another target)"
                 )
             self.created = not kind
-            text = self.config.model_sql(self.name).render(not d.has_schemas)
+            text = _render(session, self.config.model_sql(self.name))
             statement = create_schema(d, target)
             if statement:
                 session.execute(statement)
@@ -767,3 +775,8 @@ class Model:
             f"model {self.name} (run {self.run_id}): nothing was written; the upstream runs "
             "it has not consumed wait for its next run"
         )
+
+
+def _render(session: Session, query: ModelSql) -> str:
+    """The query in the warehouse's SQL, translated with the upstreams' column types."""
+    return query.render(session.dialect.translates_models, session.table_columns)

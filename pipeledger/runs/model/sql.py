@@ -76,12 +76,17 @@ def pg_table(name: TableName) -> str:
     return f"{quote(name.schema)}.{quote(name.table)}" if name.schema else quote(name.table)
 
 
-def stage_model(d: Dialect, columns: Sequence[Column], query: str, where: str = "") -> str:
-    """Fill the stage from the model's query, each column cast to its type."""
+def stage_model(
+    d: Dialect, columns: Sequence[Column], query: str, where: str = "", *, binds: bool = False
+) -> str:
+    """Fill the stage from the model's query, each column cast to its type. ``binds``: the
+    statement binds parameters (``where``'s), so the query's own text is kept from the
+    driver's placeholders (a ``%`` in it stays a ``%``: :meth:`Dialect.verbatim`)."""
     names = ", ".join(quote(c.name) for c in columns)
     values = ", ".join(d.cast_to(f"q.{quote(c.name)}", c.sql_type) for c in columns)
     condition = f" WHERE {where}" if where else ""
-    return f"INSERT INTO {d.stage()} ({names}) SELECT {values} FROM ({query}) AS q{condition}"
+    source = d.verbatim(query) if binds else query
+    return f"INSERT INTO {d.stage()} ({names}) SELECT {values} FROM ({source}) AS q{condition}"
 
 
 def touched(columns: Sequence[str], query: str) -> str:

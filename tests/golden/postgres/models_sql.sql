@@ -11,6 +11,9 @@ SELECT "order_id", "region", "amount", "status", NULL AS "updated_at" FROM "pipe
 -- case: stage_model with a condition
 INSERT INTO "_pipeledger_stage" ("order_id", "region", "amount", "status", "updated_at") SELECT CAST(q."order_id" AS bigint), CAST(q."region" AS text), CAST(q."amount" AS numeric(12,2)), CAST(q."status" AS text), CAST(q."updated_at" AS timestamptz) FROM (SELECT * FROM "analytics"."orders") AS q WHERE q."region" = 'eu';
 
+-- case: stage_model binding a parameter: the query's % is passed on as it is
+INSERT INTO "_pipeledger_stage" ("order_id", "region", "amount", "status", "updated_at") SELECT CAST(q."order_id" AS bigint), CAST(q."region" AS text), CAST(q."amount" AS numeric(12,2)), CAST(q."status" AS text), CAST(q."updated_at" AS timestamptz) FROM (SELECT * FROM "analytics"."orders" WHERE "status" LIKE 'ship%%' /* 5%% */) AS q WHERE q."region" = %s;
+
 -- case: touched partitions
 SELECT DISTINCT q."region" FROM (SELECT * FROM "analytics"."orders") AS q;
 

@@ -1,4 +1,4 @@
--- Golden SQL of pipeledger.extract.sql on SQLite, for the inputs in
+-- Golden SQL of pipeledger.sources.sql on SQLite, for the inputs in
 -- tests/golden/cases.py. Not edited by hand: after changing a builder, run
 -- `.venv/bin/python -m pytest tests/golden --update-golden` and review the diff.
 
@@ -28,3 +28,6 @@ SELECT * FROM "analytics.orders" WHERE "order_id" >= ?;
 
 -- case: select_statement of a query
 SELECT * FROM (SELECT order_id, updated_at FROM "analytics.orders") AS pipeledger_source WHERE 1=1;
+
+-- case: select_statement of a query with a % in it, binding the window
+SELECT * FROM (SELECT * FROM "analytics.orders" WHERE "status" LIKE 'ship%') AS pipeledger_source WHERE "updated_at" >= ?;

@@ -5,6 +5,9 @@
 -- case: stage_model with a condition
 INSERT INTO temp."_pipeledger_stage" ("order_id", "region", "amount", "status", "updated_at") SELECT CAST(q."order_id" AS INTEGER), CAST(q."region" AS TEXT), CASE WHEN q."amount" IS NULL THEN NULL ELSE printf('%.2f', q."amount") END, CAST(q."status" AS TEXT), q."updated_at" FROM (SELECT * FROM "analytics.orders") AS q WHERE q."region" = 'eu';
 
+-- case: stage_model binding a parameter: the query's % is passed on as it is
+INSERT INTO temp."_pipeledger_stage" ("order_id", "region", "amount", "status", "updated_at") SELECT CAST(q."order_id" AS INTEGER), CAST(q."region" AS TEXT), CASE WHEN q."amount" IS NULL THEN NULL ELSE printf('%.2f', q."amount") END, CAST(q."status" AS TEXT), q."updated_at" FROM (SELECT * FROM "analytics.orders" WHERE "status" LIKE 'ship%' /* 5% */) AS q WHERE q."region" = ?;
+
 -- case: touched partitions
 SELECT DISTINCT q."region" FROM (SELECT * FROM "analytics.orders") AS q;
 
