@@ -9,6 +9,7 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from pipeledger.common.columns import TableName
 from pipeledger.ledger.run import Run
@@ -19,8 +20,10 @@ from pipeledger.runs.load.result import LoadResult
 from pipeledger.runs.steps import StepResult
 from pipeledger.state.lateness import RunLateness
 from pipeledger.state.watermark import from_text, to_text
-from pipeledger.transform.conform import Shape
 from pipeledger.warehouse.session import Session
+
+if TYPE_CHECKING:  # a run that read nothing records itself without pyarrow (runs.load.files)
+    from pipeledger.transform.conform import Shape
 
 
 def watermark_text(marks: dict[str, str], partitioned: bool) -> str | None:

@@ -12,15 +12,19 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+if TYPE_CHECKING:  # imported where a schedule is read: a run without one does not need it
+    from croniter import croniter
 
 _TICK = timedelta(microseconds=1)
 
 
 def check_cron(expression: str) -> str:
     """``expression`` if it is a five-field cron expression, else ValueError."""
+    from croniter import croniter
+
     if len(expression.split()) != 5 or not croniter.is_valid(expression):
         raise ValueError(
             f"{expression!r} is not a cron expression (five fields: minute hour day-of-month "
@@ -60,6 +64,8 @@ class Cron:
     zone: str = "UTC"
 
     def _iterate(self, moment: datetime) -> croniter:
+        from croniter import croniter
+
         return croniter(self.expression, moment.astimezone(ZoneInfo(self.zone)))
 
     def latest(self, moment: datetime, count: int) -> list[Interval]:
