@@ -57,7 +57,7 @@ class Undecodable:
         )
         return (
             f"{self.path} line {self.line} (byte offset {self.offset:,}): byte 0x{self.byte:02x} "
-            f"is not {self.encoding} text (in {self.text!r}){fix}"
+            f'is not {self.encoding} text (in "{self.text}"){fix}'
         )
 
 
@@ -97,7 +97,8 @@ def _around(handle: BinaryIO, at: int, encoding: str) -> str:
     data = handle.read(at - start + 12)
     before, after = data[: at - start], data[at - start :]
     line = before[before.rfind(b"\n") + 1 :] + after.split(b"\n")[0]
-    return line.decode(encoding, "backslashreplace").rstrip("\r")
+    text = line.decode(encoding, "backslashreplace").rstrip("\r")
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
 def suggest(path: Path, failed: str) -> str | None:

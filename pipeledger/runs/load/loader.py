@@ -169,6 +169,8 @@ class Load:
         if columns is not None:
             self.guard = self._guard(session, columns)
             self._add_deleted_at(session, columns)
+        elif self.mode != "check":  # a dry run leaves no schema behind
+            ensure_schema(self.warehouse, self.target)
         window = self.window or self._planned_window()
         self.window = window
         tracker = self.tracker = WatermarkTracker(self.pipeline.cursor, self.pipeline.partition_by)
@@ -703,7 +705,9 @@ _SCHEMA_RACE = (WarehouseError.UNIQUE_VIOLATION, WarehouseError.DUPLICATE_SCHEMA
 def ensure_schema(warehouse: Warehouse, target: TableName) -> None:
     """Create the target's schema in a short transaction of its own, before the load
     stages: inside the long load transaction, two first loads into one new schema would
-    race, and one would fail on the catalog's unique index."""
+    race, and one would fail on the catalog's unique index. Every table a load makes
+    there (the target, an SCD2 target, its quarantine table) then finds it; pipeledger's
+    own tables (before-images, SCD2 repeats) live in its schema, made by the migrations."""
     statement = create_schema(warehouse.dialect, target)
     if statement is None:
         return
