@@ -62,7 +62,7 @@ class Grain:
     def label(self, d: Dialect, column: str) -> str:
         """SQL: the window of ``column`` (a qualified, quoted cursor) as text."""
         if self.is_whole:
-            return f"'{WHOLE}'"
+            return f"CAST('{WHOLE}' AS TEXT)"  # PostgreSQL groups by no bare constant
         if self.unit is not None:
             return d.time_label(column, self.unit)
         n = int(self.width or 1)  # a validated integer, inlined
