@@ -138,6 +138,9 @@ MAX_RSS_MB = 150.0
 MAX_RSS_GROWTH = 0.10  # a step's peak RSS at the bigger scale against at 1x
 MAX_HELP_S = 0.2  # `pipeledger --help`, median wall time
 MAX_QUICK_S = 0.2  # `pipeledger state`, `runs`, `status` on the embedded default, the same
+MAX_UNCHANGED_S = 0.2  # `pipeledger run` of an unchanged folder, beyond `--help` (medians)
+UNCHANGED_FILES = 8  # the folder of the incremental = "files" pipeline of the start-up part
+UNCHANGED = f"pipeledger run, {UNCHANGED_FILES} files unchanged"
 
 
 # --------------------------------------------------------------------------- data
@@ -834,7 +837,21 @@ def startup_targets(ms: dict[str, Measurement]) -> list[Target]:
     for command in QUICK:
         m = ms[f"pipeledger {command} ({EMBEDDED})"]
         targets.append(_quick_target(m, MAX_QUICK_S, " on the embedded default"))
-    return targets
+    return [*targets, _unchanged_target(ms)]
+
+
+def _unchanged_target(ms: dict[str, Measurement]) -> Target:
+    """An unchanged folder (``incremental = "files"``) is passed by at once: the whole
+    ``pipeledger run`` process, beyond ``--help``'s."""
+    run, help_ = ms[f"{UNCHANGED} ({EMBEDDED})"], ms["pipeledger --help"]
+    beyond = run.seconds - help_.seconds
+    return Target(
+        f"`{UNCHANGED}` < {MAX_UNCHANGED_S} s beyond `pipeledger --help` on the embedded "
+        "default (medians)",
+        beyond < MAX_UNCHANGED_S,
+        f"{beyond:.3f} s beyond ({run.seconds:.3f} s against {help_.seconds:.3f} s); runs "
+        f"{spread(run.extra['calls_s'], 3)} s",
+    )
 
 
 def startup_information(ms: dict[str, Measurement]) -> list[str]:
@@ -1374,6 +1391,24 @@ def startup_folder(work: Path, name: str, csv: Path, url: str | None) -> Path:
     return config
 
 
+def unchanged_folder(work: Path, csv: Path, calls: int) -> dict[str, Measurement]:
+    """``pipeledger run`` of an ``incremental = "files"`` pipeline whose folder of
+    ``UNCHANGED_FILES`` CSV files (``csv`` linked under other names) it has taken already:
+    the run lists the files, finds none new and ends (runs.load.files)."""
+    config = startup_folder(work, "startup-files", csv, None)
+    data = config.parent / "data"
+    for n in range(1, UNCHANGED_FILES):
+        os.link(csv, data / f"{n}-{csv.name}")
+    config.write_text(
+        config.read_text().replace('path = "data" }', 'path = "data" }\nincremental = "files"')
+    )
+    outcome = json.loads(run_command(["-c", str(config), "run", "--json", PIPELINE]).output)[0]
+    if outcome["status"] != "success" or outcome["files"] is None:
+        raise SystemExit("the start-up load of the folder of files did not take its files")
+    argv = pipeledger_command(["-c", str(config), "run", PIPELINE])
+    return startup(UNCHANGED, argv, calls, EMBEDDED, STARTUP_ROWS)
+
+
 def load_once(config: Path, where: str) -> None:
     """The pipeline's first load, by a whole ``pipeledger run`` process (not timed): the
     quick commands then have a watermark, a run and a status to show."""
@@ -1404,6 +1439,7 @@ def startup_part(url: str, work: Path, csv: Path, calls: int) -> dict[str, Measu
     help_argv = pipeledger_command(["-c", str(config), "--help"])
     ms.update(startup("pipeledger --help", help_argv, calls))
     ms.update(quick_commands(config, calls, EMBEDDED))
+    ms.update(unchanged_folder(work, csv, calls))
     with fresh_database(url, "pipeledger_bench_startup") as db:
         config = startup_folder(work, "startup-postgres", csv, db)
         load_once(config, POSTGRES)
