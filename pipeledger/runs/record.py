@@ -288,6 +288,11 @@ def _counts(run: Run, result: LoadResult) -> None:
     run.record.extra.update(
         mode=result.mode, rows_superseded=c.superseded, rows_staged=result.rows_staged
     )
+    if result.files is not None:  # which files it read: the state's files_taken has each
+        run.record.extra["files"] = result.files.ledger_json()
+    if result.snapshot is not None:
+        shot = result.snapshot
+        run.record.extra["snapshot"] = {"rows": shot.rows, "fingerprint": shot.fingerprint}
     for step in result.steps:
         run.add_task(task_from(run.run_id, step))
     _events(run, result)

@@ -52,6 +52,13 @@ def test_a_new_file_older_than_the_watermark_loads_exactly_once(project: Project
         ("data/orders_0.csv", 5, second["run_id"]),
         ("data/orders_1.csv", 10, first["run_id"]),
     ]
+    extra = project.query(
+        f"SELECT extra FROM {project.table('pipeledger.pipeline_runs')} WHERE run_id = %s",
+        [second["run_id"]],
+    )[0][0]
+    extra = extra if isinstance(extra, dict) else json.loads(extra)
+    assert extra["files"] == {"read": 1, "touched": 0, "unchanged": 1,
+                              "paths": ["data/orders_0.csv"]}  # fmt: skip
     report = json.loads(project.cli("lateness", "orders", "--json")[1])
     assert (report["late_rows_caught"], report["late_rows_missed"]) == (5, 0)
 

@@ -13,6 +13,7 @@ from pipeledger.state.snapshots import SnapshotState
 
 Mode = Literal["incremental", "backfill", "check"]
 Status = Literal["success", "partial", "failed"]
+LEDGER_PATHS = 1000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,6 +26,16 @@ class FilesRead:
 
     def to_json(self) -> dict[str, Any]:
         return {"read": list(self.read), "touched": self.touched, "unchanged": self.unchanged}
+
+    def ledger_json(self) -> dict[str, Any]:
+        """As the ledger keeps it (``extra.files``): the counts, and the first
+        ``LEDGER_PATHS`` files read (a folder of thousands would bloat every run's row)."""
+        return {
+            "read": len(self.read),
+            "touched": self.touched,
+            "unchanged": self.unchanged,
+            "paths": list(self.read[:LEDGER_PATHS]),
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
