@@ -270,3 +270,13 @@ def test_files_once_without_a_cursor(project: Project, tmp_path: Path) -> None:
     assert (result["rows_inserted"], result["rows_updated"], result["rows_deleted"]) == (1, 1, 0)
     assert project.rows("id, name", "raw.customers") == [("1", "a"), ("2", "B"), ("3", "c")]
     assert project.run()["rows_read"] == 0
+
+
+def test_a_dropped_target_reads_every_file_again(project: Project) -> None:
+    project.configure(orders=files_pipeline())
+    project.write_csv("orders_1.csv", [order(1, "2024-01-01T10:00:00Z")])
+    project.write_csv("orders_2.csv", [order(2, "2024-01-02T10:00:00Z")])
+    project.run()
+    project.execute(f"DROP TABLE {project.table()}")  # to start again
+    result = project.run()
+    assert (result["rows_inserted"], len(result["files"]["read"])) == (2, 2)

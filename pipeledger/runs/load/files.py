@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pipeledger.common.columns import TableName
 from pipeledger.common.files import FileSeen, content_hash, list_files
 from pipeledger.config.model import Config, PipelineConfig, SqlSource
 from pipeledger.errors import SourceChanged
@@ -99,10 +100,13 @@ def _seen(path: Path, base: Path) -> FileSeen:
     return seen
 
 
-def plan_files(session: Session, name: str, paths: Sequence[Path], base: Path) -> FilesPlan:
+def plan_files(
+    session: Session, name: str, paths: Sequence[Path], base: Path, target: TableName
+) -> FilesPlan:
     """Compare the listed files with those the pipeline has taken (module docstring); only
-    a file whose size or time changed, or that is new, is hashed."""
-    known = taken(session, name)
+    a file whose size or time changed, or that is new, is hashed. A target that is not
+    there (dropped to start again) holds none of them: every file is read."""
+    known = taken(session, name) if session.table_columns(target) is not None else {}
     read: list[TakenFile] = []
     touched: list[TakenFile] = []
     unchanged = 0

@@ -81,7 +81,8 @@ class LoadJob:
         with self.clock.measure("extract"):
             config = self.site.config
             paths = source_files(self.pipeline, config)
-            return plan_files(session, self.request.pipeline, paths, config.base_dir)
+            target = self.pipeline.target_name
+            return plan_files(session, self.request.pipeline, paths, config.base_dir, target)
 
     def _load(self, plan: FilesPlan | None) -> Load:
         from pipeledger.runs.load.loader import Load
