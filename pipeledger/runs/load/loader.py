@@ -490,8 +490,9 @@ class Load:
             return first_load(
                 session, spec, kept, self.run_id, self.started_at, True, self.promotable
             )
-        # an incremental batch is mostly new or changed rows: no join to filter them first
-        filtered = self.mode != "incremental"
+        # an incremental batch is mostly new or changed rows: no join to filter them first;
+        # a full snapshot is mostly rows the target holds as they are
+        filtered = self.mode != "incremental" or self.pipeline.sync == "full"
         return merge_staged(
             session, spec, kept, self.run_id, self.started_at, self.vanished, filtered
         )
