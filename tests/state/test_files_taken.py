@@ -280,3 +280,30 @@ def test_a_dropped_target_reads_every_file_again(project: Project) -> None:
     project.execute(f"DROP TABLE {project.table()}")  # to start again
     result = project.run()
     assert (result["rows_inserted"], len(result["files"]["read"])) == (2, 2)
+
+
+def test_a_parquet_folder_is_read_file_by_file_once(project: Project) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def write(name: str, keys: range, day: str) -> None:
+        table = pa.table(
+            {
+                "l_orderkey": pa.array(list(keys), pa.int64()),
+                "l_shipdate": pa.array([day] * len(keys)).cast(pa.date32()),
+            }
+        )
+        pq.write_table(table, project.root / "data" / name)
+
+    source = {"kind": "parquet", "path": "data/*.parquet"}
+    project.configure(lineitem={"source": source, "target": "tpch.lineitem",
+                                "key": ["l_orderkey"], "cursor": "l_shipdate",
+                                "on_conflict": "update", "incremental": "files"})  # fmt: skip
+    write("1998-12.parquet", range(0, 100), "1998-12-01")
+    write("1998-11.parquet", range(100, 150), "1998-11-01")
+    assert project.run("lineitem")["rows_inserted"] == 150
+    write("1992-01.parquet", range(150, 160), "1992-01-02")  # a new file of an old month
+    result = project.run("lineitem")
+    assert (result["rows_read"], result["rows_inserted"]) == (10, 10)
+    assert result["files"]["read"] == ["data/1992-01.parquet"]
+    assert project.run("lineitem")["rows_read"] == 0 and project.count("tpch.lineitem") == 160
