@@ -15,9 +15,17 @@ from tests.helpers import Project
 
 # the first rows of jaffle-shop's seed raw_customers.csv: an id and two names, no date
 JAFFLE = [
-    ("Michael", "P."), ("Shawn", "M."), ("Kathleen", "P."), ("Jimmy", "C."), ("Katherine", "R."),
-    ("Sarah", "R."), ("Martin", "M."), ("Frank", "R."), ("Jennifer", "F."), ("Henry", "W."),
-]  # fmt: skip
+    ("Michael", "P."),
+    ("Shawn", "M."),
+    ("Kathleen", "P."),
+    ("Jimmy", "C."),
+    ("Katherine", "R."),
+    ("Sarah", "R."),
+    ("Martin", "M."),
+    ("Frank", "R."),
+    ("Jennifer", "F."),
+    ("Henry", "W."),
+]
 HEADER = ["id", "first_name", "last_name"]
 
 
@@ -167,9 +175,11 @@ def test_reconcile_compares_the_whole_snapshot_and_repair_runs_it(project: Proje
     target = project.table("jaffle.raw_customers")
     project.execute(f"UPDATE {target} SET last_name = 'X.' WHERE id = 2")
     project.execute(f"DELETE FROM {target} WHERE id = 3")
-    project.execute(f"INSERT INTO {target} SELECT 999, first_name, last_name, "
-                    f"_pipeledger_row_hash, _pipeledger_run_id, _pipeledger_loaded_at "
-                    f"FROM {target} WHERE id = 1")  # fmt: skip
+    project.execute(
+        f"INSERT INTO {target} SELECT 999, first_name, last_name, "
+        f"_pipeledger_row_hash, _pipeledger_run_id, _pipeledger_loaded_at "
+        f"FROM {target} WHERE id = 1"
+    )
     code, out, err = project.cli("reconcile", "customers", "--json")
     assert code == 3, err
     found = json.loads(out)
@@ -186,8 +196,11 @@ def test_reconcile_compares_the_whole_snapshot_and_repair_runs_it(project: Proje
     assert repaired["status"] == "match"
     [fix] = repaired["repairs"]
     assert (fix["start"], fix["rows_inserted"], fix["rows_updated"], fix["rows_deleted"]) == (
-        None, 1, 1, 1,
-    )  # fmt: skip
+        None,
+        1,
+        1,
+        1,
+    )
 
 
 @pytest.mark.parametrize(

@@ -224,8 +224,9 @@ def test_first_loads_of_every_kind_into_one_new_schema_run_side_by_side(
             admin.execute(f'CREATE DATABASE "{name}"')
         (tmp_path / str(attempt)).mkdir()
         project = Project(tmp_path / str(attempt), f"{base}/{name}")
-        rows = [order(i, "2024-01-01T10:00:00Z", status="" if i == 3 else "new")
-                for i in range(1, 201)]  # fmt: skip
+        rows = [
+            order(i, "2024-01-01T10:00:00Z", status="" if i == 3 else "new") for i in range(1, 201)
+        ]
         project.write_csv("orders.csv", rows)
         project.write_csv("marked.csv", [[*r, "I"] for r in rows], [*ORDERS_HEADER, "op"])
         csv = {"kind": "csv", "path": "data/orders.csv"}

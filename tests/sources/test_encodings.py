@@ -14,8 +14,12 @@ from tests.helpers import Project
 
 HEADER = "id,first_name,last_name,city,updated_at"
 # a Latin-1 export: accented names among plain ones
-ACCENTED = [("José", "Muñoz", "Málaga"), ("François", "Lefèvre", "Besançon"),
-            ("Jürgen", "Müller", "Köln"), ("Søren", "Kierkegård", "Århus")]  # fmt: skip
+ACCENTED = [
+    ("José", "Muñoz", "Málaga"),
+    ("François", "Lefèvre", "Besançon"),
+    ("Jürgen", "Müller", "Köln"),
+    ("Søren", "Kierkegård", "Århus"),
+]
 
 
 def customers(**source: str) -> dict[str, object]:
@@ -73,8 +77,12 @@ def test_a_latin1_export_fails_clearly_and_loads_exactly_with_its_encoding(
 
 
 def test_a_windows_1252_file_with_curly_quotes_and_euros(project: Project) -> None:
-    lines = ["id,note,price,updated_at", '1,"\u201cQuoted\u201d \u2013 a dash",€5,2024-01-01',
-             "2,plain,€10,2024-01-02", "3,it\u2019s \u2026,£3,2024-01-03"]  # fmt: skip
+    lines = [
+        "id,note,price,updated_at",
+        '1,"\u201cQuoted\u201d \u2013 a dash",€5,2024-01-01',
+        "2,plain,€10,2024-01-02",
+        "3,it\u2019s \u2026,£3,2024-01-03",
+    ]
     write(project, lines, "cp1252", "\n")
     project.configure(
         notes={**customers(), "source": {"kind": "csv", "path": "data/customers.csv"}}

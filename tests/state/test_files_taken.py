@@ -57,8 +57,12 @@ def test_a_new_file_older_than_the_watermark_loads_exactly_once(project: Project
         [second["run_id"]],
     )[0][0]
     extra = extra if isinstance(extra, dict) else json.loads(extra)
-    assert extra["files"] == {"read": 1, "touched": 0, "unchanged": 1,
-                              "paths": ["data/orders_0.csv"]}  # fmt: skip
+    assert extra["files"] == {
+        "read": 1,
+        "touched": 0,
+        "unchanged": 1,
+        "paths": ["data/orders_0.csv"],
+    }
     report = json.loads(project.cli("lateness", "orders", "--json")[1])
     assert (report["late_rows_caught"], report["late_rows_missed"]) == (5, 0)
 
@@ -95,8 +99,9 @@ def test_an_unchanged_folder_of_eight_files_reads_nothing_and_imports_no_loader(
 ) -> None:
     project.configure(orders=files_pipeline())
     for n in range(8):
-        project.write_csv(f"orders_{n}.csv", [order(n * 10 + i, "2024-01-01T10:00:00Z")
-                                              for i in range(10)])  # fmt: skip
+        project.write_csv(
+            f"orders_{n}.csv", [order(n * 10 + i, "2024-01-01T10:00:00Z") for i in range(10)]
+        )
     assert project.run()["rows_read"] == 80
     printed, modules = probe(project.root, ["run", "--json"])
     [result] = json.loads(printed.rsplit("exit", 1)[0])
@@ -136,8 +141,9 @@ def test_a_backfill_reads_every_file_in_its_range_and_takes_none(project: Projec
     project.write_csv("orders_1.csv", [order(1, "2024-01-05T10:00:00Z")])
     project.run()
     before = taken(project)
-    project.write_csv("orders_0.csv", [order(2, "2024-01-02T10:00:00Z"),
-                                       order(3, "2023-06-01T10:00:00Z")])  # fmt: skip
+    project.write_csv(
+        "orders_0.csv", [order(2, "2024-01-02T10:00:00Z"), order(3, "2023-06-01T10:00:00Z")]
+    )
     code, out, err = project.cli(
         "backfill", "orders", "--start", "2024-01-01", "--end", "2024-01-31", "--json"
     )
@@ -151,10 +157,13 @@ def test_a_backfill_reads_every_file_in_its_range_and_takes_none(project: Projec
 def test_a_file_with_a_bad_row_is_taken_and_its_row_waits_in_quarantine(
     project: Project,
 ) -> None:
-    project.configure(orders=files_pipeline(checks={"not_null": ["status"],
-                                                    "on_fail": "quarantine"}))  # fmt: skip
-    project.write_csv("orders_1.csv", [order(1, "2024-01-01T10:00:00Z"),
-                                       order(2, "2024-01-01T10:00:00Z", status="")])  # fmt: skip
+    project.configure(
+        orders=files_pipeline(checks={"not_null": ["status"], "on_fail": "quarantine"})
+    )
+    project.write_csv(
+        "orders_1.csv",
+        [order(1, "2024-01-01T10:00:00Z"), order(2, "2024-01-01T10:00:00Z", status="")],
+    )
     assert project.run()["rows_rejected"] == 1
     assert project.run()["rows_read"] == 0  # taken: not read again, the row not re-quarantined
     project.configure(orders=files_pipeline())  # the check is dropped: the row is fine now
@@ -167,14 +176,17 @@ def test_a_file_changing_while_it_is_read_fails_the_run_and_takes_nothing(
     project: Project,
 ) -> None:
     project.configure(orders=files_pipeline())
-    write_big_orders_csv(project.root / "data" / "orders_1.csv", 300_000, 1,
-                         "2024-01-01T00:00:00+00:00")  # fmt: skip
+    write_big_orders_csv(
+        project.root / "data" / "orders_1.csv", 300_000, 1, "2024-01-01T00:00:00+00:00"
+    )
     second = project.write_csv("orders_2.csv", [order(900_001, "2024-01-02T00:00:00Z")])
     process = project.spawn("--verbose", "run")
     _wait_for(process, "file 1 of 2")
     process.send_signal(signal.SIGSTOP)
-    project.write_csv(second.name, [order(900_001, "2024-01-02T00:00:00Z"),
-                                    order(900_002, "2024-01-02T00:00:00Z")])  # fmt: skip
+    project.write_csv(
+        second.name,
+        [order(900_001, "2024-01-02T00:00:00Z"), order(900_002, "2024-01-02T00:00:00Z")],
+    )
     process.send_signal(signal.SIGCONT)
     _, err = process.communicate(timeout=300)
     assert process.returncode == 75, err  # transient: a retry reads it again
@@ -204,8 +216,12 @@ def test_sigkill_between_files_leaves_each_file_loaded_once_after_the_retry(
 ) -> None:
     project.configure(orders=files_pipeline())
     for n in range(4):
-        write_big_orders_csv(project.root / "data" / f"orders_{n}.csv", 100_000, n * 100_000,
-                             f"2024-01-0{n + 1}T00:00:00+00:00")  # fmt: skip
+        write_big_orders_csv(
+            project.root / "data" / f"orders_{n}.csv",
+            100_000,
+            n * 100_000,
+            f"2024-01-0{n + 1}T00:00:00+00:00",
+        )
     process = project.spawn("--verbose", "run")
     _wait_for(process, "file 3 of 4")  # two files read and staged, the third begun
     process.send_signal(signal.SIGSTOP)  # SIGKILL ends it there, on any machine
@@ -296,9 +312,16 @@ def test_a_parquet_folder_is_read_file_by_file_once(project: Project) -> None:
         pq.write_table(table, project.root / "data" / name)
 
     source = {"kind": "parquet", "path": "data/*.parquet"}
-    project.configure(lineitem={"source": source, "target": "tpch.lineitem",
-                                "key": ["l_orderkey"], "cursor": "l_shipdate",
-                                "on_conflict": "update", "incremental": "files"})  # fmt: skip
+    project.configure(
+        lineitem={
+            "source": source,
+            "target": "tpch.lineitem",
+            "key": ["l_orderkey"],
+            "cursor": "l_shipdate",
+            "on_conflict": "update",
+            "incremental": "files",
+        }
+    )
     write("1998-12.parquet", range(0, 100), "1998-12-01")
     write("1998-11.parquet", range(100, 150), "1998-11-01")
     assert project.run("lineitem")["rows_inserted"] == 150
