@@ -6,7 +6,8 @@ An incremental run measures, against the watermarks it started from (definitions
 * **caught**: rows it read with ``cursor < watermark`` that the target did not hold as they
   are (new rows, new versions); their lateness goes into the run's histogram;
 * **re-read**: rows it read below the watermark that the target held unchanged;
-* **missed**, for file sources: a file the pipeline's incremental runs have not read before
+* **missed**, for file sources read by cursor window (``incremental = "files"`` reads every
+  new file whole: it misses nothing): a file the pipeline's incremental runs have not read before
   (by path, size and modification time; ``pipeledger.files_read``, written in the run's
   transaction) is read whole, in the load's own read (``ReadSpec.outside``): its rows below
   the window that the target still lacks after the merge arrived later than the buffer.

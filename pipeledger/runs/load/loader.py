@@ -98,8 +98,6 @@ from pipeledger.warehouse.stage import (
 
 log = logging.getLogger("pipeledger.load")
 
-__all__ = ["Load", "LoadRequest", "ProgressCallback"]
-
 
 @dataclass(kw_only=True)
 class Load:
