@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     from pipeledger.ledger.vocabulary import TriggerType as TriggerType
     from pipeledger.quality.quarantine import QuarantineEntry as QuarantineEntry
     from pipeledger.runs.due import ScheduledOutcome as ScheduledOutcome
-    from pipeledger.runs.load.loader import ProgressCallback as ProgressCallback
+    from pipeledger.runs.load.request import ProgressCallback as ProgressCallback
     from pipeledger.runs.load.result import LoadResult as LoadResult
     from pipeledger.runs.model.build import ModelMode
     from pipeledger.runs.model.build import ModelResult as ModelResult
@@ -81,6 +81,7 @@ if TYPE_CHECKING:
     from pipeledger.runs.scaffold import Trigger as Trigger
     from pipeledger.runs.site import Site
     from pipeledger.state.lateness import LatenessReport as LatenessReport
+    from pipeledger.state.snapshots import SnapshotState as SnapshotState
     from pipeledger.state.tables import WatermarkRow as WatermarkRow
     from pipeledger.web.server import Running as Running
 
@@ -289,7 +290,7 @@ def run_one(
     """One incremental run of load ``name``, recorded in the ledger (not retried).
     ``trigger.retry`` makes it the next attempt of the pipeline's latest logical run,
     which must have failed."""
-    from pipeledger.runs.load.loader import LoadRequest
+    from pipeledger.runs.load.request import LoadRequest
     from pipeledger.runs.nodes import run_load
     from pipeledger.runs.scaffold import RunSpec, Trigger
 
@@ -341,7 +342,7 @@ def _backfill(
     full_compare: bool = False,
 ) -> LoadResult | ModelResult:
     from pipeledger.ledger.vocabulary import TriggerType
-    from pipeledger.runs.load.loader import LoadRequest
+    from pipeledger.runs.load.request import LoadRequest
     from pipeledger.runs.nodes import run_load, run_model
     from pipeledger.runs.scaffold import RunSpec, Trigger
     from pipeledger.state.ranges import backfill_window, data_interval
@@ -354,16 +355,28 @@ def _backfill(
         window = backfill_window(start, end, None, name)
         return run_model(site, name, mode="backfill", window=window, trigger=why)
     pipeline = site.config.pipeline(name)
+    if pipeline.cursor is None:
+        raise ConfigError(
+            f"pipeline {name} has no cursor, so no range to backfill: `pipeledger run {name}` "
+            f"{_whole_read(pipeline.sync)}; nothing was run"
+        )
     window = backfill_window(start, end, pipeline.max_backfill, name)
     request = LoadRequest(pipeline=name, mode="backfill", window=window, full_compare=full_compare)
     spec = RunSpec(pipeline=name, trigger=why, data_interval=data_interval(window))
     return run_load(site, request, spec, on_progress)
 
 
+def _whole_read(sync: str) -> str:
+    """What a run of a pipeline without a cursor reads, in words."""
+    if sync == "full":
+        return "compares the whole source with the target"
+    return "reads every new or changed file whole"
+
+
 def check(config: ConfigLike, name: str) -> LoadResult:
     """A dry run: extract, stage and run the quality gate, then roll everything back; the
     ledger records nothing. Raises GateFailed (with its report) when the gate would halt."""
-    from pipeledger.runs.load.loader import LoadRequest
+    from pipeledger.runs.load.request import LoadRequest
     from pipeledger.runs.nodes import recent_counts, run_load
     from pipeledger.runs.scaffold import RunSpec
 
@@ -431,9 +444,13 @@ def reconcile(
     if not repair or found.status == "match":
         return found
     repairs: list[Repair] = []
-    for first, last in found.grain.backfill_ranges([w.label for w in found.windows], at_most):
+    ranges: list[tuple[str | None, str | None]] = [(None, None)]  # no cursor: a whole run
+    if not found.grain.is_whole:
+        labels = [w.label for w in found.windows]
+        ranges = [*found.grain.backfill_ranges(labels, at_most)]
+    for first, last in ranges:
         try:
-            done = _backfill(site, name, first, last)
+            done = _repair(site, name, first, last)
         except PipeledgerError as exc:
             exc.add_note(f"reconcile --repair: {len(repairs)} range(s) were backfilled first")
             raise
@@ -445,9 +462,22 @@ def reconcile(
                 run_id=done.run_id,
                 rows_inserted=c.inserted,
                 rows_updated=c.updated,
+                rows_deleted=c.deleted,
             )
         )
     return replace(reconciled(site, request), found=found.windows, repairs=tuple(repairs))
+
+
+def _repair(site: Site, name: str, first: str | None, last: str | None) -> LoadResult | ModelResult:
+    """One repair of ``reconcile --repair``: a backfill of a range, or (no cursor) a run,
+    which compares and applies the whole snapshot or reads the new files."""
+    from pipeledger.runs.load.request import LoadRequest
+    from pipeledger.runs.nodes import run_load
+    from pipeledger.runs.scaffold import RunSpec
+
+    if first is None or last is None:
+        return run_load(site, LoadRequest(pipeline=name), RunSpec(pipeline=name))
+    return _backfill(site, name, first, last)
 
 
 def lateness(config: ConfigLike, name: str) -> LatenessReport:
@@ -459,7 +489,13 @@ def lateness(config: ConfigLike, name: str) -> LatenessReport:
     from pipeledger.state.lateness import report, seconds
 
     config = _config(config)
-    buffer_s = seconds(config.pipeline(name).lateness)
+    pipeline = config.pipeline(name)
+    if pipeline.cursor is None:
+        raise ConfigError(
+            f"pipeline {name} has no cursor: no row can be late, since every run "
+            f"{_whole_read(pipeline.sync)}"
+        )
+    buffer_s = seconds(pipeline.lateness)
     with reading(config.ledger_url) as session:
         if session is None:
             return report(name, buffer_s, [])

@@ -7,6 +7,8 @@
     │   ├── ConcurrentRunError     another run of the pipeline holds its lock (skipped, exit 4)
     │   │   └── WarehouseBusy      SQLite: another load holds the file's write lock (retried)
     │   ├── RunAbandonedError      the watchdog declared the run abandoned while it worked
+    │   ├── SourceChanged          a source file changed while it was read (still being
+    │   │                            written?); nothing was written, no file was taken
     │   └── TransientWarehouseError  connection lost, deadlock, serialization failure,
     │                                lock or statement timeout, the database busy
     │       └── CommitUnknown      the connection was lost during COMMIT (exit 6)
@@ -158,6 +160,11 @@ class WarehouseBusy(ConcurrentRunError):
 
 class RunAbandonedError(Transient):
     """The watchdog marked this run abandoned (its lease expired); its work rolls back."""
+
+
+class SourceChanged(Transient):
+    """A source file changed while the run read it (a writer still at work): what was read
+    is not what would be recorded as read. Nothing was written; a later run reads it again."""
 
 
 class WarehouseError(PipeledgerError):

@@ -27,6 +27,9 @@ POSTGRES = "PostgreSQL"
 IMPORT_PSYCOPG = 'python -c "import psycopg"'
 MAX_HELP_S = 0.2  # `pipeledger --help`, median wall time
 MAX_QUICK_S = 0.2  # `pipeledger state`, `runs`, `status` on the embedded default, the same
+MAX_UNCHANGED_S = 0.2  # `pipeledger run` of an unchanged folder, beyond `--help` (medians)
+UNCHANGED_FILES = 8  # the folder of the incremental = "files" pipeline
+UNCHANGED = f"pipeledger run, {UNCHANGED_FILES} files unchanged"
 
 
 def timed_command(
@@ -94,6 +97,24 @@ def quick_commands(config: Path, calls: int, where: str) -> dict[str, Measuremen
     return ms
 
 
+def unchanged_folder(work: Path, csv: Path, calls: int) -> dict[str, Measurement]:
+    """``pipeledger run`` of an ``incremental = "files"`` pipeline whose folder of
+    ``UNCHANGED_FILES`` CSV files (``csv`` linked under other names) it has taken already:
+    the run lists the files, finds none new and ends before the loader is imported."""
+    config = project(work, "startup-files", csv, None)
+    data = config.parent / "data"
+    for n in range(1, UNCHANGED_FILES):
+        (data / f"{n}-{csv.name}").hardlink_to(csv)
+    text = config.read_text().replace('path = "data" }', 'path = "data" }\nincremental = "files"')
+    config.write_text(text)
+    argv = pipeledger_command(["-c", str(config), "run", "--json", PIPELINE])
+    outcome = json.loads(run_process(argv, PGAPPNAME=APP_NAME).output)[0]
+    if outcome["status"] != "success" or outcome.get("files") is None:
+        raise SystemExit("the start-up load of the folder of files did not take its files")
+    argv = pipeledger_command(["-c", str(config), "run", PIPELINE])
+    return timed_command("pipeledger run", argv, calls, UNCHANGED, ROWS)
+
+
 def measure(server_url: str, work: Path, csv: Path, calls: int) -> dict[str, Measurement]:
     """The baselines (the bare interpreter, the PostgreSQL driver's import), ``--help``,
     then ``state``, ``runs`` and ``status`` on the embedded default and on PostgreSQL,
@@ -107,6 +128,7 @@ def measure(server_url: str, work: Path, csv: Path, calls: int) -> dict[str, Mea
     help_argv = pipeledger_command(["-c", str(config), "--help"])
     ms.update(timed_command("pipeledger --help", help_argv, calls))
     ms.update(quick_commands(config, calls, EMBEDDED))
+    ms.update(unchanged_folder(work, csv, calls))
     with fresh_database(server_url, "pipeledger_bench_startup") as db:
         config = project(work, "startup-postgres", csv, db)
         load_once(config, POSTGRES)
@@ -131,7 +153,21 @@ def targets(ms: dict[str, Measurement]) -> list[Target]:
     for command in QUICK:
         m = ms[f"pipeledger {command} ({EMBEDDED})"]
         found.append(_quick_target(m, MAX_QUICK_S, " on the embedded default"))
-    return found
+    return [*found, _unchanged_target(ms)]
+
+
+def _unchanged_target(ms: dict[str, Measurement]) -> Target:
+    """An unchanged folder (``incremental = "files"``) is passed by at once: the whole
+    ``pipeledger run`` process, beyond ``--help``'s."""
+    run, help_ = ms[f"pipeledger run ({UNCHANGED})"], ms["pipeledger --help"]
+    beyond = run.seconds - help_.seconds
+    return Target(
+        f"`{UNCHANGED}` < {MAX_UNCHANGED_S} s beyond `pipeledger --help` on the embedded "
+        "default (medians)",
+        beyond < MAX_UNCHANGED_S,
+        f"{beyond:.3f} s beyond ({run.seconds:.3f} s against {help_.seconds:.3f} s); runs "
+        f"{spread(run.extra['calls_s'], 3)} s",
+    )
 
 
 def information(ms: dict[str, Measurement]) -> list[str]:

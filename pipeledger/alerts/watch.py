@@ -49,11 +49,8 @@ BUSY_WAIT = 60.0  # seconds a watcher keeps trying a look while the ledger is bu
 
 
 def watching(config: Config) -> bool:
-    """Whether there is anything to look after: a channel, a freshness SLA or a
-    max_duration (and a ledger to read them from)."""
-    nodes = config.nodes.values()
-    slas = any(n.freshness_sla or n.max_duration for n in nodes)
-    return config.ledger.enabled and (bool(config.alerts.channels) or slas)
+    """Whether there is anything to look after (``Config.looked_after``)."""
+    return config.looked_after
 
 
 @dataclass(frozen=True)

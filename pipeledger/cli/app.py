@@ -131,7 +131,9 @@ def run(
     tag:TAG.
 
     A load reads rows with cursor >= watermark - lateness, merges them and advances its
-    watermark; a model processes what its upstreams changed since it last ran. A node
+    watermark (sync = "full": the whole source, compared with the target; incremental =
+    "files": each new or changed file, once); a model processes what its upstreams
+    changed since it last ran. A node
     whose upstream failed is skipped; the other branches go on. Transient failures are
     retried as each node's ``retries`` say."""
     with reporting(as_json), cancellable():
@@ -225,7 +227,8 @@ def dag(as_json: bool) -> None:
 @click.argument("name", required=False)
 @json_option
 def state(name: str | None, as_json: bool) -> None:
-    """Watermarks per pipeline and partition."""
+    """Watermarks per pipeline and partition; a full snapshot's fingerprint and the files
+    taken, for loads that keep them."""
     with reporting(as_json):
         rows = api.watermarks(locate(), name)
         if as_json:

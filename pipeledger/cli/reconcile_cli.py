@@ -63,8 +63,9 @@ def register(app: click.Group) -> None:
 
 def window_line(w: WindowDiff) -> str:
     keys = ", ".join(escape(str(k)) for k in w.sample_keys)
+    where = "whole snapshot" if w.start is None else f"{w.start} .. {w.end}"
     return (
-        f"  {w.start} .. {w.end}  source {w.source_rows:,} · target {w.target_rows:,} · "
+        f"  {where}  source {w.source_rows:,} · target {w.target_rows:,} · "
         f"missing {w.missing_rows:,} · extra {w.extra_rows:,} · changed {w.changed_rows:,}"
         + (f"  keys {keys}" if keys else "")
     )
@@ -76,18 +77,23 @@ def reconcile_lines(r: Reconciliation) -> list[str]:
         lines.append(f"[bold]{r.pipeline}[/] found {len(r.found)} window(s) that differ:")
         lines += [window_line(w) for w in r.found]
         lines += [
-            f"  backfilled {fix.start} .. {fix.end} (run {fix.run_id}): inserted "
-            f"{fix.rows_inserted:,}, updated {fix.rows_updated:,}"
+            ("  ran it" if fix.start is None else f"  backfilled {fix.start} .. {fix.end}")
+            + f" (run {fix.run_id}): inserted {fix.rows_inserted:,}, updated "
+            f"{fix.rows_updated:,}, deleted {fix.rows_deleted:,}"
             for fix in r.repairs
         ]
     colour = "green" if r.status == "match" else "red"
+    compared = (
+        "the whole snapshot compared"
+        if r.grain.is_whole
+        else f"{len(r.windows)} of {r.windows_compared:,} window(s) by {r.grain.name} differ"
+    )
     lines.append(
-        f"[bold]{r.pipeline}[/] [{colour}]{r.status}[/] -> {r.target}: {len(r.windows)} of "
-        f"{r.windows_compared:,} window(s) by {r.grain.name} differ (run {r.run_id})"
+        f"[bold]{r.pipeline}[/] [{colour}]{r.status}[/] -> {r.target}: {compared} (run {r.run_id})"
     )
     lines += [window_line(w) for w in r.windows]
     lines.append(f"  source rows {r.source_rows:,} · target rows {r.target_rows:,}")
-    if r.windows and any(w.extra_rows for w in r.windows):
+    if r.windows and any(w.extra_rows for w in r.windows) and not r.grain.is_whole:
         lines.append(
             "  note: a backfill does not delete; extra rows stay until deleted in the target"
         )

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pipeledger.api import LoadResult, ModelResult, WatermarkRow
+    from pipeledger.api import LoadResult, ModelResult, SnapshotState, WatermarkRow
 
 
 def escape(text: str) -> str:
@@ -38,11 +38,16 @@ def result_lines(result: LoadResult) -> list[str]:
         + (f" · deleted {c.deleted:,}" if c.deleted else "")
         + f" · unchanged {c.unchanged:,}"
         + (f" · superseded {c.superseded:,}" if c.superseded else ""),
-        f"  watermark {_mark(before)} -> {_mark(after)}"
-        + (" (backfill: the live watermark does not move)" if result.mode == "backfill" else ""),
     ]
-    lines += quality_lines(result) + late_lines(result)
-    if result.status == "success" and result.rows_read == 0:
+    if result.watermark_before or result.watermark_after or not result.snapshot:
+        lines.append(
+            f"  watermark {_mark(before)} -> {_mark(after)}"
+            + (" (backfill: the live watermark does not move)" if result.mode == "backfill" else "")
+        )
+    if result.snapshot is not None:
+        lines.append("  " + escape(snapshot_text(result.snapshot, by_run=False)))
+    lines += files_lines(result) + quality_lines(result) + late_lines(result)
+    if result.status == "success" and result.rows_read == 0 and result.files is None:
         lines.append("  [yellow]note:[/] the source had no rows in the window; nothing to load")
     if c.superseded:
         lines.append(
@@ -56,6 +61,19 @@ def result_lines(result: LoadResult) -> list[str]:
             "and were not staged (--full-compare compares every row)"
         )
     return lines
+
+
+def files_lines(result: LoadResult) -> list[str]:
+    """``incremental = "files"``: the files a run read, and those it passed by."""
+    f = result.files
+    if f is None:
+        return []
+    shown = ", ".join(f.read[:3]) + (f" and {len(f.read) - 3:,} more" if len(f.read) > 3 else "")
+    read = f"read {len(f.read):,} new or changed" + (f" ({escape(shown)})" if f.read else "")
+    passed = f" · {f.unchanged:,} unchanged" + (
+        f" · {f.touched:,} touched, not read" if f.touched else ""
+    )
+    return [f"  files     {read}{passed}"]
 
 
 def late_lines(result: LoadResult) -> list[str]:
@@ -151,14 +169,38 @@ def _recompute_text(plan: dict[str, Any]) -> str:
 
 
 def state_lines(rows: Sequence[WatermarkRow]) -> list[str]:
-    """One line per pipeline and partition, with what ``--json`` shows. Every value is
+    """One line per pipeline and partition, with what ``--json`` shows; a pipeline without
+    a cursor shows its last snapshot or the files it took instead. Every value is
     escaped: a partition shown as ``[eu]`` would otherwise be read as a markup tag."""
     lines = []
     for row in rows:
         partition = f" {escape(f'[{row.partition}]')}" if row.partition else ""
-        lines.append(
-            f"[bold]{escape(row.pipeline)}[/]{partition}  {escape(row.cursor_column)} "
-            f"({escape(row.cursor_type)})  {escape(row.watermark)}  "
-            f"(set by run {escape(row.run_id)} at {escape(row.updated_at)})"
-        )
+        if row.watermark is None:
+            lines.append(f"[bold]{escape(row.pipeline)}[/]  no cursor, no watermark")
+        else:
+            lines.append(
+                f"[bold]{escape(row.pipeline)}[/]{partition}  {escape(row.cursor_column or '')} "
+                f"({escape(row.cursor_type or '')})  {escape(row.watermark)}  "
+                f"(set by run {escape(row.run_id or '')} at {escape(row.updated_at or '')})"
+            )
+        if row.snapshot is not None:
+            lines.append("  " + escape(snapshot_text(row.snapshot)))
+        if row.files is not None:
+            f = row.files
+            lines.append(
+                f"  files     {f.files:,} taken ({f.bytes:,} bytes), the last at "
+                f"{escape(f.last_taken_at)}"
+            )
     return lines
+
+
+def snapshot_text(snapshot: SnapshotState, by_run: bool = True) -> str:
+    """A full snapshot's state in words: ``state`` says which run read it (``by_run``), a
+    run's own lines do not."""
+    since = (
+        f"unchanged since {snapshot.changed_at} (run {snapshot.changed_by})"
+        if snapshot.unchanged
+        else "changed"
+    )
+    read = f", read by run {snapshot.run_id} at {snapshot.taken_at}" if by_run else ""
+    return f"snapshot  {snapshot.rows:,} rows, fingerprint {snapshot.fingerprint}{read}: {since}"

@@ -7,6 +7,7 @@ are never printed).
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 from datetime import timedelta
@@ -53,10 +54,25 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _encoding(value: str) -> str:
+    try:
+        codecs.lookup(value)
+    except LookupError:
+        raise ValueError(
+            f"unknown encoding {value!r}: give a name Python knows, such as "
+            '"utf-8", "latin-1", "cp1252" or "utf-16"'
+        ) from None
+    return value
+
+
+Encoding = Annotated[str, AfterValidator(_encoding)]
+
+
 class CsvSource(_Strict):
     kind: Literal["csv"]
     path: str
     delimiter: str = Field(default=",", min_length=1, max_length=1)
+    encoding: Encoding = "utf-8"  # a byte-order mark is honoured (sources.csv)
 
 
 class ParquetSource(_Strict):
@@ -389,7 +405,7 @@ class PipelineConfig(Operated):
     source: SourceConfig
     target: Target
     key: KeyColumns = Field(min_length=1)
-    cursor: ColumnName
+    cursor: ColumnName | None = None  # may be left out by sync = "full", incremental = "files"
     on_conflict: ConflictPolicy
     lateness: timedelta | int = 0
     partition_by: ColumnName | None = None
@@ -410,6 +426,7 @@ class PipelineConfig(Operated):
     sync: Literal["incremental", "full"] = "incremental"
     max_delete_fraction: float = Field(default=0.5, gt=0, le=1)
     on_mass_delete: Literal["halt", "warn"] = "halt"
+    incremental: Literal["cursor", "files"] = "cursor"
 
     @field_validator("lateness", mode="before")
     @classmethod
@@ -422,10 +439,57 @@ class PipelineConfig(Operated):
 
     @model_validator(mode="after")
     def _cursor_not_key(self) -> PipelineConfig:
+        if self.cursor is None:
+            return self._without_cursor()
         if self.cursor in self.key:
             raise ValueError(f"cursor {self.cursor!r} cannot also be a key column")
         if self.partition_by is not None and self.partition_by == self.cursor:
             raise ValueError("partition_by cannot be the cursor column")
+        return self
+
+    def _without_cursor(self) -> PipelineConfig:
+        """What a pipeline without a cursor can do: compare whole snapshots by key
+        (``sync = "full"``) or read each new file once (``incremental = "files"``)."""
+        if self.sync != "full" and self.incremental != "files":
+            raise ValueError(
+                "cursor is required: the change cursor, a date, timestamp or integer column "
+                "(a source without one loads whole with sync = 'full', or file by file with "
+                "incremental = 'files')"
+            )
+        needs = {
+            "on_conflict = 'newer_wins'": self.on_conflict == "newer_wins",
+            "mode = 'append'": self.mode == "append",
+            "history": self.history is not None,
+            "deleted": self.deleted is not None,
+            "partition_by": self.partition_by is not None,
+            "lateness": bool(self.lateness),
+            "max_backfill": self.max_backfill is not None,
+        }
+        wanting = [key for key, given in needs.items() if given]
+        if wanting:
+            raise ValueError(
+                f"{', '.join(wanting)} need(s) a cursor: without one, rows have no order, "
+                "no watermark and no range to backfill; give cursor or drop them"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _by_files(self) -> PipelineConfig:
+        """``incremental = "files"``: each new or changed file is read once, whole."""
+        if self.incremental != "files":
+            return self
+        if isinstance(self.source, SqlSource):
+            raise ValueError("incremental = 'files' needs a file source (csv or parquet)")
+        if self.sync == "full":
+            raise ValueError(
+                "sync = 'full' reads every file on every run; incremental = 'files' reads "
+                "each new file once: choose one"
+            )
+        if self.lateness:
+            raise ValueError(
+                "incremental = 'files' reads every new file whole, whatever its cursors: "
+                "lateness has nothing to do (drop it)"
+            )
         return self
 
     @model_validator(mode="after")
@@ -469,7 +533,7 @@ class PipelineConfig(Operated):
         """What identifies one row of the target: the key, and with ``mode = "append"`` or
         ``history = "scd2"`` (every version kept) the key and the cursor."""
         versions = self.mode == "append" or self.history is not None
-        return [*self.key, self.cursor] if versions else list(self.key)
+        return [*self.key, self.cursor] if versions and self.cursor else list(self.key)
 
     @property
     def target_name(self) -> TableName:
@@ -857,6 +921,13 @@ class Config(_Strict):
             known = ", ".join(sorted(self.models)) or "none"
             raise ConfigError(f"{self.source_file}: no model named {name!r} (defined: {known})")
         return self.models[name]
+
+    @property
+    def looked_after(self) -> bool:
+        """Whether anything is looked after once a run ends (:mod:`pipeledger.alerts`): a
+        channel, a freshness SLA or a max_duration, and a ledger to read them from."""
+        slas = any(n.freshness_sla or n.max_duration for n in self.nodes.values())
+        return self.ledger.enabled and (bool(self.alerts.channels) or slas)
 
     @property
     def ledger_url(self) -> str:

@@ -51,7 +51,7 @@ def pipeline_spec(
         target=target,
         columns=columns,
         key=tuple(key),
-        cursor=pipeline.cursor,
+        cursor=pipeline.cursor or "",
         policy=pipeline.on_conflict,
         fingerprints=fingerprints,
         before_images=before_images,

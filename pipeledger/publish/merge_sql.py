@@ -40,7 +40,7 @@ class MergeSpec:
     target: TableName
     columns: tuple[Column, ...]
     key: tuple[str, ...]
-    cursor: str
+    cursor: str  # "": the target has none (a snapshot without one; a model's)
     policy: str
     fingerprints: bool = True  # the target has the fingerprint column
     before_images: bool = False  # keep the versions it replaces (a model reads the target)
@@ -147,7 +147,7 @@ def create_target(d: Dialect, spec: MergeSpec, primary_key: bool = True) -> str:
     on PostgreSQL building it once after a bulk insert is cheaper than maintaining it.
     An SCD2 target adds each version's validity; a soft-deleting one the deletion time. A
     policy that updates rows gets pages with room for their new versions."""
-    required = {*spec.key, spec.cursor}
+    required = {*spec.key, spec.cursor} - {""}
     lines = [
         f"{quote(c.name)} {d.column_type(c.sql_type)}" + (" NOT NULL" if c.name in required else "")
         for c in spec.columns
@@ -301,11 +301,12 @@ def duplicate_keys(d: Dialect, spec: MergeSpec) -> str:
 
 def dedupe_stage(d: Dialect, spec: MergeSpec) -> str:
     """One row per key (SCD2: per key and cursor): greatest cursor wins, at an equal cursor a
-    delete, then the greatest row text (deterministic)."""
+    delete, then the greatest row text (deterministic; without a cursor, it alone)."""
     names = ", ".join(quote(c) for c in spec.staged)
     keys = ", ".join(quote(k) for k in spec.identity)
+    cursor = f"{quote(spec.cursor)} DESC, " if spec.cursor else ""
     deleted = f"{quote(DELETED_FLAG)} DESC, " if spec.markers else ""
-    order = f"{quote(spec.cursor)} DESC, {deleted}{d.row_text('s', spec.values)} DESC"
+    order = f"{cursor}{deleted}{d.row_text('s', spec.values)} DESC"
     ranked = (
         f"SELECT {names}, row_number() OVER (PARTITION BY {keys} ORDER BY {order}) AS rn "
         f"FROM {d.stage()} AS s"

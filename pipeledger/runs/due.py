@@ -27,7 +27,7 @@ from pipeledger.schedule.cron import Cron, Interval
 from pipeledger.schedule.due import Plan, candidates, plan
 
 if TYPE_CHECKING:
-    from pipeledger.runs.load.loader import ProgressCallback
+    from pipeledger.runs.load.request import ProgressCallback
 
 log = logging.getLogger("pipeledger.run")
 

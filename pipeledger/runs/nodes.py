@@ -24,7 +24,7 @@ from pipeledger.runs.site import Site
 # the loader and the models (and with them pyarrow, numpy and sqlglot) are imported by the
 # functions that run them, so that reading state does not load them
 if TYPE_CHECKING:
-    from pipeledger.runs.load.loader import LoadRequest, ProgressCallback
+    from pipeledger.runs.load.request import LoadRequest, ProgressCallback
     from pipeledger.runs.load.result import LoadResult
     from pipeledger.runs.model.build import ModelMode, ModelResult
     from pipeledger.state.watermark import Window
@@ -87,7 +87,7 @@ def node_outcome(
 ) -> Outcome:
     """A node's run, retried after a transient failure as its ``retries`` allow; each
     attempt is a run of its own in the ledger (same ``logical_run_id``, next ``attempt``)."""
-    from pipeledger.runs.load.loader import LoadRequest
+    from pipeledger.runs.load.request import LoadRequest
 
     attempt = 1
     while True:

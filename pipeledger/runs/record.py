@@ -9,6 +9,7 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from pipeledger.common.columns import TableName
 from pipeledger.ledger.run import Run
@@ -19,8 +20,10 @@ from pipeledger.runs.load.result import LoadResult
 from pipeledger.runs.steps import StepResult
 from pipeledger.state.lateness import RunLateness
 from pipeledger.state.watermark import from_text, to_text
-from pipeledger.transform.conform import Shape
 from pipeledger.warehouse.session import Session
+
+if TYPE_CHECKING:  # a run that read nothing records itself without pyarrow (runs.load.files)
+    from pipeledger.transform.conform import Shape
 
 
 def watermark_text(marks: dict[str, str], partitioned: bool) -> str | None:
@@ -285,6 +288,11 @@ def _counts(run: Run, result: LoadResult) -> None:
     run.record.extra.update(
         mode=result.mode, rows_superseded=c.superseded, rows_staged=result.rows_staged
     )
+    if result.files is not None:  # which files it read: the state's files_taken has each
+        run.record.extra["files"] = result.files.ledger_json()
+    if result.snapshot is not None:
+        shot = result.snapshot
+        run.record.extra["snapshot"] = {"rows": shot.rows, "fingerprint": shot.fingerprint}
     for step in result.steps:
         run.add_task(task_from(run.run_id, step))
     _events(run, result)

@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol, TypeVar
 
-from pipeledger.alerts import after_run
 from pipeledger.common.columns import TableName
 from pipeledger.common.stop import Stop
 from pipeledger.errors import (
@@ -120,7 +119,9 @@ def run_job(site: Site, spec: RunSpec, make: Callable[[str], Job[R]]) -> R:
     try:
         return _run_job(site, spec, make)
     finally:
-        if not spec.dry_run:
+        if not spec.dry_run and site.config.looked_after:
+            from pipeledger.alerts import after_run  # its readers: only when there is a look
+
             after_run(site.config)
 
 

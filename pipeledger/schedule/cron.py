@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import CroniterBadDateError, croniter
-
 from pipeledger.errors import ConfigError
+
+# croniter is imported where a schedule is read: a run without one does not need it
 
 # A wall-clock time up to this much later than an instant's can still name an earlier
 # instant (the repeated hour when clocks go back: at most 2 h anywhere in use)
@@ -39,6 +39,8 @@ HORIZON_YEARS = 5  # a schedule must fire within this many years of now to be ac
 def check_cron(expression: str) -> str:
     """``expression`` if it is a five-field cron expression that fires within
     :data:`HORIZON_YEARS` years, else ValueError."""
+    from croniter import CroniterBadDateError, croniter
+
     if len(expression.split()) != 5 or not croniter.is_valid(expression):
         raise ValueError(
             f"{expression!r} is not a cron expression (five fields: minute hour day-of-month "
@@ -116,6 +118,8 @@ class Cron:
         instant once. Raises ConfigError for an expression that no longer fires."""
         zone = ZoneInfo(self.zone)
         start = _wall(moment, zone) if later else _wall(moment, zone) + _FOLD_SLACK
+        from croniter import CroniterBadDateError, croniter
+
         steps = croniter(self.expression, start)
         last = None
         while True:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from pipeledger.config.model import Config, CsvSource, ParquetSource, PipelineConfig
 from pipeledger.sources import csv, parquet, sql
 from pipeledger.sources.base import ReadSpec, Source, SourceBatch
@@ -9,13 +11,18 @@ from pipeledger.sources.base import ReadSpec, Source, SourceBatch
 __all__ = ["ReadSpec", "Source", "SourceBatch", "open_source"]
 
 
-def open_source(pipeline: PipelineConfig, config: Config) -> Source:
-    """The source a pipeline's config describes (paths resolve against the config's folder)."""
+def open_source(
+    pipeline: PipelineConfig, config: Config, only: Collection[str] | None = None
+) -> Source:
+    """The source a pipeline's config describes (paths resolve against the config's folder);
+    ``only``: of a file source's files, just these paths."""
     spec = pipeline.source
+    name = _name(pipeline, config)
     if isinstance(spec, CsvSource):
-        return csv.CsvSource(config.resolve(spec.path), spec.delimiter)
+        path = config.resolve(spec.path)
+        return csv.CsvSource(path, spec.delimiter, spec.encoding, name, only)
     if isinstance(spec, ParquetSource):
-        return parquet.ParquetSource(config.resolve(spec.path), _name(pipeline, config))
+        return parquet.ParquetSource(config.resolve(spec.path), name, only)
     return sql.SqlSource(spec.url, spec.table, spec.query)
 
 

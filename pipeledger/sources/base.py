@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import glob
+import logging
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
@@ -12,8 +12,11 @@ from typing import Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeledger.common.files import list_files
 from pipeledger.errors import SourceError
 from pipeledger.state.watermark import Window, window_mask
+
+log = logging.getLogger("pipeledger.load")
 
 # rows per batch through conform, fingerprint and staging: a load holds a few copies of
 # one batch at a time (32k rows of the benchmark's orders: ~12 MB less peak memory than
@@ -26,7 +29,7 @@ class ReadSpec:
     """What a source needs to know to read one run's rows."""
 
     window: Window
-    cursor: str
+    cursor: str | None  # None: the pipeline has none (every row is read)
     partition_by: str | None = None
     column_types: Mapping[str, pa.DataType] = field(default_factory=dict)
     # files (by path) whose rows outside the window are handed on too, marked ``outside``:
@@ -76,27 +79,29 @@ class Source(Protocol):
 
 
 class FileSource(ABC):
-    """A source made of files (a path, a folder or a glob), read one after the other."""
+    """A source made of files (a path, a folder or a glob), read one after the other;
+    ``only``: of those, just these paths (the new and changed files of a run that reads
+    files once: ``incremental = "files"``)."""
 
     kind = "file"
 
-    def __init__(self, pattern: Path) -> None:
+    def __init__(self, pattern: Path, only: Collection[str] | None = None) -> None:
         self.pattern = pattern
+        self.only = None if only is None else frozenset(only)
         self.description = f"{self.kind} {pattern}"
         self.bytes_read = 0
 
     def files(self) -> list[Path]:
         """Files matching the pattern (a file, a directory of files, or a glob), sorted."""
-        if self.pattern.is_dir():
-            found = (p for p in self.pattern.iterdir() if p.is_file())
-            return sorted(p for p in found if not p.name.startswith("."))
-        return sorted(Path(p) for p in glob.glob(str(self.pattern)) if Path(p).is_file())
+        found = list_files(self.pattern)
+        return found if self.only is None else [p for p in found if str(p) in self.only]
 
     def batches(self, spec: ReadSpec) -> Iterator[SourceBatch]:
         files = self.files()
-        if not files:
+        if not files and self.only is None:
             raise SourceError(f"no file matches {self.pattern}")
-        for path in files:
+        for number, path in enumerate(files, start=1):
+            log.info("reading %s (file %d of %d)", path, number, len(files))
             self.bytes_read += path.stat().st_size
             if str(path) in spec.outside:
                 yield from _split(self.read_file(path, replace(spec, window=Window())), spec)
@@ -114,7 +119,7 @@ def _split(items: Iterator[SourceBatch], spec: ReadSpec) -> Iterator[SourceBatch
     for item in items:
         batch = item.batch
         mask = None
-        if spec.cursor in batch.schema.names:
+        if spec.cursor is not None and spec.cursor in batch.schema.names:
             mask = window_mask(spec.window, batch, spec.cursor, spec.partition_by)
         if mask is None:
             yield item

@@ -11,13 +11,19 @@ declared ``real`` or ``double precision``.
 
 A field larger than a block (a JSON document, a long description) makes the reader start
 the file again with four times the block, skipping the rows it already delivered.
+
+Text is read as the source's ``encoding`` (UTF-8 by default; a byte-order mark is honoured):
+a byte that does not decode stops the run naming the file, the line, the byte offset and
+the encoding that reads it (:mod:`pipeledger.sources.encodings`), wherever in the file it
+is. A column is never read as bytes: pyarrow infers a column of invalid UTF-8 as binary,
+which here is that same error.
 """
 
 from __future__ import annotations
 
 import csv as pycsv
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
@@ -30,6 +36,7 @@ import pyarrow.csv as pacsv
 
 from pipeledger.common.columns import sql_type_for
 from pipeledger.errors import SourceError
+from pipeledger.sources import encodings
 from pipeledger.sources.base import BATCH_ROWS, FileSource, ReadSpec, SourceBatch
 from pipeledger.state.watermark import coerce, is_whole_day, window_mask
 
@@ -66,9 +73,19 @@ class _Plan:
 class CsvSource(FileSource):
     kind = "CSV"
 
-    def __init__(self, pattern: Path, delimiter: str = ",") -> None:
-        super().__init__(pattern)
+    def __init__(
+        self,
+        pattern: Path,
+        delimiter: str = ",",
+        encoding: str = "utf-8",
+        pipeline: str | None = None,
+        only: Collection[str] | None = None,
+    ) -> None:
+        super().__init__(pattern, only)
         self.delimiter = delimiter
+        self.encoding = encoding
+        self.pipeline = pipeline  # named in messages that say what to set where
+        self.text = _Text(delimiter, encodings.text_encoding(encoding))
 
     def schemas(self, spec: ReadSpec) -> list[pa.Schema]:
         out = []
@@ -86,16 +103,35 @@ class CsvSource(FileSource):
             return
         plan, reader = opened
         first_row = 1
-        for batch in self._coalesced(reader, plan, path, spec):
+        for batch in self._decoded(self._coalesced(reader, plan, path, spec), path):
             batch = _convert(batch, plan)
             item = _in_window(batch, path, first_row, spec)
             first_row += batch.num_rows
             del batch  # while the rows in the window are used, the others are freed
             yield item
 
+    def _decoded(self, batches: Iterator[pa.RecordBatch], path: Path) -> Iterator[pa.RecordBatch]:
+        """``batches``, with a byte that does not decode reported as such (the reader
+        transcoding from another encoding raises Python's error)."""
+        try:
+            yield from batches
+        except UnicodeDecodeError:
+            raise self._undecodable(path) from None
+
+    def _undecodable(self, path: Path) -> SourceError:
+        """The error for a file that does not decode (module docstring)."""
+        message = encodings.explain(path, self.encoding, self.pipeline)
+        return SourceError(message or f"{path}: not readable as {self.encoding} text")
+
     def _plan(self, path: Path, spec: ReadSpec) -> tuple[_Plan, pacsv.CSVStreamingReader] | None:
         """Open ``path`` for reading: decide the types of its columns (module docstring)."""
-        header = _header(path, self.delimiter)
+        try:
+            return self._planned(path, spec)
+        except UnicodeDecodeError:
+            raise self._undecodable(path) from None
+
+    def _planned(self, path: Path, spec: ReadSpec) -> tuple[_Plan, pacsv.CSVStreamingReader] | None:
+        header = _header(path, self.text)
         if not header:
             return None
         plan = _Plan({})
@@ -106,6 +142,8 @@ class CsvSource(FileSource):
                 if plan.types[name] != kind and not pa.types.is_string(kind):
                     plan.textual.add(name)
         reader = self._open(path, spec, plan)
+        if any(_is_bytes(f.type) for f in reader.schema):  # invalid UTF-8 (docstring)
+            raise self._undecodable(path)
         floats = [
             f.name
             for f in reader.schema
@@ -132,7 +170,7 @@ class CsvSource(FileSource):
                 batch = reader.read_next_batch()
             except StopIteration:
                 break
-            except pa.ArrowInvalid:
+            except (pa.ArrowInvalid, UnicodeDecodeError):
                 break  # a large field or a bad row further on: the rows so far decide
             batches.append(batch)
             rows += batch.num_rows
@@ -185,7 +223,9 @@ class CsvSource(FileSource):
             try:
                 return pacsv.open_csv(
                     path,
-                    read_options=pacsv.ReadOptions(block_size=plan.block, use_threads=True),
+                    read_options=pacsv.ReadOptions(
+                        block_size=plan.block, use_threads=True, encoding=self._arrow_encoding
+                    ),
                     parse_options=pacsv.ParseOptions(
                         delimiter=self.delimiter, newlines_in_values=True
                     ),
@@ -200,13 +240,37 @@ class CsvSource(FileSource):
                     raise self._explain(path, spec, exc, plan) from None
                 plan.block = _grown(path, plan.block)
 
+    @property
+    def _arrow_encoding(self) -> str:
+        """What pyarrow's reader is told: UTF-8 it reads itself (a BOM skipped); any other
+        encoding it transcodes with Python's codec."""
+        return "utf8" if encodings.is_utf8(self.encoding) else self.encoding
+
     def _explain(
         self, path: Path, spec: ReadSpec, exc: pa.ArrowInvalid, plan: _Plan
     ) -> SourceError:
         text = str(exc)
-        if "Expected" in text and "columns" in text:
-            return SourceError(_field_count_problem(path, self.delimiter) or f"{path}: {text}")
-        return SourceError(_conversion_problem(path, self.delimiter, plan, text))
+        try:
+            if "invalid UTF8" in text:
+                return self._undecodable(path)
+            if "Expected" in text and "columns" in text:
+                problem = _field_count_problem(path, self.text)
+                return SourceError(problem or f"{path}: {text}")
+            return SourceError(_conversion_problem(path, self.text, plan, text))
+        except UnicodeDecodeError:  # Python's reader met the byte first
+            return self._undecodable(path)
+
+
+@dataclass(frozen=True)
+class _Text:
+    """How Python's csv reader (for messages) reads the files: delimiter and codec."""
+
+    delimiter: str
+    encoding: str
+
+
+def _is_bytes(kind: pa.DataType) -> bool:
+    return bool(pa.types.is_binary(kind) or pa.types.is_large_binary(kind))
 
 
 def _straddles(exc: pa.ArrowInvalid) -> bool:
@@ -275,23 +339,24 @@ def _combine(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
 
 def _in_window(batch: pa.RecordBatch, path: Path, first_row: int, spec: ReadSpec) -> SourceBatch:
     numbers = pa.array(np.arange(first_row, first_row + batch.num_rows, dtype=np.int64))
-    if spec.cursor in batch.schema.names:
-        _refuse_null_cursor(batch, spec.cursor, str(path), first_row)
+    cursor = spec.cursor if spec.cursor in batch.schema.names else None
+    if cursor is not None:
+        _refuse_null_cursor(batch, cursor, str(path), first_row)
     mask = None
-    if spec.cursor in batch.schema.names and not _wholly_inside(batch, spec):
-        mask = window_mask(spec.window, batch, spec.cursor, spec.partition_by)
+    if cursor is not None and not _wholly_inside(batch, spec, cursor):
+        mask = window_mask(spec.window, batch, cursor, spec.partition_by)
     if mask is None:
         return SourceBatch(batch=batch, origin=str(path), row_numbers=numbers)
     return SourceBatch(batch=batch.filter(mask), origin=str(path), row_numbers=numbers.filter(mask))
 
 
-def _wholly_inside(batch: pa.RecordBatch, spec: ReadSpec) -> bool:
+def _wholly_inside(batch: pa.RecordBatch, spec: ReadSpec, name: str) -> bool:
     """Every row of the batch is inside an unpartitioned window (typical of a backfill over
     a whole range): its cursor's min and max tell, and filtering would only copy it."""
     window = spec.window
     if window.partition_lower or batch.num_rows == 0:
         return False
-    cursor = batch.column(spec.cursor)
+    cursor = batch.column(name)
     bounds = pc.min_max(cursor)
     low, high = bounds["min"], bounds["max"]
     if (
@@ -318,9 +383,9 @@ def _refuse_null_cursor(batch: pa.RecordBatch, cursor: str, origin: str, first_r
         )
 
 
-def _header(path: Path, delimiter: str) -> list[str]:
-    with path.open(newline="", encoding="utf-8-sig") as handle:
-        return next(_rows(handle, delimiter), [])
+def _header(path: Path, text: _Text) -> list[str]:
+    with path.open(newline="", encoding=text.encoding) as handle:
+        return next(_rows(handle, text.delimiter), [])
 
 
 def _rows(handle: TextIO, delimiter: str) -> Any:
@@ -329,9 +394,9 @@ def _rows(handle: TextIO, delimiter: str) -> Any:
     return pycsv.reader(handle, delimiter=delimiter)
 
 
-def _field_count_problem(path: Path, delimiter: str) -> str | None:
-    with path.open(newline="", encoding="utf-8-sig") as handle:
-        rows = _rows(handle, delimiter)
+def _field_count_problem(path: Path, text: _Text) -> str | None:
+    with path.open(newline="", encoding=text.encoding) as handle:
+        rows = _rows(handle, text.delimiter)
         header: list[str] = next(rows, [])
         for number, row in enumerate(rows, start=1):
             if len(row) != len(header):
@@ -342,8 +407,8 @@ def _field_count_problem(path: Path, delimiter: str) -> str | None:
     return None
 
 
-def _conversion_problem(path: Path, delimiter: str, plan: _Plan, text: str) -> str:
-    header = _header(path, delimiter)
+def _conversion_problem(path: Path, reading: _Text, plan: _Plan, text: str) -> str:
+    header = _header(path, reading)
     marker = "In CSV column #"
     if marker not in text:
         return f"{path}: {text}"
@@ -362,7 +427,7 @@ def _conversion_problem(path: Path, delimiter: str, plan: _Plan, text: str) -> s
         )
     if target is None:
         return f"{path}, column {column!r}: {text}"
-    found = _first_unreadable(path, delimiter, index, target)
+    found = _first_unreadable(path, reading, index, target)
     if found is None:
         return f"{path}, column {column!r}: {text}"
     number, line, value = found
@@ -376,13 +441,13 @@ _NULL_WORDS = frozenset(pacsv.ConvertOptions().null_values)
 
 
 def _first_unreadable(
-    path: Path, delimiter: str, index: int, target: pa.DataType
+    path: Path, text: _Text, index: int, target: pa.DataType
 ) -> tuple[int, int, str] | None:
     """The first value of column ``index`` that ``target`` cannot read: (row, line, value).
     Values are tried a few thousand at a time, then one by one in the chunk that fails."""
     chunk: list[tuple[int, int, str]] = []
-    with path.open(newline="", encoding="utf-8-sig") as handle:
-        rows = _rows(handle, delimiter)
+    with path.open(newline="", encoding=text.encoding) as handle:
+        rows = _rows(handle, text.delimiter)
         next(rows, None)
         for number, row in enumerate(rows, start=1):
             value = row[index] if index < len(row) else ""

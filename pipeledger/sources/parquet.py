@@ -7,7 +7,7 @@ any row is read from any file, with the fix in the message."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,10 @@ from pipeledger.state.watermark import arrow_filter
 class ParquetSource(FileSource):
     kind = "Parquet"
 
-    def __init__(self, pattern: Path, pipeline: str | None = None) -> None:
-        super().__init__(pattern)
+    def __init__(
+        self, pattern: Path, pipeline: str | None = None, only: Collection[str] | None = None
+    ) -> None:
+        super().__init__(pattern, only)
         self.pipeline = pipeline  # named in messages that say what to declare
 
     def schemas(self, spec: ReadSpec) -> list[pa.Schema]:
@@ -63,7 +65,7 @@ class ParquetSource(FileSource):
         except (pa.ArrowInvalid, OSError) as exc:
             raise SourceError(f"{path}: not a readable Parquet file: {exc}") from None
         expression = None
-        if spec.cursor in dataset.schema.names:
+        if spec.cursor is not None and spec.cursor in dataset.schema.names:
             cursor_type = dataset.schema.field(spec.cursor).type
             expression = arrow_filter(spec.window, spec.cursor, cursor_type, spec.partition_by)
         plain = _without_views(dataset.schema)

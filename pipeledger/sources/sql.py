@@ -18,9 +18,12 @@ from pipeledger.warehouse.dialect import POSTGRES, SQLITE, Dialect, quote
 
 
 def window_predicate(
-    d: Dialect, window: Window, cursor: str, partition_by: str | None
+    d: Dialect, window: Window, cursor: str | None, partition_by: str | None
 ) -> tuple[str, list[Any]]:
-    """``WHERE`` text and its parameters for ``window`` (``"1=1"`` for a full read)."""
+    """``WHERE`` text and its parameters for ``window`` (``"1=1"`` for a full read, the
+    only read of a pipeline without a cursor)."""
+    if cursor is None or window.is_full:
+        return "1=1", []
     column = quote(cursor)
     conditions: list[str] = []
     params: list[Any] = []

@@ -1,8 +1,9 @@
 """pipeledger's state in the warehouse, always written inside a run's own transaction: the
 watermarks, and the commit log (one row per run that committed, so the warehouse itself
 can say whether a run committed: the ledger's watchdog settles runs from it, and models
-find the upstream runs they have not consumed yet). Its tables are the ``state``
-component's migrations."""
+find the upstream runs they have not consumed yet); for loads without a cursor's window,
+each full snapshot's fingerprint (:mod:`pipeledger.state.snapshots`) and the files taken
+(:mod:`pipeledger.state.files`). Its tables are the ``state`` component's migrations."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pipeledger.common.columns import TableName
+from pipeledger.state.files import FilesState, files_states, files_taken_table
 from pipeledger.state.guard_sql import (
     fingerprint_guard_table,
     forget_hash_function,
     renewed_guard_table,
 )
+from pipeledger.state.snapshots import SnapshotState, snapshots, snapshots_table
 from pipeledger.state.watermark import CursorValue, from_text
 from pipeledger.warehouse.dialect import Dialect, quote
 from pipeledger.warehouse.migrations import SCHEMA, Component, Migration, create_schema
@@ -97,6 +100,11 @@ def state_migrations(d: Dialect) -> list[Migration]:
             "lateness: files each pipeline has read, late rows already counted",
             [files_read_table(d), late_rows_table(d)],
         ),
+        (
+            8,
+            "loads without a cursor: each full snapshot's fingerprint, the files taken",
+            [snapshots_table(d), files_taken_table(d)],
+        ),
     ]
 
 
@@ -150,17 +158,22 @@ def read_state(d: Dialect) -> str:
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class WatermarkRow:
-    """One pipeline's (or partition's) watermark, as ``pipeledger state`` shows it."""
+    """One pipeline's (or partition's) state, as ``pipeledger state`` shows it: its
+    watermark, and what a load without a cursor's window keeps beside or instead of one (a
+    full snapshot's fingerprint, the files taken). A pipeline without a cursor has one row,
+    with no watermark."""
 
     pipeline: str
-    partition: str
-    cursor_column: str
-    cursor_type: str
-    watermark: str
-    run_id: str
-    updated_at: str
+    partition: str = ""
+    cursor_column: str | None = None
+    cursor_type: str | None = None
+    watermark: str | None = None
+    run_id: str | None = None
+    updated_at: str | None = None
+    snapshot: SnapshotState | None = None
+    files: FilesState | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -171,18 +184,43 @@ class WatermarkRow:
             "watermark": self.watermark,
             "run_id": self.run_id,
             "updated_at": self.updated_at,
+            "snapshot": self.snapshot.to_json() if self.snapshot else None,
+            "files": self.files.to_json() if self.files else None,
         }
 
 
 def watermarks(session: Session, name: str | None = None) -> list[WatermarkRow]:
-    """Every watermark (or ``name``'s), read without taking any lock."""
+    """Every pipeline's state (or ``name``'s), read without taking any lock."""
     if session.table_columns(STATE_TABLE) is None:
         return []
-    rows = [
-        WatermarkRow(*(v.isoformat() if isinstance(v, datetime) else str(v) for v in r))
-        for r in session.query(read_all_state(session.dialect))
+    taken, shots = files_states(session), snapshots(session)
+    rows = [_watermark_row(r, taken, shots) for r in session.query(read_all_state(session.dialect))]
+    marked = {row.pipeline for row in rows}
+    rows += [
+        WatermarkRow(pipeline=p, snapshot=shots.get(p), files=taken.get(p))
+        for p in sorted((taken.keys() | shots.keys()) - marked)
     ]
+    rows.sort(key=lambda row: (row.pipeline, row.partition))
     return [row for row in rows if name is None or row.pipeline == name]
+
+
+def _watermark_row(
+    row: Sequence[Any], taken: dict[str, FilesState], shots: dict[str, SnapshotState]
+) -> WatermarkRow:
+    pipeline, partition, column, kind, mark, run_id, at = (
+        v.isoformat() if isinstance(v, datetime) else str(v) for v in row
+    )
+    return WatermarkRow(
+        pipeline=pipeline,
+        partition=partition,
+        cursor_column=column,
+        cursor_type=kind,
+        watermark=mark,
+        run_id=run_id,
+        updated_at=at,
+        snapshot=shots.get(pipeline),
+        files=taken.get(pipeline),
+    )
 
 
 def read_all_state(d: Dialect) -> str:

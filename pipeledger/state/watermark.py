@@ -12,6 +12,12 @@ The rule, stated once:
 * After the rows are merged, each partition's watermark becomes
   ``max(old watermark, greatest cursor staged)`` in the same transaction as the rows.
   A watermark never moves backwards.
+* A **full snapshot** (``sync = "full"``) and a pipeline that reads **files once**
+  (``incremental = "files"``) read no window: the whole source, or each new or changed
+  file whole, whatever its cursors. With a cursor their watermark is still kept as above
+  (``pipeledger state``, freshness); without one they have none, and what stands in for
+  it is the snapshot's fingerprint or the files taken (:mod:`pipeledger.state.snapshots`,
+  :mod:`pipeledger.state.files`).
 
 Cursor values are ``int``, ``datetime.date`` or ``datetime.datetime``; the text form
 stored in the state table is ISO 8601 (UTC for aware timestamps) or a decimal integer.
@@ -196,16 +202,17 @@ def _partition_filter(
 
 
 class WatermarkTracker:
-    """Greatest cursor seen per partition among the rows staged by one run."""
+    """Greatest cursor seen per partition among the rows staged by one run (a pipeline
+    without a cursor sees none: it has no watermark)."""
 
-    def __init__(self, cursor: str, partition_by: str | None) -> None:
+    def __init__(self, cursor: str | None, partition_by: str | None) -> None:
         self._cursor = cursor
         self._partition_by = partition_by
         self.seen: dict[str, CursorValue] = {}
         self.least: CursorValue | None = None  # over every partition
 
     def observe(self, batch: pa.RecordBatch) -> None:
-        if batch.num_rows == 0:
+        if batch.num_rows == 0 or not self._cursor:
             return
         import pyarrow as pa
         import pyarrow.compute as pc

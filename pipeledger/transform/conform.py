@@ -2,7 +2,9 @@
 
 The first load infers column types from the source (declared ``columns`` win); from then
 on the target's types are fixed and every batch is cast to them. Key, cursor and
-partition values must be present: a row without them cannot be loaded exactly once.
+partition values must be present: a row without them cannot be loaded exactly once. A
+pipeline without a cursor (``sync = "full"``, ``incremental = "files"``) has a shape
+without one.
 """
 
 from __future__ import annotations
@@ -37,11 +39,12 @@ from pipeledger.sources.base import SourceBatch
 
 @dataclass(frozen=True)
 class Shape:
-    """The fixed columns of a target and which of them play which role."""
+    """The fixed columns of a target and which of them play which role. ``cursor`` is
+    None (or, as models write it, empty) for a target without one."""
 
     columns: tuple[Column, ...]
     key: tuple[str, ...]
-    cursor: str
+    cursor: str | None
     partition_by: str | None = None
 
     @property
@@ -58,8 +61,9 @@ class Shape:
 
     @property
     def required(self) -> tuple[str, ...]:
+        cursor = (self.cursor,) if self.cursor else ()
         extra = (self.partition_by,) if self.partition_by else ()
-        return (*self.key, self.cursor, *extra)
+        return (*self.key, *cursor, *extra)
 
     @property
     def identity(self) -> tuple[Column, ...]:
@@ -72,7 +76,7 @@ def infer_shape(
     source: pa.Schema,
     declared: Mapping[str, str],
     key: Sequence[str],
-    cursor: str,
+    cursor: str | None,
     partition_by: str | None,
 ) -> Shape:
     """The columns of a new target: the source's, typed as declared or as inferred."""
@@ -101,7 +105,7 @@ def infer_shape(
 def shape_from_table(
     rows: Sequence[tuple[str, str]],
     key: Sequence[str],
-    cursor: str,
+    cursor: str | None,
     partition_by: str | None,
     *,
     table: str,
@@ -131,7 +135,7 @@ def _check_roles(shape: Shape) -> None:
     missing = [name for name in shape.required if name not in names]
     if missing:
         raise SchemaError(f"the source has no column {', '.join(map(repr, missing))}")
-    if shape.cursor_type not in CURSOR_TYPES:
+    if shape.cursor and shape.cursor_type not in CURSOR_TYPES:
         raise SchemaError(
             f"cursor column {shape.cursor!r} is {shape.cursor_type}; it must be a date, "
             "a timestamp or an integer (declare its type under 'columns' if the source "
@@ -154,6 +158,8 @@ def _check_roles(shape: Shape) -> None:
 
 def check_lateness(shape: Shape, lateness: timedelta | int) -> None:
     """Lateness is a duration for time cursors and a count for integer cursors."""
+    if not shape.cursor:
+        return
     integer_cursor = shape.cursor_type in ("smallint", "integer", "bigint")
     if integer_cursor and isinstance(lateness, timedelta) and lateness:
         raise ConfigError(f"cursor {shape.cursor!r} is an integer: lateness must be an integer")

@@ -35,7 +35,9 @@ from pipeledger.runs.model import sql as models_sql
 from pipeledger.runs.reconcile import sql as reconcile_sql
 from pipeledger.runs.reconcile.windows import Grain
 from pipeledger.sources import sql as extract_sql
+from pipeledger.state import files as files_state
 from pipeledger.state import guard_sql
+from pipeledger.state import snapshots as snapshots_state
 from pipeledger.state import tables as state
 from pipeledger.state.watermark import Window
 from pipeledger.transform.conform import Shape
@@ -233,6 +235,12 @@ def _load_sql() -> list[Case]:
              world=_w("stage")),
         Case(m, "dedupe_stage", lambda d: text(load_sql.dedupe_stage(d, spec())),
              world=_w("stage")),
+        Case(m, "dedupe_stage of a snapshot without a cursor",
+             lambda d: text(load_sql.dedupe_stage(d, replace(spec(), cursor=""))),
+             world=_w("stage")),
+        Case(m, "create_target without a cursor",
+             lambda d: text(load_sql.create_target(d, replace(spec(), cursor=""))),
+             world=_w("schema")),
         Case(m, "conflicting_rows under on_conflict=error",
              lambda d: text(load_sql.conflicting_rows(d, spec("error"), d.stage())),
              world=_w("target", "stage")),
@@ -341,6 +349,25 @@ def _load_state() -> list[Case]:
              world=_w("state"), bind=lambda d: [str(TARGET), "gold_daily"]),
         Case(m, "record_input", lambda d: text(state.record_input(d)), world=_w("state"),
              bind=lambda d: ["gold_daily", RUN_ID, str(TARGET), RUN_ID, AT]),
+        Case(m, "snapshots_table", lambda d: text(snapshots_state.snapshots_table(d)),
+             world=_w("state")),
+        Case(m, "write_snapshot", lambda d: text(snapshots_state.write_snapshot(d)),
+             world=_w("state"),
+             bind=lambda d: ["customers", 3, "00000000075bcd15", RUN_ID, AT, AT, RUN_ID]),
+        Case(m, "read_snapshot", lambda d: text(snapshots_state.read_snapshot(d)),
+             world=_w("state"), bind=lambda d: ["customers"]),
+        Case(m, "read_snapshots", lambda d: text(snapshots_state.read_snapshots(d)),
+             world=_w("state")),
+        Case(m, "files_taken_table", lambda d: text(files_state.files_taken_table(d)),
+             world=_w("state")),
+        Case(m, "read_taken", lambda d: text(files_state.read_taken(d)), world=_w("state"),
+             bind=lambda d: ["lineitem"]),
+        Case(m, "take_files of a file read and one touched",
+             lambda d: text(files_state.take_files(d, 2)), world=_w("state"),
+             bind=lambda d: ["lineitem", "data/a.parquet", 100, 1, "9f86d081", 10, RUN_ID, AT,
+                             "lineitem", "data/b.parquet", 200, 2, "60303ae2", None, RUN_ID, AT]),
+        Case(m, "summarize_taken", lambda d: text(files_state.summarize_taken(d)),
+             world=_w("state")),
     ]  # fmt: skip
 
 
@@ -1073,12 +1100,19 @@ def _reconcile_sql() -> list[Case]:
              lambda d: texts(reconcile_sql.current_source(d, IDENTITY, KEY, "updated_at",
                                                           _source_label(d))),
              setup=_reconcile_stage),
+        Case(m, "current_source of a whole snapshot (no cursor)",
+             lambda d: texts(reconcile_sql.current_source(d, KEY, KEY, None,
+                                                          Grain.whole().label(d, ""))),
+             setup=_reconcile_stage),
         Case(m, "source_windows", lambda d: text(reconcile_sql.source_windows(d)),
              setup=_current_source),
         Case(m, "unique_source_keys", lambda d: text(reconcile_sql.unique_source_keys(d, KEY)),
              setup=_reconcile_stage),
         Case(m, "staged_source_windows",
              lambda d: text(reconcile_sql.staged_source_windows(d, _source_label(d))),
+             setup=_reconcile_stage),
+        Case(m, "staged_source_windows of a whole snapshot (no cursor)",
+             lambda d: text(reconcile_sql.staged_source_windows(d, Grain.whole().label(d, ""))),
              setup=_reconcile_stage),
         Case(m, "staged_source of the windows that differ",
              lambda d: texts(reconcile_sql.staged_source(d, IDENTITY, KEY, _source_label(d))),

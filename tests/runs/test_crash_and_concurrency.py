@@ -14,7 +14,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.helpers import Project, order, orders_pipeline, write_big_orders_csv
+from tests.helpers import ORDERS_HEADER, Project, order, orders_pipeline, write_big_orders_csv
 
 pytestmark = pytest.mark.slow  # SIGKILLs, 600k-row loads and 20 processes at once
 
@@ -198,3 +198,50 @@ def test_first_loads_of_two_pipelines_into_one_new_schema_both_succeed(
         _, err = process.communicate()
         assert process.returncode == 0, err
     assert project.count("fresh.a") == project.count("fresh.b") == rows
+
+
+def test_first_loads_of_every_kind_into_one_new_schema_run_side_by_side(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """SCD2 history, delete markers, a gate that quarantines and a snapshot without a
+    cursor: four first loads into one schema that does not exist yet, ``--threads 4``. Each
+    makes the schema in a short transaction of its own (a CREATE SCHEMA inside the long
+    load transactions would race on the catalog's unique index), five fresh databases."""
+    base = postgres_url.rpartition("/")[0]
+    for attempt in range(5):
+        name = f"{postgres_url.rpartition('/')[2]}_{attempt}"
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+        (tmp_path / str(attempt)).mkdir()
+        project = Project(tmp_path / str(attempt), f"{base}/{name}")
+        rows = [
+            order(i, "2024-01-01T10:00:00Z", status="" if i == 3 else "new") for i in range(1, 201)
+        ]
+        project.write_csv("orders.csv", rows)
+        project.write_csv("marked.csv", [[*r, "I"] for r in rows], [*ORDERS_HEADER, "op"])
+        csv = {"kind": "csv", "path": "data/orders.csv"}
+        project.configure(
+            history=orders_pipeline(source=csv, target="fresh.history", history="scd2"),
+            marked=orders_pipeline(
+                source={"kind": "csv", "path": "data/marked.csv"},
+                target="fresh.marked",
+                deleted={"column": "op", "values": ["D"]},
+            ),
+            gated=orders_pipeline(
+                source=csv,
+                target="fresh.gated",
+                checks={"not_null": ["status"], "on_fail": "quarantine"},
+            ),
+            snapshot=without_cursor(
+                orders_pipeline(source=csv, target="fresh.snapshot", sync="full")
+            ),
+        )
+        outcomes = project.run_json("run", "--threads", "4")
+        assert sorted(o["status"] for o in outcomes) == ["partial", "success", "success", "success"]
+        assert project.count("fresh.gated_quarantine") == 1
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+def without_cursor(pipeline: dict[str, object]) -> dict[str, object]:
+    return {key: value for key, value in pipeline.items() if key != "cursor"}

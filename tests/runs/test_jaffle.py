@@ -26,14 +26,10 @@ STAGING_KEYS = {
     "stg_orders": "order_id",
     "stg_payments": "payment_id",
 }
-# The seeds have no cursor column of their own. Each is a full snapshot (sync = "full": the
-# whole file every run, a key it lacks is deleted); the cursor is an integer or date column
-# that is not the key (raw_customers: its id, keyed by name, which is unique there).
-LOADS = {
-    "raw_customers": {"key": ["first_name", "last_name"], "cursor": "id"},
-    "raw_orders": {"key": ["id"], "cursor": "order_date"},
-    "raw_payments": {"key": ["id"], "cursor": "order_id"},
-}
+# The seeds have no cursor column of their own: each is loaded as it is, a full snapshot
+# (sync = "full": the whole file compared with the target by key and fingerprint every run,
+# a key it lacks deleted), keyed on its id and without a cursor.
+LOADS = {seed: {"key": ["id"]} for seed in ("raw_customers", "raw_orders", "raw_payments")}
 
 
 def configure(project: Project, staging: str) -> None:

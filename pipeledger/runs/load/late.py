@@ -6,7 +6,8 @@ An incremental run measures, against the watermarks it started from (definitions
 * **caught**: rows it read with ``cursor < watermark`` that the target did not hold as they
   are (new rows, new versions); their lateness goes into the run's histogram;
 * **re-read**: rows it read below the watermark that the target held unchanged;
-* **missed**, for file sources: a file the pipeline's incremental runs have not read before
+* **missed**, for file sources read by cursor window (``incremental = "files"`` reads every
+  new file whole: it misses nothing): a file the pipeline's incremental runs have not read before
   (by path, size and modification time; ``pipeledger.files_read``, written in the run's
   transaction) is read whole, in the load's own read (``ReadSpec.outside``): its rows below
   the window that the target still lacks after the merge arrived later than the buffer.
@@ -37,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeledger.common.columns import ROW_HASH, ROW_HASH_COLUMN, Column, TableName
+from pipeledger.common.files import FileSeen
 from pipeledger.config.model import PipelineConfig, SqlSource
 from pipeledger.runs.load import late_sql as lsql
 from pipeledger.runs.load.result import Mode
@@ -74,18 +76,6 @@ _CHUNK = 200  # rows per statement when counting late rows
 # rows below the window held in memory (key, cursor, fingerprint, lateness, file: ~50 bytes
 # each) until the merge is done; beyond, the new files are read again after it
 HELD_ROWS = 131_072
-
-
-@dataclass(frozen=True)
-class FileSeen:
-    path: str
-    size: int
-    mtime_ns: int
-
-    @classmethod
-    def of(cls, path: Path) -> FileSeen:
-        stat = path.stat()
-        return cls(str(path), stat.st_size, stat.st_mtime_ns)
 
 
 def count_late(
@@ -139,18 +129,24 @@ def missed_rows(
     """Rows of ``rows`` (a table with the target's key, cursor and partition columns and a
     fingerprint) matching ``where`` that lie below the live window (``watermark - buffer``
     of their partition) and that the target lacks (``late_sql.unheld_rows``)."""
-    d, by = session.dialect, shape.partition_by
+    d, by, cursor = session.dialect, shape.partition_by, cursor_of(shape)
     live = incremental_window(marks, buffer, by is not None)
-    inside, params = window_predicate(d, live, shape.cursor, by)
-    columns = [ROW_HASH_COLUMN, shape.cursor, *([by] if by else [])]
+    inside, params = window_predicate(d, live, cursor, by)
+    columns = [ROW_HASH_COLUMN, cursor, *([by] if by else [])]
     statement = lsql.unheld_rows(
-        d, target, shape.key, shape.cursor, rows, columns, f"{where} AND NOT ({inside})"
+        d, target, shape.key, cursor, rows, columns, f"{where} AND NOT ({inside})"
     )
     found = [r for r in session.query(statement, params) if _partition(r, by) in marks]
     cursors = [stored_cursor(r[1]) for r in found]
     late = [late_by(marks[_partition(r, by)], c) for r, c in zip(found, cursors, strict=True)]
     hashes = np.array([int(r[0]) for r in found], dtype=np.int64)
     return Missed(hashes, np.array(late, dtype=np.int64), cursors)
+
+
+def cursor_of(shape: Shape) -> str:
+    """The cursor of a shape that has one (nothing is late without: ``LateWatch.wanted``)."""
+    assert shape.cursor, "late rows are measured against a cursor"
+    return shape.cursor
 
 
 def _partition(row: Sequence[Any], partition_by: str | None) -> str:
@@ -190,7 +186,10 @@ class LateWatch:
     @classmethod
     def wanted(cls, mode: Mode, pipeline: PipelineConfig, marks: Mapping[str, Any]) -> bool:
         """Incremental runs always watch (they record which files they read); a backfill of
-        a SQL source counts the late rows it finds, once there is a live window."""
+        a SQL source counts the late rows it finds, once there is a live window. Without a
+        cursor nothing is late."""
+        if pipeline.cursor is None:
+            return False
         if mode == "incremental":
             return True
         return mode == "backfill" and isinstance(pipeline.source, SqlSource) and bool(marks)
@@ -287,7 +286,7 @@ class LateWatch:
                     yield self._candidate_rows(below, seen.path)
 
     def _below_window(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        inside = window_mask(self.window, batch, self._shape.cursor, self._shape.partition_by)
+        inside = window_mask(self.window, batch, cursor_of(self._shape), self._shape.partition_by)
         if inside is None:
             return batch.slice(0, 0)
         return batch.filter(pc.invert(inside))
@@ -318,7 +317,7 @@ class LateWatch:
     def _below_marks(self, batch: pa.RecordBatch) -> tuple[Array, Array]:
         """Which rows have ``cursor < watermark`` of their partition, and how late those are
         (in row order)."""
-        cursors = batch.column(self._shape.cursor)
+        cursors = batch.column(cursor_of(self._shape))
         late = np.zeros(batch.num_rows, dtype=np.int64)
         mask = np.zeros(batch.num_rows, dtype=bool)
         for part, where in self._partitions(batch):
@@ -348,7 +347,7 @@ class LateWatch:
             hashes = np.concatenate(self.below_hashes)
             lateness = np.concatenate(self.below_lateness)
             statement = lsql.held_fingerprints(
-                session.dialect, self.target, self._shape.key, self._shape.cursor
+                session.dialect, self.target, self._shape.key, cursor_of(self._shape)
             )
             held = session.fetch_int64(statement, [max(self.marks.values())])
             known = np.isin(hashes, held)
@@ -376,12 +375,12 @@ class LateWatch:
         d = session.dialect
         self._stage_candidates(session, stage_taken)
         if self.candidates:
-            columns = [ROW_HASH_COLUMN, LATENESS.name, ORIGIN.name, self._shape.cursor]
+            columns = [ROW_HASH_COLUMN, LATENESS.name, ORIGIN.name, cursor_of(self._shape)]
             statement = lsql.unheld_rows(
                 d,
                 self.target,
                 self._shape.key,
-                self._shape.cursor,
+                cursor_of(self._shape),
                 d.temp(lsql.CANDIDATES),
                 columns,
                 "1=1",

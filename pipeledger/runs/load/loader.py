@@ -11,6 +11,8 @@
       merge staged rows into the target                 (one set-based statement;
                                                          deletes, SCD2 history)
       advance the watermark to the greatest cursor staged (not for backfills)
+      incremental = "files": take the files read        (runs.load.files)
+      sync = "full": the snapshot's fingerprint         (state.snapshots)
     COMMIT                                              (or ROLLBACK on any error)
 
 A crash anywhere before COMMIT leaves the target and the watermark as they were. The load
@@ -22,15 +24,24 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
-from pipeledger.common.columns import DELETED_AT_COLUMN, ROW_HASH, Column, TableName, arrow_type
+from pipeledger.common.columns import (
+    DELETED_AT_COLUMN,
+    ROW_HASH,
+    ROW_HASH_COLUMN,
+    Column,
+    TableName,
+    arrow_type,
+)
 from pipeledger.config.model import (
     HISTORY_COLUMNS,
     ChecksConfig,
@@ -46,14 +57,23 @@ from pipeledger.publish.deletes import Vanished, find_vanished, judge_deletes, s
 from pipeledger.publish.merge import first_load, merge_staged, pipeline_shape, pipeline_spec
 from pipeledger.quality.gate import GateSpec, recheck_keys, run_gate
 from pipeledger.quality.report import GateReport
+from pipeledger.runs.load.files import FilesPlan
 from pipeledger.runs.load.known import KnownRows
 from pipeledger.runs.load.late import LateWatch
+from pipeledger.runs.load.request import (
+    LoadRequest,
+    ProgressCallback,
+    consequence,
+    texts,
+    watermarks_now,
+)
 from pipeledger.runs.load.result import LoadResult, Mode, Status
 from pipeledger.runs.steps import StepClock, StepResult
 from pipeledger.sources import ReadSpec, Source, SourceBatch, open_source
 from pipeledger.sources.sql import window_predicate
 from pipeledger.state.guard import Guard, guard_new_target, may_upgrade, read_guard, upgrade_target
-from pipeledger.state.tables import STATE_TABLE, read_watermarks, write_state
+from pipeledger.state.snapshots import SnapshotState, record_snapshot
+from pipeledger.state.tables import read_watermarks, write_state
 from pipeledger.state.watermark import (
     CursorValue,
     WatermarkTracker,
@@ -77,20 +97,6 @@ from pipeledger.warehouse.stage import (
 )
 
 log = logging.getLogger("pipeledger.load")
-
-
-ProgressCallback = Callable[[str, int], None]
-
-
-@dataclass(frozen=True, kw_only=True)
-class LoadRequest:
-    """What one load is asked to do."""
-
-    pipeline: str
-    mode: Mode = "incremental"
-    window: Window | None = None  # a backfill's range; incremental runs plan their own
-    full_compare: bool = False  # backfill: stage every row, even those the target holds
-    recent_counts: Sequence[int] | None = None  # rows read by recent runs (a learned band)
 
 
 @dataclass(kw_only=True)
@@ -125,6 +131,10 @@ class Load:
     restaged: int = 0  # rows the shortcut skipped that the merge needed after all
     vanished: Vanished | None = None  # sync = "full": the target keys the snapshot lacks
     late: LateWatch | None = None  # what the run learns about late rows (load.late)
+    files: FilesPlan | None = None  # incremental = "files": the files this run reads
+    file_rows: Counter[str] = field(default_factory=Counter)  # rows read, by file
+    fingerprints: int = 0  # sync = "full": the sum of the rows' fingerprints read
+    snapshot: SnapshotState | None = None  # sync = "full": as this run leaves it
     target: TableName = field(init=False)
 
     def __post_init__(self) -> None:
@@ -157,10 +167,14 @@ class Load:
         if columns is not None:
             self.guard = self._guard(session, columns)
             self._add_deleted_at(session, columns)
+        elif self.mode != "check":  # a dry run leaves no schema behind
+            ensure_schema(self.warehouse, self.target)
         window = self.window or self._planned_window()
         self.window = window
         tracker = self.tracker = WatermarkTracker(self.pipeline.cursor, self.pipeline.partition_by)
         self._stage(session, window, tracker)
+        if self.files is not None:
+            self.files.check_unchanged(self.name)
         if (self.rows_staged or self._snapshot) and self.shape is not None:
             with self.clock.measure("load"):
                 if self.late is not None:
@@ -168,6 +182,8 @@ class Load:
                 self._publish(session, self.shape, tracker)
         if self.late is not None:
             self.late.after_merge(session, self.stage_started)
+        if self.mode == "incremental":
+            self._keep_state(session)
         self.clock.finish("quality", "load")
         if self.known is not None:
             unchanged, superseded = self.known.counts(self.restaged)
@@ -192,9 +208,10 @@ class Load:
 
     def _planned_window(self) -> Window:
         """An incremental run's window: from the watermarks, or the whole source for a
-        full snapshot (``sync = "full"``: the source is the truth for every key)."""
+        full snapshot (``sync = "full"``: the source is the truth for every key) and for
+        the new files of ``incremental = "files"`` (read whole, whatever their cursors)."""
         p = self.pipeline
-        if p.sync == "full":
+        if p.sync == "full" or self.files is not None:
             return Window()
         return incremental_window(self.before or {}, p.lateness, p.partition_by is not None)
 
@@ -237,7 +254,8 @@ class Load:
         )
 
     def _stage(self, session: Session, window: Window, tracker: WatermarkTracker) -> None:
-        source = open_source(self.pipeline, self.config)
+        only = None if self.files is None else self.files.paths
+        source = open_source(self.pipeline, self.config, only)
         checks = self.pipeline.checks
         if checks is not None:
             schemas = source.schemas(self._read_spec(window))
@@ -308,6 +326,7 @@ class Load:
             tracker.observe(batch)
             if self.late is not None:
                 self.late.observe(batch)
+            self._count(item.origin, batch)
             self.rows_read += batch.num_rows
             if self.on_progress:
                 self.on_progress(self.name, self.rows_read)
@@ -323,10 +342,30 @@ class Load:
             if batch.num_rows:
                 yield batch
 
+    def _count(self, origin: str, batch: pa.RecordBatch) -> None:
+        """The rows read from each file (files taken), and a full snapshot's fingerprint:
+        the sum mod 2^64 of its rows' (numpy's unsigned sums wrap around)."""
+        if self.files is not None:
+            self.file_rows[origin] += batch.num_rows
+        if self.pipeline.sync == "full":
+            hashes = batch.column(ROW_HASH_COLUMN).to_numpy().view(np.uint64)
+            self.fingerprints += int(hashes.sum(dtype=np.uint64))
+
+    def _keep_state(self, session: Session) -> None:
+        """What an incremental run keeps beside the watermark, in its transaction: the
+        files it took, the snapshot it read."""
+        now = datetime.now(UTC)
+        if self.files is not None:
+            self.files.take(session, self.name, self.file_rows, self.run_id, now)
+        if self.pipeline.sync == "full":
+            self.snapshot = record_snapshot(
+                session, self.name, self.rows_read, self.fingerprints, self.run_id, now
+            )
+
     def _known_rows(self, session: Session, window: Window) -> KnownRows | None:
         """A backfill's view of the target rows in its range (see ``load.known``)."""
         p = self.pipeline
-        if self.mode != "backfill" or self.shape is None or self.new_target:
+        if self.mode != "backfill" or self.shape is None or self.new_target or not p.cursor:
             return None
         if self.request.full_compare or not self.fingerprinted or p.checks is not None:
             return None
@@ -373,7 +412,7 @@ class Load:
 
     def _window_filter(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         p, window = self.pipeline, self.window
-        if window is None:
+        if window is None or p.cursor is None:
             return batch
         mask = window_mask(window, batch, p.cursor, p.partition_by)
         return batch if mask is None else batch.filter(mask)
@@ -449,8 +488,9 @@ class Load:
             return first_load(
                 session, spec, kept, self.run_id, self.started_at, True, self.promotable
             )
-        # an incremental batch is mostly new or changed rows: no join to filter them first
-        filtered = self.mode != "incremental"
+        # an incremental batch is mostly new or changed rows: no join to filter them first;
+        # a full snapshot is mostly rows the target holds as they are
+        filtered = self.mode != "incremental" or self.pipeline.sync == "full"
         return merge_staged(
             session, spec, kept, self.run_id, self.started_at, self.vanished, filtered
         )
@@ -477,7 +517,7 @@ class Load:
         proves the keys unique (the gate then checks them only if that fails)."""
         drift = self.drift.changes() if self.drift else {}
         counts, proven = self.request.recent_counts, self.new_target and keyed_later
-        if self.pipeline.deleted and shape.cursor not in shape.key:
+        if self.pipeline.deleted and shape.cursor and shape.cursor not in shape.key:
             # a CDC feed carries several changes of a key in one run, at other cursors
             shape = replace(shape, key=(*shape.key, shape.cursor))
         return GateSpec(
@@ -529,7 +569,8 @@ class Load:
         self.target = _qualified(session, self.target)
         ensure_schema(self.warehouse, self.target)
         updates = self._merge_spec(shape).updates
-        for statement in sql.create_promotable_stage(self.run_id, columns, shape.cursor, updates):
+        cursor = shape.cursor or ""
+        for statement in sql.create_promotable_stage(self.run_id, columns, cursor, updates):
             session.execute(statement)
 
     def steps(self, failed: bool = False) -> list[StepResult]:
@@ -556,8 +597,8 @@ class Load:
             rows_read=self.rows_read,
             rows_staged=self.rows_staged,
             counts=self.counts,
-            watermark_before=_texts(self.before or {}),
-            watermark_after=_texts(self.after),
+            watermark_before=texts(self.before or {}),
+            watermark_after=texts(self.after),
             partitioned=self.pipeline.partition_by is not None,
             steps=tuple(self.steps()),
             bytes_read=self.bytes_read,
@@ -567,6 +608,8 @@ class Load:
             staged_max_cursor=self._staged_max(),
             covered=self._covered(),
             lateness=self.late.result(self.after) if self.late is not None else None,
+            snapshot=self.snapshot,
+            files=self.files.summary() if self.files is not None else None,
         )
 
     def failure(self, error: str) -> LoadResult:
@@ -581,8 +624,8 @@ class Load:
             started_at=self.started_at,
             duration_s=time.monotonic() - self.began,
             rows_read=self.rows_read,
-            watermark_before=_texts(self.before or {}),
-            watermark_after=_texts(self.before or {}),
+            watermark_before=texts(self.before or {}),
+            watermark_after=texts(self.before or {}),
             partitioned=self.pipeline.partition_by is not None,
             error=error,
             steps=tuple(self.steps(failed=True)),
@@ -592,19 +635,10 @@ class Load:
 
     def consequence(self) -> str:
         """What a failure left behind, in words: nothing written, the watermark where it is."""
-        marks = self.before if self.before is not None else _watermarks_now(self)
+        marks = self.before
         if marks is None:
-            where = "where it was (it could not be read)"
-        elif not marks:
-            where = "unset (no run has committed yet)"
-        elif self.pipeline.partition_by is None:
-            where = to_text(marks[""])
-        else:
-            where = ", ".join(f"{k}={v}" for k, v in _texts(marks).items())
-        return (
-            f"pipeline {self.name} (run {self.run_id}): nothing was written; "
-            f"the watermark stays at {where}"
-        )
+            marks = watermarks_now(self.warehouse, self.name)
+        return consequence(self.name, self.run_id, self.pipeline, marks)
 
     def _covered(self) -> tuple[datetime, datetime] | None:
         """The stretch of the cursor this run covered, for the ledger's data interval: from
@@ -656,18 +690,6 @@ def _instant(value: date) -> datetime:
     return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-def _watermarks_now(load: Load) -> dict[str, CursorValue] | None:
-    """The watermarks as committed, read apart from the failed transaction (which may not
-    have got as far as reading them, e.g. when another run held the lock)."""
-    try:
-        with load.warehouse.session(write=False) as session:
-            if session.table_columns(STATE_TABLE) is None:
-                return {}
-            return read_watermarks(session, load.name)
-    except Exception:  # the failure may be this very database being unreachable
-        return None
-
-
 def _qualified(session: Session, target: TableName) -> TableName:
     """``target`` with the schema an unqualified CREATE TABLE would put it in."""
     if target.schema is not None:
@@ -682,7 +704,9 @@ _SCHEMA_RACE = (WarehouseError.UNIQUE_VIOLATION, WarehouseError.DUPLICATE_SCHEMA
 def ensure_schema(warehouse: Warehouse, target: TableName) -> None:
     """Create the target's schema in a short transaction of its own, before the load
     stages: inside the long load transaction, two first loads into one new schema would
-    race, and one would fail on the catalog's unique index."""
+    race, and one would fail on the catalog's unique index. Every table a load makes
+    there (the target, an SCD2 target, its quarantine table) then finds it; pipeledger's
+    own tables (before-images, SCD2 repeats) live in its schema, made by the migrations."""
     statement = create_schema(warehouse.dialect, target)
     if statement is None:
         return
@@ -702,7 +726,3 @@ def _window_texts(window: Window | None) -> tuple[str | None, str | None]:
     lower = None if window.lower is None else to_text(window.lower)
     upper = None if window.upper is None else to_text(window.upper)
     return (lower, upper)
-
-
-def _texts(marks: dict[str, CursorValue]) -> dict[str, str]:
-    return {part: to_text(value) for part, value in sorted(marks.items())}

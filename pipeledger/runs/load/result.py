@@ -9,9 +9,33 @@ from typing import Any, Literal
 from pipeledger.publish.counts import MergeCounts
 from pipeledger.runs.steps import StepResult
 from pipeledger.state.lateness import RunLateness
+from pipeledger.state.snapshots import SnapshotState
 
 Mode = Literal["incremental", "backfill", "check"]
 Status = Literal["success", "partial", "failed"]
+LEDGER_PATHS = 1000
+
+
+@dataclass(frozen=True, kw_only=True)
+class FilesRead:
+    """What one run of an ``incremental = "files"`` pipeline did with its source's files."""
+
+    read: tuple[str, ...] = ()  # new or changed: read whole, and taken
+    touched: int = 0  # copied or touched (the same content): taken again, not read
+    unchanged: int = 0  # as taken before: not opened
+
+    def to_json(self) -> dict[str, Any]:
+        return {"read": list(self.read), "touched": self.touched, "unchanged": self.unchanged}
+
+    def ledger_json(self) -> dict[str, Any]:
+        """As the ledger keeps it (``extra.files``): the counts, and the first
+        ``LEDGER_PATHS`` files read (a folder of thousands would bloat every run's row)."""
+        return {
+            "read": len(self.read),
+            "touched": self.touched,
+            "unchanged": self.unchanged,
+            "paths": list(self.read[:LEDGER_PATHS]),
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,6 +62,8 @@ class LoadResult:
     staged_max_cursor: str | None = None  # known without a query when nothing was held back
     covered: tuple[datetime, datetime] | None = None  # the cursor's stretch, as instants
     lateness: RunLateness | None = None  # late rows caught, re-read, missed (load.late)
+    snapshot: SnapshotState | None = None  # sync = "full": the snapshot as this run left it
+    files: FilesRead | None = None  # incremental = "files": the files it read or passed by
     ledger_error: str | None = None  # committed, but the ledger could not record it
 
     @property
@@ -83,4 +109,6 @@ class LoadResult:
             "rows_rejected": self.quality.quarantined_rows if self.quality else 0,
             "late_rows_dropped": self.late_rows_dropped,
             "quality": self.quality.to_json() if self.quality else None,
+            "snapshot": self.snapshot.to_json() if self.snapshot else None,
+            "files": self.files.to_json() if self.files else None,
         }

@@ -16,9 +16,11 @@ What "holds" means, stated once:
   and never past their partition's watermark: later rows are the next run's, not a
   difference. A key whose current version lies in another window than the target's row
   is missing in the one and extra in the other; a backfill of the first moves it.
-* A key the source no longer holds is an extra row. When loads learn to propagate
-  deletes (soft deletes, history), "the target's rows" become its current, undeleted rows:
-  :func:`pipeledger.runs.reconcile.sql.target_rows` is the one place that selects them.
+* A key the source no longer holds is an extra row. A soft-deleted target row is not
+  held: it is gone (:meth:`Reconcile._target_where` leaves it out).
+* A pipeline without a cursor (``sync = "full"``, ``incremental = "files"``) is compared
+  whole, as one window: every source row against every target row, with no watermark to
+  stop at (its last run read the whole source, or every file).
 
 How, in memory that does not grow with the source: the source's (key, cursor, partition,
 fingerprint) stream into the stage; the warehouse keeps each key's current version,
@@ -45,7 +47,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeledger.common.columns import ROW_HASH, ROW_HASH_COLUMN, Column, target_schema
+from pipeledger.common.columns import (
+    DELETED_AT_COLUMN,
+    ROW_HASH,
+    ROW_HASH_COLUMN,
+    Column,
+    target_schema,
+)
 from pipeledger.config.model import Config, PipelineConfig, SqlSource
 from pipeledger.errors import ConfigError, PipeledgerError, WarehouseError
 from pipeledger.runs.load.late import Missed, missed_rows
@@ -117,15 +125,17 @@ class Reconcile:
         if d.snapshot_statement:  # the target and its watermark, as of one moment
             session.execute(d.snapshot_statement)
         marks = read_watermarks(session, self.name)
-        shape = self._shape(session, marks)
-        grain = Grain.parse(self.request.by, shape.cursor_type, self.name)
+        shape, deletes = self._shape(session, marks)
+        grain = self._grain(shape)
         span = self._span(shape)
         where, params = self._target_where(d, shape, span, marks)
+        if deletes:
+            where = f"{where} AND {quote(DELETED_AT_COLUMN)} IS NULL"
         for statement in [*drop_stage(d), create_stage(d, [*shape.identity, ROW_HASH, SIDE])]:
             session.execute(statement)
         filled = self._fingerprint_target_rows(session, shape, where, params)
         session.stage(self._source_rows(shape, span, marks))
-        ids, cursor = [c.name for c in shape.identity], quote(shape.cursor)
+        ids, cursor = [c.name for c in shape.identity], quote(shape.cursor or "")
         once = self._staged_once(session, shape, grain.label(d, f"v.{cursor}"))
         rows = rsql.target_rows(
             d,
@@ -142,7 +152,7 @@ class Reconcile:
             _sums(session.query(rsql.target_windows(d, rows), params)),
         )
         windows = self._differences(session, grain, sums, rows, params, shape, once)
-        if windows and isinstance(self.pipeline.source, SqlSource):
+        if windows and shape.cursor and isinstance(self.pipeline.source, SqlSource):
             table = d.temp(rsql.DIFFERENCES)
             self.missed = missed_rows(
                 session,
@@ -187,20 +197,38 @@ class Reconcile:
         return None
 
     # -- what is compared -----------------------------------------------------------------
-    def _shape(self, session: Session, marks: dict[str, CursorValue]) -> Shape:
+    def _shape(self, session: Session, marks: dict[str, CursorValue]) -> tuple[Shape, bool]:
+        """The target's shape, and whether it keeps soft-deleted rows."""
         p = self.pipeline
         columns = session.table_columns(p.target_name)
-        if columns is None or not marks:
+        if columns is None or (p.cursor is not None and not marks):
             raise ConfigError(f"pipeline {self.name} has loaded nothing yet: nothing to reconcile")
-        if all(name != ROW_HASH_COLUMN for name, _ in columns):
+        names = {name for name, _ in columns}
+        if ROW_HASH_COLUMN not in names:
             raise PipeledgerError(
                 f"target {p.target} has no fingerprints yet (it was made before them): its next "
                 f"run adds them; reconcile after that"
             )
-        return shape_from_table(columns, p.key, p.cursor, p.partition_by, table=p.target)
+        data = [(name, kind) for name, kind in columns if name != DELETED_AT_COLUMN]
+        shape = shape_from_table(data, p.key, p.cursor, p.partition_by, table=p.target)
+        return shape, DELETED_AT_COLUMN in names
+
+    def _grain(self, shape: Shape) -> Grain:
+        """Windows by ``--by``; one window, the whole snapshot, without a cursor."""
+        r = self.request
+        if shape.cursor:
+            return Grain.parse(r.by, shape.cursor_type, self.name)
+        if r.by is not None or r.start is not None or r.end is not None:
+            raise ConfigError(
+                f"pipeline {self.name} has no cursor: reconcile compares its whole snapshot "
+                "(drop --start, --end and --by)"
+            )
+        return Grain.whole()
 
     def _span(self, shape: Shape) -> Window:
         """``--start``/``--end`` as closed bounds of the cursor's kind."""
+        if not shape.cursor:
+            return Window()
         try:
             lower, upper = (
                 None if t is None else from_text(t) for t in (self.request.start, self.request.end)
@@ -217,7 +245,10 @@ class Reconcile:
     def _target_where(
         self, d: Dialect, shape: Shape, span: Window, marks: dict[str, CursorValue]
     ) -> tuple[str, list[Any]]:
-        """The target's rows in the span, at or before their partition's watermark."""
+        """The target's rows in the span, at or before their partition's watermark (every
+        row, without a cursor)."""
+        if not shape.cursor:
+            return "1=1", []
         inside, params = window_predicate(d, span, shape.cursor, None)
         parts = sorted(marks) if shape.partition_by else [UNPARTITIONED]
         cap = rsql.cap_predicate(d, shape.cursor, shape.partition_by, len(parts))
@@ -232,7 +263,7 @@ class Reconcile:
         """The source's rows in the span as the target would store them: identity and
         fingerprint, streamed into the stage."""
         upper = span.upper
-        if upper is None and shape.partition_by is None:
+        if upper is None and shape.partition_by is None and shape.cursor:
             upper = marks[UNPARTITIONED]  # let the source skip what is past the watermark
         types = {c.name: c.arrow for c in shape.columns}
         read = ReadSpec(
@@ -243,7 +274,10 @@ class Reconcile:
         )
         for item in open_source(self.pipeline, self.config).batches(read):
             batch = as_stored(item, shape)
-            kept = _filtered(batch, self._in_reach(batch, span, marks, shape, item.unfiltered))
+            if shape.cursor:
+                reach = self._in_reach(batch, span, marks, shape, shape.cursor, item.unfiltered)
+                batch = _filtered(batch, reach)
+            kept = batch
             if kept.num_rows:
                 self.rows_read += kept.num_rows
                 yield _sided(kept, shape, "s")
@@ -254,12 +288,13 @@ class Reconcile:
         span: Window,
         marks: dict[str, CursorValue],
         shape: Shape,
+        name: str,
         unfiltered: bool,
     ) -> pc.Expression:
         """In the span (when the source could not apply it) and at or before the row's
-        partition's watermark."""
-        cursor = pc.field(shape.cursor)
-        kind = batch.schema.field(shape.cursor).type
+        partition's watermark (``name``: the cursor)."""
+        cursor = pc.field(name)
+        kind = batch.schema.field(name).type
         if shape.partition_by is None:
             reach = cursor <= coerce(marks[UNPARTITIONED], kind)
         else:
@@ -267,7 +302,7 @@ class Reconcile:
             reach = pc.scalar(False)
             for value, mark in marks.items():
                 reach = reach | ((part == value) & (cursor <= coerce(mark, kind)))
-        inside = arrow_filter(span, shape.cursor, kind, None) if unfiltered else None
+        inside = arrow_filter(span, name, kind, None) if unfiltered else None
         return reach if inside is None else reach & inside
 
     def _fingerprint_target_rows(

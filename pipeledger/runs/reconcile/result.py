@@ -15,11 +15,12 @@ Verdict = Literal["match", "mismatch"]
 
 @dataclass(frozen=True, kw_only=True)
 class WindowDiff:
-    """One window whose rows differ: ``start <= cursor < end``."""
+    """One window whose rows differ: ``start <= cursor < end`` (no bounds: the whole
+    snapshot of a pipeline without a cursor)."""
 
     label: str
-    start: str
-    end: str
+    start: str | None
+    end: str | None
     source_rows: int
     target_rows: int
     missing_rows: int  # the source has the key in this window, the target has not
@@ -36,11 +37,11 @@ class WindowDiff:
         kinds: dict[str, int],
         sample: tuple[Any, ...],
     ) -> WindowDiff:
-        start, end = grain.bounds(label)
+        bounds = grain.bounds(label)
         return cls(
             label=label,
-            start=to_text(start),
-            end=to_text(end),
+            start=None if bounds is None else to_text(bounds[0]),
+            end=None if bounds is None else to_text(bounds[1]),
             source_rows=rows[0],
             target_rows=rows[1],
             missing_rows=kinds.get("missing", 0),
@@ -68,13 +69,15 @@ class WindowDiff:
 
 @dataclass(frozen=True, kw_only=True)
 class Repair:
-    """One backfill ``reconcile --repair`` ran."""
+    """One backfill ``reconcile --repair`` ran (no range: a run of a pipeline without a
+    cursor, which compares and applies its whole snapshot)."""
 
-    start: str
-    end: str
+    start: str | None
+    end: str | None
     run_id: str
     rows_inserted: int
     rows_updated: int
+    rows_deleted: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -46,16 +46,18 @@ def _halves(expression: str) -> str:
 
 
 def current_source(
-    d: Dialect, identity: Sequence[str], key: Sequence[str], cursor: str, label: str
+    d: Dialect, identity: Sequence[str], key: Sequence[str], cursor: str | None, label: str
 ) -> list[str]:
     """The source's current version of each key: its rows at the greatest cursor (several
-    when different versions share it: any of them may stand in the target), labelled with
-    their window; one of them per key is picked to be counted. ``label``: SQL over
-    ``v.<cursor>``. Then an index on the key."""
-    keys, c = _names(key), quote(cursor)
+    when different versions share it, or there is no cursor: any of them may stand in the
+    target), labelled with their window; one of them per key is picked to be counted.
+    ``label``: SQL over ``v.<cursor>``. Then an index on the key."""
+    keys = _names(key)
+    order = f" ORDER BY {quote(cursor)} DESC" if cursor else ""
+    newest = f"{quote(cursor)} DESC, " if cursor else ""
     ranked = (
-        f"SELECT {_names(identity)}, {_H}, rank() OVER (PARTITION BY {keys} ORDER BY {c} DESC) "
-        f"AS r, row_number() OVER (PARTITION BY {keys} ORDER BY {c} DESC, {_H} DESC) AS n "
+        f"SELECT {_names(identity)}, {_H}, rank() OVER (PARTITION BY {keys}{order}) "
+        f"AS r, row_number() OVER (PARTITION BY {keys} ORDER BY {newest}{_H} DESC) AS n "
         f"FROM {d.stage()} WHERE {quote(SIDE)} = 's'"
     )
     return [

@@ -2,7 +2,8 @@
 integer cursor values). Each window is half-open, ``start <= cursor < end``; SQL labels
 every row with its window (the same text on both warehouses, so source and target rows are
 grouped by one expression), and a label turns back into its bounds here, or into the
-closed ranges a backfill of that window takes."""
+closed ranges a backfill of that window takes. A pipeline without a cursor has one window,
+its whole snapshot (:meth:`Grain.whole`), with no bounds."""
 
 from __future__ import annotations
 
@@ -17,15 +18,25 @@ from pipeledger.warehouse.dialect import Dialect, TimeUnit
 
 INTEGER_TYPES = frozenset({"smallint", "integer", "bigint"})
 _TICK = timedelta(microseconds=1)
+WHOLE = "all"  # the one window of a pipeline without a cursor
 
 
 @dataclass(frozen=True)
 class Grain:
     """How rows are grouped into windows: a time unit, or a width of integer values."""
 
-    cursor_type: str  # the cursor column's SQL type
+    cursor_type: str  # the cursor column's SQL type ("" without a cursor)
     unit: TimeUnit | None = None
     width: int | None = None
+
+    @classmethod
+    def whole(cls) -> Grain:
+        """One window: the whole snapshot of a pipeline without a cursor."""
+        return cls("")
+
+    @property
+    def is_whole(self) -> bool:
+        return self.unit is None and self.width is None
 
     @classmethod
     def parse(cls, by: str | None, cursor_type: str, pipeline: str) -> Grain:
@@ -46,18 +57,22 @@ class Grain:
 
     @property
     def name(self) -> str:
-        return self.unit or str(self.width)
+        return WHOLE if self.is_whole else self.unit or str(self.width)
 
     def label(self, d: Dialect, column: str) -> str:
         """SQL: the window of ``column`` (a qualified, quoted cursor) as text."""
+        if self.is_whole:
+            return f"CAST('{WHOLE}' AS TEXT)"  # PostgreSQL groups by no bare constant
         if self.unit is not None:
             return d.time_label(column, self.unit)
         n = int(self.width or 1)  # a validated integer, inlined
         floor = f"(CASE WHEN {column} >= 0 THEN {column} / {n} ELSE ({column} + 1) / {n} - 1 END)"
         return f"CAST({floor} * {n} AS TEXT)"
 
-    def bounds(self, label: str) -> tuple[CursorValue, CursorValue]:
-        """The window a label names: ``[start, end)``."""
+    def bounds(self, label: str) -> tuple[CursorValue, CursorValue] | None:
+        """The window a label names: ``[start, end)`` (None: the whole snapshot)."""
+        if self.is_whole:
+            return None
         if self.width is not None:
             return int(label), int(label) + self.width
         unit = self.unit or "day"
@@ -76,7 +91,8 @@ class Grain:
         these windows: windows that touch share a range (one read of the source instead of
         several), each range no wider than ``at_most`` (a pipeline's ``max_backfill``)."""
         spans: list[list[CursorValue]] = []
-        for start, end in sorted(self.bounds(label) for label in labels):
+        bounds = [b for b in map(self.bounds, labels) if b is not None]
+        for start, end in sorted(bounds):
             if spans and spans[-1][1] == start:
                 spans[-1][1] = end
             else:

@@ -1,4 +1,4 @@
--- Golden SQL of pipeledger.load.sql on PostgreSQL, for the inputs in
+-- Golden SQL of pipeledger.publish.merge_sql on PostgreSQL, for the inputs in
 -- tests/golden/cases.py. Not edited by hand: after changing a builder, run
 -- `.venv/bin/python -m pytest tests/golden --update-golden` and review the diff.
 
@@ -90,6 +90,22 @@ SELECT 1 FROM "_pipeledger_stage" GROUP BY "order_id", "region" HAVING count(*) 
 
 -- case: dedupe_stage
 CREATE TEMP TABLE "_pipeledger_stage_unique" ON COMMIT DROP AS SELECT "order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash" FROM (SELECT "order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", row_number() OVER (PARTITION BY "order_id" ORDER BY "updated_at" DESC, (ROW(s."region", s."amount", s."status", s."updated_at")::text COLLATE "C") DESC) AS rn FROM "_pipeledger_stage" AS s) AS ranked WHERE rn = 1;
+
+-- case: dedupe_stage of a snapshot without a cursor
+CREATE TEMP TABLE "_pipeledger_stage_unique" ON COMMIT DROP AS SELECT "order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash" FROM (SELECT "order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", row_number() OVER (PARTITION BY "order_id" ORDER BY (ROW(s."region", s."amount", s."status", s."updated_at")::text COLLATE "C") DESC) AS rn FROM "_pipeledger_stage" AS s) AS ranked WHERE rn = 1;
+
+-- case: create_target without a cursor
+CREATE TABLE "analytics"."orders" (
+  "order_id" bigint NOT NULL,
+  "region" text,
+  "amount" numeric(12,2),
+  "status" text,
+  "updated_at" timestamptz,
+  "_pipeledger_row_hash" bigint,
+  "_pipeledger_run_id" text NOT NULL,
+  "_pipeledger_loaded_at" timestamptz NOT NULL,
+  PRIMARY KEY ("order_id")
+) WITH (fillfactor = 90);
 
 -- case: conflicting_rows under on_conflict=error
 SELECT s."order_id", count(*) OVER () FROM "_pipeledger_stage" AS s JOIN "analytics"."orders" AS t ON t."order_id" = s."order_id" WHERE (t."region", t."amount", t."status", t."updated_at") IS DISTINCT FROM (s."region", s."amount", s."status", s."updated_at") LIMIT 5;

@@ -1,4 +1,4 @@
--- Golden SQL of pipeledger.load.state on SQLite, for the inputs in
+-- Golden SQL of pipeledger.state.tables on SQLite, for the inputs in
 -- tests/golden/cases.py. Not edited by hand: after changing a builder, run
 -- `.venv/bin/python -m pytest tests/golden --update-golden` and review the diff.
 
@@ -19,6 +19,9 @@ CREATE INDEX IF NOT EXISTS "run_commits_target" ON "pipeledger.run_commits" (tar
 -- migration 7: lateness: files each pipeline has read, late rows already counted
 CREATE TABLE IF NOT EXISTS "pipeledger.files_read" (pipeline text NOT NULL, path text NOT NULL, size integer NOT NULL, mtime_ns integer NOT NULL, first_run_id text NOT NULL, read_at text NOT NULL, PRIMARY KEY (pipeline, path, size, mtime_ns));
 CREATE TABLE IF NOT EXISTS "pipeledger.late_rows" (pipeline text NOT NULL, row_hash integer NOT NULL, lateness_s integer NOT NULL, run_id text NOT NULL, found_at text NOT NULL, PRIMARY KEY (pipeline, row_hash));
+-- migration 8: loads without a cursor: each full snapshot's fingerprint, the files taken
+CREATE TABLE IF NOT EXISTS "pipeledger.source_snapshots" (pipeline text PRIMARY KEY, row_count integer NOT NULL, fingerprint text NOT NULL, run_id text NOT NULL, taken_at text NOT NULL, changed_at text NOT NULL, changed_by text NOT NULL);
+CREATE TABLE IF NOT EXISTS "pipeledger.files_taken" (pipeline text NOT NULL, path text NOT NULL, size integer NOT NULL, mtime_ns integer NOT NULL, content_hash text NOT NULL, row_count integer, run_id text NOT NULL, taken_at text NOT NULL, PRIMARY KEY (pipeline, path));
 
 -- case: read_state
 SELECT partition_key, watermark, cursor_type FROM "pipeledger.pipeline_state" WHERE pipeline = ?;
@@ -43,3 +46,27 @@ SELECT c.run_id, c.target FROM "pipeledger.run_commits" AS c WHERE c.target IN (
 
 -- case: record_input
 INSERT INTO "pipeledger.model_inputs" (model, run_id, upstream, consumed_by, consumed_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (model, run_id) DO NOTHING;
+
+-- case: snapshots_table
+CREATE TABLE IF NOT EXISTS "pipeledger.source_snapshots" (pipeline text PRIMARY KEY, row_count integer NOT NULL, fingerprint text NOT NULL, run_id text NOT NULL, taken_at text NOT NULL, changed_at text NOT NULL, changed_by text NOT NULL);
+
+-- case: write_snapshot
+INSERT INTO "pipeledger.source_snapshots" AS s (pipeline, row_count, fingerprint, run_id, taken_at, changed_at, changed_by) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (pipeline) DO UPDATE SET row_count = excluded.row_count, fingerprint = excluded.fingerprint, run_id = excluded.run_id, taken_at = excluded.taken_at, changed_at = CASE WHEN s.fingerprint = excluded.fingerprint AND s.row_count = excluded.row_count THEN s.changed_at ELSE excluded.changed_at END, changed_by = CASE WHEN s.fingerprint = excluded.fingerprint AND s.row_count = excluded.row_count THEN s.changed_by ELSE excluded.changed_by END;
+
+-- case: read_snapshot
+SELECT pipeline, row_count, fingerprint, run_id, taken_at, changed_at, changed_by FROM "pipeledger.source_snapshots" WHERE pipeline = ?;
+
+-- case: read_snapshots
+SELECT pipeline, row_count, fingerprint, run_id, taken_at, changed_at, changed_by FROM "pipeledger.source_snapshots" ORDER BY pipeline;
+
+-- case: files_taken_table
+CREATE TABLE IF NOT EXISTS "pipeledger.files_taken" (pipeline text NOT NULL, path text NOT NULL, size integer NOT NULL, mtime_ns integer NOT NULL, content_hash text NOT NULL, row_count integer, run_id text NOT NULL, taken_at text NOT NULL, PRIMARY KEY (pipeline, path));
+
+-- case: read_taken
+SELECT path, size, mtime_ns, content_hash, row_count, run_id, taken_at FROM "pipeledger.files_taken" WHERE pipeline = ?;
+
+-- case: take_files of a file read and one touched
+INSERT INTO "pipeledger.files_taken" AS f (pipeline, path, size, mtime_ns, content_hash, row_count, run_id, taken_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (pipeline, path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, content_hash = excluded.content_hash, row_count = coalesce(excluded.row_count, f.row_count), run_id = excluded.run_id, taken_at = excluded.taken_at;
+
+-- case: summarize_taken
+SELECT pipeline, count(*), sum(size), max(taken_at) FROM "pipeledger.files_taken" GROUP BY pipeline ORDER BY pipeline;
