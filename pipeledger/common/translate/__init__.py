@@ -1,0 +1,1 @@
+"""PostgreSQL SQL translated for SQLite completely, or refused before anything runs."""
