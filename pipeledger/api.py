@@ -83,7 +83,6 @@ if TYPE_CHECKING:
     from pipeledger.state.lateness import LatenessReport as LatenessReport
     from pipeledger.state.snapshots import SnapshotState as SnapshotState
     from pipeledger.state.tables import WatermarkRow as WatermarkRow
-    from pipeledger.web.server import Running as Running
 
 __all__ = [
     "Project",
@@ -123,11 +122,9 @@ __all__ = [
     "serve",
     "show",
     "sla",
-    "start_ui",
     "status",
     "tasks",
     "trigger",
-    "ui",
     "volume_days",
     "wait_for_lineage",
     "watchdog",
@@ -680,35 +677,6 @@ def serve(
 
     site = _site(config)
     loop(site, report, lambda: _serve_upkeep(site), poll=poll, threads=threads)
-
-
-def ui(
-    path: str | os.PathLike[str] | None = None,
-    *,
-    host: str = "127.0.0.1",
-    port: int = 8420,
-    on_ready: Callable[[str], None] | None = None,
-) -> None:
-    """Serve the read-only web dashboard of the config at ``path`` (default
-    ``./pipeledger.toml``) until interrupted (``pipeledger ui``); ``on_ready`` is told its
-    URL once it listens. Every page reads through this module (:mod:`pipeledger.web`)."""
-    from pathlib import Path
-
-    from pipeledger.web.server import serve as serve_web
-
-    serve_web(None if path is None else Path(path), host, port, on_ready)
-
-
-def start_ui(
-    path: str | os.PathLike[str] | None = None, *, host: str = "127.0.0.1", port: int = 8420
-) -> Running:
-    """The dashboard of :func:`ui` on a thread of this process (``pipeledger serve --ui``):
-    returned once it listens (its ``url``); ``stop()`` ends it. ``port`` 0: a free one."""
-    from pathlib import Path
-
-    from pipeledger.web.server import start
-
-    return start(None if path is None else Path(path), host, port)
 
 
 def cancel(config: ConfigLike, run_id: str, reason: str | None = None) -> RunRecord:

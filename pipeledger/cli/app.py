@@ -326,7 +326,9 @@ def ui(host: str, port: int) -> None:
                 highlight=False,
             )
 
-        api.ui(where.source_file, host=host, port=port, on_ready=ready)
+        from pipeledger.web import server  # a face over the api, imported only to serve
+
+        server.serve(where.source_file, host, port, on_ready=ready)
 
 
 @app.command()

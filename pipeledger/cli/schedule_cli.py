@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,6 +21,9 @@ from pipeledger.cli.common import (
     reporting,
 )
 from pipeledger.cli.render import escape
+
+if TYPE_CHECKING:
+    from pipeledger.web.server import Running
 
 
 @app.command()
@@ -83,7 +87,7 @@ def serve(poll: str, threads: int | None, with_ui: bool, host: str, port: int) -
     with reporting(), cancellable():
         config = read_config()
         every = api.parse_duration(poll)
-        dashboard = api.start_ui(config.source_file, host=host, port=port) if with_ui else None
+        dashboard = _dashboard(config.source_file, host, port) if with_ui else None
         if dashboard is not None:
             err.print(f"dashboard on {dashboard.url} (read-only)", highlight=False)
         err.print(f"serving {config.source_file}: waking up at least every {poll}")
@@ -143,3 +147,10 @@ def cancel(run_id: str, reason: str | None, as_json: bool) -> None:
             soft_wrap=True,
             highlight=False,
         )
+
+
+def _dashboard(config_path: Path | None, host: str, port: int) -> Running:
+    """The web dashboard on a thread of ``serve`` (the web face, over the api)."""
+    from pipeledger.web import server
+
+    return server.start(config_path, host, port)

@@ -276,3 +276,14 @@ class Heartbeat(threading.Thread):
         self.stopped.set()
         if self.is_alive():
             self.join(timeout=10)
+
+
+class RunObserver(Protocol):
+    """Told by the run scaffold when a run has started (``running`` recorded) and when it
+    has ended (its final record made): what :mod:`pipeledger.lineage` emits events from;
+    defined beside the run it is told of, so the observer needs nothing above the ledger.
+    Both calls must return at once (the work goes to a thread of the observer's own)."""
+
+    def started(self, run: Run) -> None: ...
+
+    def ended(self, run: Run) -> None: ...

@@ -8,7 +8,7 @@
       final record made   ── ended   ──>     COMPLETE | FAIL | ABORT built from what the
                                              run recorded (counts, snapshot, checks, SQL)
 
-The scaffold only tells an observer (:class:`pipeledger.runs.site.RunObserver`) that a run
+The scaffold only tells an observer (:class:`pipeledger.ledger.run.RunObserver`) that a run
 started and ended; the events are built here, off the run's thread, from what the run
 recorded in the ledger's ``Run`` (:mod:`pipeledger.lineage.events`). The OpenLineage client
 (``openlineage-python``, ~0.5 s to import) is imported only when lineage is configured:
@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pipeledger.config.model import Config
-    from pipeledger.runs.site import RunObserver, Site
+    from pipeledger.ledger.run import RunObserver
+    from pipeledger.warehouse.session import Warehouse
 
 # the client's own configuration, which turns lineage on without a [lineage] section
 CLIENT_SETTINGS = ("OPENLINEAGE_URL", "OPENLINEAGE_CONFIG")
@@ -54,13 +55,14 @@ def configured(config: Config) -> bool:
     )
 
 
-def observer(site: Site) -> RunObserver | None:
-    """The observer that emits the site's runs' events, or None without lineage."""
-    if not configured(site.config):
+def observer(config: Config, warehouse: Warehouse) -> RunObserver | None:
+    """The observer that emits the events of the runs of ``config`` into ``warehouse``,
+    or None without lineage."""
+    if not configured(config):
         return None
     from pipeledger.lineage.emitter import LineageObserver
 
-    return LineageObserver(site)
+    return LineageObserver(config, warehouse)
 
 
 def wait(timeout: float | None = None) -> None:

@@ -30,7 +30,7 @@ from pipeledger.ledger.run import Run
 from pipeledger.lineage.spool import EventSpool
 
 if TYPE_CHECKING:
-    from pipeledger.runs.site import Site
+    from pipeledger.warehouse.session import Warehouse
 
 log = logging.getLogger("pipeledger.lineage")
 
@@ -296,9 +296,9 @@ def drain_spool(config: Config) -> int:
 class LineageObserver:
     """The run scaffold's observer: queues each run's START and end events."""
 
-    def __init__(self, site: Site) -> None:
-        self.site = site
-        self.settings = settings_of(site.config)
+    def __init__(self, config: Config, warehouse: Warehouse) -> None:
+        self.config, self.warehouse = config, warehouse
+        self.settings = settings_of(config)
         self.emitter = emitter_for(self.settings)
 
     def started(self, run: Run) -> None:
@@ -316,8 +316,8 @@ class LineageObserver:
         scene = Scene(
             namespace=self.settings.namespace,
             dag_job=self.settings.dag_job,
-            config=self.site.config,
-            warehouse=self.site.warehouse,
+            config=self.config,
+            warehouse=self.warehouse,
         )
         event = start_event(scene, subject) if moment == "start" else end_event(scene, subject)
         return None if event is None else Serde.to_dict(event)

@@ -48,11 +48,11 @@ from pipeledger.errors import (
     WarehouseError,
 )
 from pipeledger.ledger.ledger import Ledger, NullLedger, RunFields
-from pipeledger.ledger.run import Run
+from pipeledger.ledger.run import Run, RunObserver
 from pipeledger.ledger.vocabulary import RunRecord, RunStatus, TriggerType
 from pipeledger.publish.indexes import ensure_indexes
 from pipeledger.runs.interrupt import stoppable
-from pipeledger.runs.site import RunObserver, Site, who
+from pipeledger.runs.site import Site, who
 from pipeledger.state.tables import STATE, log_commit
 from pipeledger.warehouse.clients import acting_for
 from pipeledger.warehouse.migrations import ensure_migrated

@@ -16,30 +16,19 @@ import subprocess
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
 
 from pipeledger import lineage
 from pipeledger.common.secrets import redact
 from pipeledger.config.model import Config, ModelConfig, SqlSource
 from pipeledger.errors import WarehouseError
 from pipeledger.ledger.ledger import Ledger, NullLedger, PipelineInfo
-from pipeledger.ledger.run import Run
+from pipeledger.ledger.run import RunObserver
 from pipeledger.ledger.store import Op
 from pipeledger.state.tables import STATE, read_commits
 from pipeledger.warehouse.adapters import open_warehouse
 from pipeledger.warehouse.session import Warehouse
 
 log = logging.getLogger("pipeledger.run")
-
-
-class RunObserver(Protocol):
-    """Told by the run scaffold when a run has started (``running`` recorded) and when it
-    has ended (its final record made): what :mod:`pipeledger.lineage` emits events from.
-    Both calls must return at once (the work goes to a thread of the observer's own)."""
-
-    def started(self, run: Run) -> None: ...
-
-    def ended(self, run: Run) -> None: ...
 
 
 class Site:
@@ -52,7 +41,7 @@ class Site:
         self._lock = threading.Lock()
         self.warehouse = self.database(config.warehouse_url)
         self.ledger = _ledger(config, self)
-        self.observer: RunObserver | None = lineage.observer(self)
+        self.observer: RunObserver | None = lineage.observer(config, self.warehouse)
 
     def database(self, url: str) -> Warehouse:
         """The invocation's one warehouse object for ``url``."""

@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from pipeledger import api
+from pipeledger.web import server
 from tests.helpers import Project
 from tests.web import known as k
 
@@ -79,7 +79,7 @@ def known_project(request: pytest.FixtureRequest) -> k.Known:
 
 
 def serving(known: k.Known) -> Iterator[str]:
-    running = api.start_ui(known.project.root / "pipeledger.toml", port=0)
+    running = server.start(known.project.root / "pipeledger.toml", port=0)
     try:
         yield running.url
     finally:

@@ -15,7 +15,7 @@ from urllib.parse import quote
 import psycopg
 import pytest
 
-from pipeledger import api
+from pipeledger.web import server
 from tests.ledger_fixtures import ledger
 from tests.web import known as k
 from tests.web.conftest import get, serving
@@ -74,7 +74,7 @@ def test_html_in_names_and_errors_is_escaped(known_sqlite: k.Known, sqlite_dashb
 
 
 def test_the_dashboard_listens_on_127_0_0_1_unless_told_otherwise(known_sqlite: k.Known) -> None:
-    running = api.start_ui(known_sqlite.project.root / "pipeledger.toml", port=0)
+    running = server.start(known_sqlite.project.root / "pipeledger.toml", port=0)
     try:
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+", running.url)
         assert get(running.url + "/healthz") == (200, "ok\n")
@@ -111,7 +111,7 @@ def test_a_role_that_may_only_select_is_enough(known_postgres: k.Known, tmp_path
     (folder / "pipeledger.toml").write_text(config.replace(url, reader_url))
     with pytest.raises(psycopg.errors.InsufficientPrivilege), psycopg.connect(reader_url) as conn:
         conn.execute("DELETE FROM pipeledger.pipeline_runs")  # the role cannot write
-    running = api.start_ui(folder / "pipeledger.toml", port=0)
+    running = server.start(folder / "pipeledger.toml", port=0)
     try:
         for path in every_path(known_postgres):
             status, body = get(running.url + path)
