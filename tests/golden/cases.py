@@ -981,7 +981,8 @@ def _ledger_sla() -> list[Case]:
              world=_w("ledger"),
              bind=lambda d: [*queries.status_window(AT, timedelta(days=30)), LOWER]),
         Case(m, "p95_sql", lambda d: text(sla.p95_sql(d, 2)), world=_w("ledger"),
-             bind=lambda d: ["orders", "orders", LOWER, 0, "customers", "customers", LOWER, 1]),
+             bind=lambda d: [LOWER, ["orders", "customers"], [0, 1]] if d.correlated_limit
+             else ["orders", "orders", LOWER, 0, "customers", "customers", LOWER, 1]),
         Case(m, "transitions_sql", lambda d: text(sla.transitions_sql(d)), world=_w("ledger"),
              bind=lambda d: [LOWER, LOWER, LOWER]),
     ]  # fmt: skip

@@ -210,20 +210,33 @@ def timed_successes_sql(d: Dialect) -> str:
 P95_CHUNK = 200  # pipelines per statement (SQLite allows 500 terms in a UNION ALL)
 
 
+def _percentile(d: Dialect, pipeline: str, offset: str) -> str:
+    return (
+        f"(SELECT r.duration_ms FROM {d.table(RUNS)} r WHERE r.pipeline = {pipeline} "
+        "AND r.status = 'success' AND r.duration_ms IS NOT NULL "
+        f"AND r.started_at >= {d.param} AND r.trigger_type <> {COMPARES} "
+        f"ORDER BY r.duration_ms DESC LIMIT 1 OFFSET {offset})"
+    )
+
+
 def p95_sql(d: Dialect, pipelines: int = 1) -> str:
     """The nearest-rank 95th percentile duration of each pipeline's successful runs that
     started since the window's start (loads: a reconcile's duration is another job's),
     given how many there are (:func:`timed_successes_sql`): the one at offset ``n -
     rank`` from the longest, read from the end of the (pipeline, status, duration) index,
-    about 5% of a pipeline's successes, never its every run. Parameters per pipeline:
-    its name twice, the start, the offset."""
+    about 5% of a pipeline's successes, never its every run.
+
+    Parameters: where a correlated subquery's OFFSET may name the outer query (and arrays
+    bind), the start, then the pipelines and their offsets as two arrays (one statement
+    for every pipeline; ``pipelines`` is ignored). Elsewhere one probe per pipeline in a
+    UNION ALL of ``pipelines``: its name twice, the start, its offset."""
     p = d.param
-    probe = (
-        f"SELECT CAST({p} AS text) AS pipeline, (SELECT r.duration_ms FROM {d.table(RUNS)} r "
-        f"WHERE r.pipeline = {p} AND r.status = 'success' AND r.duration_ms IS NOT NULL "
-        f"AND r.started_at >= {p} AND r.trigger_type <> {COMPARES} "
-        f"ORDER BY r.duration_ms DESC LIMIT 1 OFFSET {p}) AS duration_ms"
-    )
+    if d.correlated_limit and d.array_params:
+        return (
+            f"SELECT c.pipeline, {_percentile(d, 'c.pipeline', 'c.skip')} "
+            f"FROM unnest(CAST({p} AS text[]), CAST({p} AS bigint[])) AS c(pipeline, skip)"
+        )
+    probe = f"SELECT CAST({p} AS text) AS pipeline, {_percentile(d, p, p)} AS duration_ms"
     return " UNION ALL ".join([probe] * pipelines)
 
 
@@ -233,13 +246,24 @@ def nearest_rank_offset(n: int) -> int:
     return n - (95 * n + 99) // 100
 
 
+def _p95_statements(
+    d: Dialect, since: datetime, asked: Sequence[tuple[str, int]]
+) -> list[tuple[str, list[Any]]]:
+    if d.correlated_limit and d.array_params:
+        names, skips = [p for p, _ in asked], [nearest_rank_offset(n) for _, n in asked]
+        return [(p95_sql(d), [since, names, skips])]
+    chunks = [asked[i : i + P95_CHUNK] for i in range(0, len(asked), P95_CHUNK)]
+    return [
+        (p95_sql(d, len(c)), [v for p, n in c for v in (p, p, since, nearest_rank_offset(n))])
+        for c in chunks
+    ]
+
+
 def _p95(session: Session, since: datetime, timed: dict[str, int]) -> dict[str, int]:
     asked = [(pipeline, n) for pipeline, n in timed.items() if n > 0]
     found: dict[str, int] = {}
-    for start in range(0, len(asked), P95_CHUNK):
-        chunk = asked[start : start + P95_CHUNK]
-        params = [v for p, n in chunk for v in (p, p, since, nearest_rank_offset(n))]
-        rows = session.query(p95_sql(session.dialect, len(chunk)), params)
+    for sql, params in _p95_statements(session.dialect, since, asked) if asked else []:
+        rows = session.query(sql, params)
         found.update({str(p): int(ms) for p, ms in rows if ms is not None})
     return found
 
