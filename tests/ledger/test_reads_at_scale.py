@@ -15,6 +15,7 @@ import pytest
 
 from pipeledger.ledger.reads import health, queries, sla
 from pipeledger.ledger.reads.health import status_window
+from pipeledger.ledger.reads.recent import latest_runs
 from pipeledger.ledger.tables import RUNS, stored_datetime
 from pipeledger.ledger.tables import TASKS as TASKS_TABLE
 from pipeledger.warehouse.session import Session
@@ -237,3 +238,16 @@ def test_the_questions_read_runs_and_tasks_through_indexes(warehouse_url: str) -
     with reading(warehouse_url) as session:
         for what, sql, params in _statements(session):
             assert _whole_tables(session, sql, params) == set(), what
+
+
+def test_the_latest_runs_of_more_pipelines_than_a_union_takes(warehouse_url: str) -> None:
+    names = [f"n{i:03d}" for i in range(520)]  # SQLite takes 500 terms in a UNION ALL
+    with ledger(warehouse_url) as b:
+        for i, name in enumerate(names[::2]):
+            b.pipeline(name)
+            b.run(name, NOW - timedelta(hours=2), status="failed")
+            b.run(name, NOW - timedelta(hours=1, minutes=i % 7))
+    with reading(warehouse_url) as session:
+        found = latest_runs(session, names)
+    assert list(found) == names[::2]
+    assert {v["status"] for v in found.values()} == {"success"}
