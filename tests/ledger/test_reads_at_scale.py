@@ -251,3 +251,25 @@ def test_the_latest_runs_of_more_pipelines_than_a_union_takes(warehouse_url: str
         found = latest_runs(session, names)
     assert list(found) == names[::2]
     assert {v["status"] for v in found.values()} == {"success"}
+
+
+def test_questions_of_one_page_share_a_session_and_keep_their_failures(
+    warehouse_url: str,
+) -> None:
+    from pipeledger.errors import PipeledgerError
+    from pipeledger.ledger.reads import reading as ask
+    from pipeledger.ledger.reads import shared_reads
+
+    seed(warehouse_url, runs_per_pipeline=3)
+    with shared_reads():
+        with ask(warehouse_url, current=True) as first:
+            assert first is not None
+            before = first.query(f"SELECT count(*) FROM {first.dialect.table(RUNS)}")
+        with pytest.raises(PipeledgerError), ask(warehouse_url) as failing:
+            assert failing is first
+            failing.query("SELECT no_such_column FROM " + failing.dialect.table(RUNS))
+        with ask(warehouse_url) as after:  # the failed question's savepoint rolled back
+            assert after is first
+            assert after.query(f"SELECT count(*) FROM {after.dialect.table(RUNS)}") == before
+    with ask(warehouse_url) as alone:
+        assert alone is not first  # outside the block: a session per question
