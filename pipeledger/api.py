@@ -709,6 +709,16 @@ def _reading(project: Project, *, current: bool = False, write: bool = False) ->
         yield session
 
 
+@contextmanager
+def shared_reads() -> Iterator[None]:
+    """The ledger questions asked in the block (on this thread) share one read session per
+    ledger: one connection, not one per question (the dashboard: one per page)."""
+    from pipeledger.ledger.reads import shared_reads as shared
+
+    with shared():
+        yield
+
+
 def _now(now: datetime | None) -> datetime:
     return now or datetime.now(UTC)
 

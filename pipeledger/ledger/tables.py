@@ -56,6 +56,7 @@ SNAPSHOTS = table("dataset_snapshots")
 DEPENDENCIES = table("pipeline_dependencies")
 QUALITY = table("quality_results")
 DAYS = table("pipeline_days")
+TASK_DAYS = table("task_days")
 ALERTS = table("alerts")
 BREACHES = table("sla_breaches")
 RECONCILIATIONS = table("reconciliations")
@@ -279,6 +280,22 @@ DAY_TABLE = LedgerTable(
     ),
     constraints=("PRIMARY KEY (pipeline, day)",),
 )
+TASK_DAY_TABLE = LedgerTable(
+    TASK_DAYS,
+    columns=(
+        ("pipeline", "text NOT NULL"),
+        ("task", "text NOT NULL"),
+        ("day", "text NOT NULL"),
+        ("runs", "{big} NOT NULL"),
+        ("duration_n", "{big} NOT NULL"),
+        ("duration_sum", "{big} NOT NULL"),
+        ("duration_max", "{big}"),
+        ("rows_out_n", "{big} NOT NULL"),
+        ("rows_out_sum", "{big} NOT NULL"),
+    ),
+    constraints=("PRIMARY KEY (pipeline, task, day)",),
+    indexes=(("task_days_day", "day"),),
+)
 ALERT_TABLE = LedgerTable(
     ALERTS,
     columns=(
@@ -400,6 +417,30 @@ def ledger_migrations(d: Dialect) -> list[Migration]:
         (7, "rows deleted per run", RUN_TABLE.add_columns(d, 7)),
         (8, "reconciliations: what each reconcile run found", _reconciliations(d)),
         (9, "indexes for reading: runs by DAG run, runs by time with what windows sum", _reads(d)),
+        (12, "reads at scale: task rollup by day, runs' failures, histories, durations", _scale(d)),
+    ]
+
+
+def _scale(d: Dialect) -> list[str]:
+    """Migration 12: what the dashboard and ``sla``/``tasks`` read at 100k runs of 500
+    pipelines without reading every run. Each pipeline's latest failure (``status``: a
+    partial index, so the probe never walks the successes); its runs in start order with
+    the columns the recovery episodes need (``sla``: an index-only scan, no sort); its
+    successes by duration (``sla``'s p95: the top 5% read from the end of the index); and
+    the daily rollup of the tasks (``tasks``), kept by a trigger like the runs' one."""
+    runs, tasks, task_days = d.table(RUNS), d.table(TASKS), d.table(TASK_DAYS)
+    failed = ", ".join(f"'{s}'" for s in rollup.FAILURES)
+    return [
+        f"CREATE INDEX IF NOT EXISTS {quote('pipeline_runs_failures')} ON {runs} "
+        f"(pipeline, started_at, run_id) WHERE status IN ({failed})",
+        f"CREATE INDEX IF NOT EXISTS {quote('pipeline_runs_history')} ON {runs} "
+        "(pipeline, started_at, run_id, status, trigger_type, ended_at)",
+        f"CREATE INDEX IF NOT EXISTS {quote('pipeline_runs_durations')} ON {runs} "
+        "(pipeline, status, duration_ms, started_at, trigger_type)",
+        TASK_DAY_TABLE.create(d),
+        *(TASK_DAY_TABLE.index(d, name) for name, _ in TASK_DAY_TABLE.indexes),
+        rollup.fill_tasks(d, task_days, tasks, runs),
+        *rollup.task_triggers(d, SCHEMA, task_days, tasks, runs),
     ]
 
 

@@ -91,6 +91,8 @@ class Dialect:
     toggles_triggers: ClassVar[bool]
     #: a trigger calls a function (PostgreSQL) rather than running statements of its own
     triggers_call_functions: ClassVar[bool]
+    #: LIMIT and OFFSET of a correlated subquery may name the outer query's columns
+    correlated_limit: ClassVar[bool]
     #: the column type of pipeledger's own instants in tables kept as plain text
     instant_type: ClassVar[str]
     #: a statement sees the tables as they were when it began, not its own changes so far
@@ -243,6 +245,7 @@ class _Postgres(Dialect):
     has_roles = True
     toggles_triggers = True
     triggers_call_functions = True
+    correlated_limit = True
     instant_type = "timestamptz"
     int64_type = "bigint"
     alters_constraints = True
@@ -317,6 +320,7 @@ class _Sqlite(Dialect):
     has_roles = False
     toggles_triggers = False
     triggers_call_functions = False
+    correlated_limit = False
     instant_type = "text"
     int64_type = "integer"  # SQLite's INTEGER is 64-bit
     alters_constraints = False

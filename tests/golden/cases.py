@@ -977,10 +977,14 @@ def _ledger_sla() -> list[Case]:
              bind=lambda d: [LOWER]),
         Case(m, "breaches_sql", lambda d: text(sla.breaches_sql(d)), world=_w("ledger"),
              bind=lambda d: [LOWER, LOWER]),
-        Case(m, "p95_sql", lambda d: text(sla.p95_sql(d)), world=_w("ledger"),
-             bind=lambda d: [LOWER]),
+        Case(m, "timed_successes_sql", lambda d: text(sla.timed_successes_sql(d)),
+             world=_w("ledger"),
+             bind=lambda d: [*queries.status_window(AT, timedelta(days=30)), LOWER]),
+        Case(m, "p95_sql", lambda d: text(sla.p95_sql(d, 2)), world=_w("ledger"),
+             bind=lambda d: [LOWER, ["orders", "customers"], [0, 1]] if d.correlated_limit
+             else ["orders", "orders", LOWER, 0, "customers", "customers", LOWER, 1]),
         Case(m, "transitions_sql", lambda d: text(sla.transitions_sql(d)), world=_w("ledger"),
-             bind=lambda d: [LOWER]),
+             bind=lambda d: [LOWER, LOWER, LOWER]),
     ]  # fmt: skip
 
 

@@ -1,4 +1,4 @@
--- Golden SQL of pipeledger.ledger.sla on PostgreSQL, for the inputs in
+-- Golden SQL of pipeledger.ledger.reads.sla on PostgreSQL, for the inputs in
 -- tests/golden/cases.py. Not edited by hand: after changing a builder, run
 -- `.venv/bin/python -m pytest tests/golden --update-golden` and review the diff.
 
@@ -17,8 +17,11 @@ SELECT r.run_id, r.pipeline, r.started_at, r.ended_at, r.duration_ms, pl.max_dur
 -- case: breaches_sql
 SELECT breach_id, pipeline, kind, run_id, due_at, detected_at, ended_at, sla_s, reason FROM "pipeledger"."sla_breaches" WHERE ended_at IS NULL OR due_at >= %s OR detected_at >= %s ORDER BY due_at DESC, breach_id;
 
+-- case: timed_successes_sql
+WITH recent AS (SELECT x.pipeline, sum(x.finished) AS finished, sum(x.succeeded) AS succeeded, sum(x.success_rows) AS success_rows FROM (SELECT y.pipeline, y.finished, y.succeeded, y.success_rows FROM "pipeledger"."pipeline_days" y WHERE y.day > %s UNION ALL SELECT r.pipeline, 1, CASE WHEN r.status = 'success' THEN 1 ELSE 0 END, CASE WHEN r.status = 'success' THEN (COALESCE(r.rows_inserted, 0) + COALESCE(r.rows_updated, 0)) ELSE 0 END FROM "pipeledger"."pipeline_runs" r WHERE r.status NOT IN ('running', 'skipped') AND r.trigger_type <> 'reconcile' AND r.started_at >= %s AND r.started_at < %s) x GROUP BY x.pipeline) SELECT rc.pipeline, rc.finished, rc.succeeded, rc.succeeded - (SELECT count(*) FROM "pipeledger"."pipeline_runs" z WHERE z.pipeline = rc.pipeline AND z.status = 'success' AND z.trigger_type <> 'reconcile' AND z.started_at >= %s AND z.duration_ms IS NULL) FROM recent rc ORDER BY rc.pipeline;
+
 -- case: p95_sql
-SELECT x.pipeline, x.duration_ms FROM (SELECT r.pipeline, r.duration_ms, row_number() OVER (PARTITION BY r.pipeline ORDER BY r.duration_ms) AS position, count(*) OVER (PARTITION BY r.pipeline) AS n FROM "pipeledger"."pipeline_runs" r WHERE r.status = 'success' AND r.started_at >= %s AND r.trigger_type <> 'reconcile' AND r.duration_ms IS NOT NULL) x WHERE x.position = (95 * x.n + 99) / 100;
+SELECT c.pipeline, (SELECT r.duration_ms FROM "pipeledger"."pipeline_runs" r WHERE r.pipeline = c.pipeline AND r.status = 'success' AND r.duration_ms IS NOT NULL AND r.started_at >= %s AND r.trigger_type <> 'reconcile' ORDER BY r.duration_ms DESC LIMIT 1 OFFSET c.skip) FROM unnest(CAST(%s AS text[]), CAST(%s AS bigint[])) AS c(pipeline, skip);
 
 -- case: transitions_sql
-SELECT x.pipeline, x.failing, x.ended_at FROM (SELECT r.pipeline, r.started_at, r.run_id, r.ended_at, CASE WHEN r.status = 'success' THEN 0 ELSE 1 END AS failing, lag(CASE WHEN r.status = 'success' THEN 0 ELSE 1 END) OVER (PARTITION BY r.pipeline ORDER BY r.started_at, r.run_id) AS before FROM "pipeledger"."pipeline_runs" r WHERE r.started_at >= %s AND r.status IN ('success', 'failed', 'timed_out', 'abandoned') AND r.trigger_type NOT IN ('backfill', 'replay', 'reconcile')) x WHERE x.before IS NULL OR x.before <> x.failing ORDER BY x.pipeline, x.started_at, x.run_id;
+SELECT x.pipeline, x.failing, x.ended_at, CASE WHEN x.before IS NULL OR x.before <> x.failing THEN 1 ELSE 0 END, x.short, CASE WHEN x.short = 1 AND (x.before_short IS NULL OR x.before_short = 0) THEN 1 ELSE 0 END FROM (SELECT r.pipeline, r.started_at, r.run_id, r.ended_at, CASE WHEN r.status = 'success' THEN 0 ELSE 1 END AS failing, lag(CASE WHEN r.status = 'success' THEN 0 ELSE 1 END) OVER (PARTITION BY r.pipeline ORDER BY r.started_at, r.run_id) AS before, CASE WHEN r.started_at >= %s THEN 1 ELSE 0 END AS short, lag(CASE WHEN r.started_at >= %s THEN 1 ELSE 0 END) OVER (PARTITION BY r.pipeline ORDER BY r.started_at, r.run_id) AS before_short FROM "pipeledger"."pipeline_runs" r WHERE r.started_at >= %s AND r.status IN ('success', 'failed', 'timed_out', 'abandoned') AND r.trigger_type NOT IN ('backfill', 'replay', 'reconcile')) x WHERE x.before IS NULL OR x.before <> x.failing OR (x.short = 1 AND (x.before_short IS NULL OR x.before_short = 0)) ORDER BY x.pipeline, x.started_at, x.run_id;

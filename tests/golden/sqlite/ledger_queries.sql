@@ -27,12 +27,12 @@ WITH RECURSIVE heads AS MATERIALIZED (SELECT n.pipeline, (SELECT r.run_id FROM "
 -- params: [datetime.datetime(2024, 6, 8, 12, 0, tzinfo=datetime.timezone.utc), 'orders', '2024-05-16', '2024-06-15', 'orders', '2024-06-08', datetime.datetime(2024, 6, 8, 12, 0, tzinfo=datetime.timezone.utc), datetime.datetime(2024, 6, 9, 0, 0, tzinfo=datetime.timezone.utc)]
 
 -- case: task_trends_sql
-SELECT r.pipeline, t.name, substr(t.started_at, 1, 10) AS day, count(*), avg(t.duration_ms), max(t.duration_ms), avg(t.rows_out) FROM "pipeledger.task_runs" t JOIN "pipeledger.pipeline_runs" r ON r.run_id = t.run_id WHERE t.started_at >= ? GROUP BY r.pipeline, t.name, substr(t.started_at, 1, 10) ORDER BY r.pipeline, t.name, day;
--- params: [datetime.datetime(2024, 6, 2, 0, 0, tzinfo=datetime.timezone.utc)]
+SELECT y.pipeline, y.task, y.day, y.runs, y.duration_n, y.duration_sum, y.duration_max, y.rows_out_n, y.rows_out_sum FROM "pipeledger.task_days" y WHERE y.day >= ? ORDER BY y.pipeline, y.task, y.day;
+-- params: ['2024-06-02']
 
 -- case: task_trends_sql of one pipeline
-SELECT r.pipeline, t.name, substr(t.started_at, 1, 10) AS day, count(*), avg(t.duration_ms), max(t.duration_ms), avg(t.rows_out) FROM "pipeledger.task_runs" t JOIN "pipeledger.pipeline_runs" r ON r.run_id = t.run_id WHERE t.started_at >= ? AND r.pipeline = ? GROUP BY r.pipeline, t.name, substr(t.started_at, 1, 10) ORDER BY r.pipeline, t.name, day;
--- params: [datetime.datetime(2024, 6, 2, 0, 0, tzinfo=datetime.timezone.utc), 'orders']
+SELECT y.pipeline, y.task, y.day, y.runs, y.duration_n, y.duration_sum, y.duration_max, y.rows_out_n, y.rows_out_sum FROM "pipeledger.task_days" y WHERE y.day >= ? AND y.pipeline = ? ORDER BY y.pipeline, y.task, y.day;
+-- params: ['2024-06-02', 'orders']
 
 -- case: dependencies_sql
 SELECT e.downstream, e.upstream, (SELECT ls.ended_at FROM "pipeledger.pipeline_runs" ls WHERE ls.run_id = (SELECT r.run_id FROM "pipeledger.pipeline_runs" r WHERE r.pipeline = e.upstream AND r.status = 'success' AND r.trigger_type <> 'reconcile' ORDER BY r.started_at DESC, r.run_id DESC LIMIT 1)), pl.freshness_sla_s FROM "pipeledger.pipeline_dependencies" e LEFT JOIN "pipeledger.pipelines" pl ON pl.name = e.upstream ORDER BY e.downstream, e.upstream;
