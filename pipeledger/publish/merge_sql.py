@@ -242,29 +242,37 @@ def drop_promotable_stage(run_id: str, table: bool = True) -> list[str]:
     return [*drop, f"DROP SCHEMA {schema}", "SET LOCAL search_path TO DEFAULT"]
 
 
-def stored_scope(d: Dialect, where: str, below: bool = False) -> str:
+def stored_scope(d: Dialect, where: str) -> str:
     """The target rows whose fingerprints a backfill trusts: those matching ``where`` (a
     cursor window) that hold a fingerprint written since the target's guard (a parameter
-    after ``where``'s) and, with ``below``, lower than a bound (the next parameter)."""
+    after ``where``'s)."""
     h, at = quote(ROW_HASH_COLUMN), quote(LOADED_AT_COLUMN)
-    scope = f"{where} AND {h} IS NOT NULL AND {at} >= {d.param}"
-    return f"{scope} AND {h} < {d.param}" if below else scope
+    return f"{where} AND {h} IS NOT NULL AND {at} >= {d.param}"
 
 
-def stored_hashes(d: Dialect, target: TableName, scope: str) -> str:
-    """The fingerprints of the target rows in ``scope`` (:func:`stored_scope`), at most as
-    many as the last parameter says."""
+def table_extent(d: Dialect, target: TableName) -> str:
+    """What a read of ``target`` in ranges of its storage covers, as one row ``(first,
+    end, most)``: PostgreSQL its heap pages ``[0, pages)`` and the most rows a page can
+    hold (a page's header is 24 bytes, a row's header and line pointer 28: the table's
+    name is the parameter); SQLite its rowids ``[least, greatest + 1)``, one row each."""
+    if d.reads_page_ranges:
+        block = "current_setting('block_size')::int"
+        pages = f"pg_relation_size({d.param}::regclass) / {block}"
+        return f"SELECT 0, {pages}, ({block} - 24) / 28"
+    return f"SELECT coalesce(min(rowid), 0), coalesce(max(rowid), -1) + 1, 1 FROM {d.table(target)}"
+
+
+def stored_hashes_within(d: Dialect, target: TableName, scope: str) -> str:
+    """The fingerprints of the target rows in ``scope`` (:func:`stored_scope`) within one
+    range of its storage (:func:`table_extent`), the last two parameters: a TID range scan
+    of pages ``[p, q)`` (PostgreSQL), rowids ``[p, q)`` of the table's b-tree (SQLite)."""
     h = quote(ROW_HASH_COLUMN)
-    return f"SELECT {h} FROM {d.table(target)} WHERE {scope} LIMIT {d.param}"
-
-
-def count_stored(d: Dialect, target: TableName, scope: str) -> str:
-    """How many target rows are in ``scope``, counted up to the last parameter at most (a
-    range far bigger than that is not read to its end just to be measured)."""
-    return (
-        f"SELECT count(*) FROM (SELECT 1 FROM {d.table(target)} WHERE {scope} "
-        f"LIMIT {d.param}) AS counted"
-    )
+    if d.reads_page_ranges:
+        bound = f"('(' || {d.param}::text || ',0)')::tid"
+        within = f"ctid >= {bound} AND ctid < {bound}"
+    else:
+        within = f"rowid >= {d.param} AND rowid < {d.param}"
+    return f"SELECT {h} FROM {d.table(target)} WHERE {scope} AND {within}"
 
 
 def staged_key_hashes(d: Dialect, spec: MergeSpec, scope: str) -> str:

@@ -113,6 +113,9 @@ class Dialect:
     percent_placeholders: ClassVar[bool]
     #: models, written in PostgreSQL's SQL, run translated (pipeledger.common.translate)
     translates_models: ClassVar[bool]
+    #: a table is read in ranges of its heap pages (PostgreSQL's ctid, a TID range scan);
+    #: else in ranges of its rowid (SQLite), each a range of the table's own b-tree
+    reads_page_ranges: ClassVar[bool]
 
     def __repr__(self) -> str:
         return f"Dialect({self.name!r})"
@@ -234,6 +237,7 @@ class _Postgres(Dialect):
     merge_returns_counts = True
     room_for_updates = " WITH (fillfactor = 90)"
     array_params = True
+    reads_page_ranges = True
     heartbeat_while_loading = True
     concurrent_transactions = True
     json_parsed = True
@@ -309,6 +313,7 @@ class _Sqlite(Dialect):
     merge_returns_counts = False
     room_for_updates = ""
     array_params = False
+    reads_page_ranges = False
     heartbeat_while_loading = False
     concurrent_transactions = False
     json_parsed = False

@@ -41,8 +41,7 @@ LOAD_CASES = {
     "dedupe_stage of a delete marker pipeline": DEDUPE,
     "dedupe_stage of an SCD2 history (one row per key and cursor)": DEDUPE,
     "dedupe_stage of a snapshot without a cursor": DEDUPE,
-    "stored_hashes of a backfill window": HASHES,
-    "stored_hashes of a slice of a backfill window": HASHES,
+    "stored_hashes_within a range of the target's storage": HASHES,
     "staged_key_hashes": HASHES,
 }
 LEDGER_CASES = {

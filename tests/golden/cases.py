@@ -160,9 +160,9 @@ def _w(*parts: str) -> frozenset[str]:
     return frozenset(parts)
 
 
-def _scope(d: Dialect, below: bool = False) -> str:
+def _scope(d: Dialect) -> str:
     """The target rows a backfill over ``updated_at >= ?`` trusts (``load_sql.stored_scope``)."""
-    return load_sql.stored_scope(d, f'"updated_at" >= {d.param}', below)
+    return load_sql.stored_scope(d, f'"updated_at" >= {d.param}')
 
 
 def _merge(d: Dialect, policy: str) -> Golden:
@@ -212,15 +212,12 @@ def _load_sql() -> list[Case]:
              lambda d: texts(load_sql.drop_promotable_stage(RUN_ID)), POSTGRES_ONLY,
              world=_w("schema"),
              setup=lambda d: load_sql.create_promotable_stage(RUN_ID, COLUMNS, "updated_at")),
-        Case(m, "stored_hashes of a backfill window",
-             lambda d: text(load_sql.stored_hashes(d, TARGET, _scope(d))),
-             world=_w("target"), bind=lambda d: [LOWER, AT, 1001]),
-        Case(m, "stored_hashes of a slice of a backfill window",
-             lambda d: text(load_sql.stored_hashes(d, TARGET, _scope(d, below=True))),
-             world=_w("target"), bind=lambda d: [LOWER, AT, 0, 1001]),
-        Case(m, "count_stored of a backfill window",
-             lambda d: text(load_sql.count_stored(d, TARGET, _scope(d))),
-             world=_w("target"), bind=lambda d: [LOWER, AT, 2001]),
+        Case(m, "table_extent of a target",
+             lambda d: text(load_sql.table_extent(d, TARGET)), world=_w("target"),
+             bind=lambda d: [d.table(TARGET)] if d.reads_page_ranges else []),
+        Case(m, "stored_hashes_within a range of the target's storage",
+             lambda d: text(load_sql.stored_hashes_within(d, TARGET, _scope(d))),
+             world=_w("target"), bind=lambda d: [LOWER, AT, 0, 100]),
         Case(m, "staged_key_hashes",
              lambda d: text(load_sql.staged_key_hashes(d, spec(), _scope(d))),
              world=_w("target", "stage"), bind=lambda d: [LOWER, AT]),

@@ -25,7 +25,7 @@ import itertools
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
@@ -58,7 +58,7 @@ from pipeledger.publish.merge import first_load, merge_staged, pipeline_shape, p
 from pipeledger.quality.gate import GateSpec, recheck_keys, run_gate
 from pipeledger.quality.report import GateReport
 from pipeledger.runs.load.files import FilesPlan
-from pipeledger.runs.load.known import KnownRows
+from pipeledger.runs.load.known import KnownRows, reread_batches
 from pipeledger.runs.load.late import LateWatch
 from pipeledger.runs.load.request import (
     LoadRequest,
@@ -282,12 +282,48 @@ class Load:
         if not head and self._snapshot and self.shape is not None:
             with self.clock.measure("load"):  # an empty snapshot: every key is lacking
                 self._start_stage(session, self.shape)
-        if not head or self.shape is None:
+        if head and self.shape is not None:
+            with self.clock.measure("load"):
+                self.promotable = self.new_target and session.dialect.promotes_stage and self._plain
+                self._start_stage(session, self.shape)
+                session.stage(itertools.chain(handed_on(head), batches))
+        if self.known is not None:
+            self._read_again(session, window, only)
+
+    def _read_again(self, session: Session, window: Window, only: Collection[str] | None) -> None:
+        """The backfill shortcut's second read (``load.known``): only when the first found
+        buckets of rows that differ from the target's, and then only their rows staged."""
+        known, shape = self.known, self.shape
+        assert known is not None and shape is not None, "a backfill of an existing target"
+        known.finish()
+        if not known.rereads:
             return
-        with self.clock.measure("load"):
-            self.promotable = self.new_target and session.dialect.promotes_stage and self._plain
-            self._start_stage(session, self.shape)
-            session.stage(itertools.chain(handed_on(head), batches))
+        known.hold_pending(session, self.target)
+        source = open_source(self.pipeline, self.config, only)
+        rows = reread_batches(known, self._reconformed(session, source, window))
+        head = list(itertools.islice(rows, 1))
+        if head:
+            with self.clock.measure("load"):
+                if not self.stage_started:
+                    self._start_stage(session, shape)
+                session.stage(itertools.chain(handed_on(head), rows))
+        known.check_reread(self.name, self.consequence)
+
+    def _reconformed(
+        self, session: Session, source: Source, window: Window
+    ) -> Iterator[pa.RecordBatch]:
+        """The source's batches in the window read again, conformed as the first read
+        conformed them (counted, observed and watched by that read already)."""
+        items = iter(source.batches(self._read_spec(window)))
+        while True:
+            with self.clock.measure("extract"):
+                item = next(items, None)
+            if item is None:
+                return
+            if item.batch.num_rows == 0 or item.outside:
+                continue
+            with self.clock.measure("transform"):
+                yield self._transform(session, item)
 
     @property
     def _plain(self) -> bool:

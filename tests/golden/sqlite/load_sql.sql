@@ -36,14 +36,11 @@ ALTER TABLE "analytics.orders" ADD COLUMN "note" text;
 -- case: insert_new into a target this run created
 INSERT INTO "analytics.orders" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT "order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", ?, ? FROM temp."_pipeledger_stage";
 
--- case: stored_hashes of a backfill window
-SELECT "_pipeledger_row_hash" FROM "analytics.orders" WHERE "updated_at" >= ? AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= ? LIMIT ?;
+-- case: table_extent of a target
+SELECT coalesce(min(rowid), 0), coalesce(max(rowid), -1) + 1, 1 FROM "analytics.orders";
 
--- case: stored_hashes of a slice of a backfill window
-SELECT "_pipeledger_row_hash" FROM "analytics.orders" WHERE "updated_at" >= ? AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= ? AND "_pipeledger_row_hash" < ? LIMIT ?;
-
--- case: count_stored of a backfill window
-SELECT count(*) FROM (SELECT 1 FROM "analytics.orders" WHERE "updated_at" >= ? AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= ? LIMIT ?) AS counted;
+-- case: stored_hashes_within a range of the target's storage
+SELECT "_pipeledger_row_hash" FROM "analytics.orders" WHERE "updated_at" >= ? AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= ? AND rowid >= ? AND rowid < ?;
 
 -- case: staged_key_hashes
 SELECT t."_pipeledger_row_hash" FROM (SELECT * FROM "analytics.orders" WHERE "updated_at" >= ? AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= ?) AS t JOIN temp."_pipeledger_stage" AS s ON t."order_id" = s."order_id";
