@@ -366,14 +366,14 @@ class Model:
             for u in self._changed
             for part in self._touched_by(session, u, coverage)
         )
-        if len(group) == 1:
-            values = [row[0] for row in session.query(sql.touched(group, changed))]
-            self.touched = len(values)
-            if len(values) <= _BIND_LIMIT:
-                return Scope(group, values=values)
+        # the touched values are computed once, into a temporary table (reading them into
+        # Python first and, when there are many, computing them again cost a whole pass)
         keyed = [c for c in self.columns if c.name in group]
         session.execute(sql.create_touched(d, keyed, changed))
         self.touched = int(session.query(f"SELECT count(*) FROM {d.temp(sql.TOUCHED)}")[0][0])
+        if len(group) == 1 and self.touched <= _BIND_LIMIT:  # bound: the planner prunes
+            values = session.query(sql.touched(group, f"SELECT * FROM {d.temp(sql.TOUCHED)}"))
+            return Scope(group, values=[row[0] for row in values])
         return Scope(group)
 
     @property
