@@ -29,7 +29,6 @@ from pydantic import (
 
 from pipeledger.common.columns import TableName, canonical_type, check_identifier
 from pipeledger.common.durations import parse_duration, span
-from pipeledger.common.http import endpoint
 from pipeledger.common.secrets import redact, register_secret
 from pipeledger.config.locate import (
     DEFAULT_CONFIG,
@@ -269,7 +268,10 @@ def _channel_name(name: str) -> str:
 
 def _http_url(url: str) -> str:
     """A URL the HTTP client that sends alerts accepts (:func:`pipeledger.common.http.endpoint`:
-    credentials become basic auth; the path is masked in all output)."""
+    credentials become basic auth; the path is masked in all output). Imported here: only a
+    config with alert channels needs the HTTP client (and ssl, http.client)."""
+    from pipeledger.common.http import endpoint
+
     endpoint(url)
     return url
 

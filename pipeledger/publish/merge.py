@@ -30,7 +30,7 @@ from pipeledger.publish.before import META, ensure_before_table, keep_before_ima
 from pipeledger.publish.counts import MergeCounts
 from pipeledger.publish.deletes import Vanished, delete_marked, delete_vanished
 from pipeledger.publish.scd2 import publish_history, start_history
-from pipeledger.transform.conform import Shape, shape_from_table
+from pipeledger.transform.shape import Shape, shape_from_table
 from pipeledger.warehouse.dialect import quote
 from pipeledger.warehouse.session import Session
 from pipeledger.warehouse.stage import create_schema, unique_key_index

@@ -9,7 +9,9 @@ from collections.abc import Iterator, Sequence
 from typing import TypeVar
 
 from pipeledger.common.columns import Column, TableName
+from pipeledger.errors import WarehouseError
 from pipeledger.warehouse.dialect import STAGE, Dialect, quote
+from pipeledger.warehouse.session import Warehouse
 
 T = TypeVar("T")
 
@@ -77,3 +79,25 @@ def add_column(d: Dialect, target: TableName, column: Column, if_missing: bool =
     kind = d.column_type(column.sql_type)
     exists = " IF NOT EXISTS" if if_missing and d.add_column_if_not_exists else ""
     return f"ALTER TABLE {d.table(target)} ADD COLUMN{exists} {quote(column.name)} {kind}"
+
+
+_SCHEMA_RACE = (WarehouseError.UNIQUE_VIOLATION, WarehouseError.DUPLICATE_SCHEMA)
+
+
+def ensure_schema(warehouse: Warehouse, target: TableName) -> None:
+    """Create the target's schema in a short transaction of its own, before the load
+    stages: inside the long load transaction, two first loads into one new schema would
+    race, and one would fail on the catalog's unique index. Every table a load makes
+    there (the target, an SCD2 target, its quarantine table) then finds it; pipeledger's
+    own tables (before-images, SCD2 repeats) live in its schema, made by the migrations."""
+    statement = create_schema(warehouse.dialect, target)
+    if statement is None:
+        return
+    for _ in range(2):  # a concurrent creator may win the race once; then it exists
+        try:
+            with warehouse.session() as session:
+                session.execute(statement)
+            return
+        except WarehouseError as exc:
+            if exc.sqlstate not in _SCHEMA_RACE:
+                raise

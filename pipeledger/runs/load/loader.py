@@ -90,9 +90,9 @@ from pipeledger.warehouse.dialect import quote
 from pipeledger.warehouse.session import Session, Warehouse
 from pipeledger.warehouse.stage import (
     add_column,
-    create_schema,
     create_stage,
     drop_stage,
+    ensure_schema,
     handed_on,
 )
 
@@ -732,28 +732,6 @@ def _qualified(session: Session, target: TableName) -> TableName:
         return target
     rows = session.query("SELECT current_schema()")
     return TableName(str(rows[0][0] or "public"), target.table)
-
-
-_SCHEMA_RACE = (WarehouseError.UNIQUE_VIOLATION, WarehouseError.DUPLICATE_SCHEMA)
-
-
-def ensure_schema(warehouse: Warehouse, target: TableName) -> None:
-    """Create the target's schema in a short transaction of its own, before the load
-    stages: inside the long load transaction, two first loads into one new schema would
-    race, and one would fail on the catalog's unique index. Every table a load makes
-    there (the target, an SCD2 target, its quarantine table) then finds it; pipeledger's
-    own tables (before-images, SCD2 repeats) live in its schema, made by the migrations."""
-    statement = create_schema(warehouse.dialect, target)
-    if statement is None:
-        return
-    for _ in range(2):  # a concurrent creator may win the race once; then it exists
-        try:
-            with warehouse.session() as session:
-                session.execute(statement)
-            return
-        except WarehouseError as exc:
-            if exc.sqlstate not in _SCHEMA_RACE:
-                raise
 
 
 def _window_texts(window: Window | None) -> tuple[str | None, str | None]:
