@@ -11,6 +11,7 @@ means the same), and a write transaction holds the whole database's write lock.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import ClassVar, Literal
 
 from pipeledger.common.columns import TableName, sqlite_declared_type
@@ -26,6 +27,15 @@ _LABEL_FORMATS: dict[str, str] = {
 }
 STAGE = "_pipeledger_stage"
 STAGE_UNIQUE = "_pipeledger_stage_unique"
+
+
+def sqlite_instant(value: datetime) -> str:
+    """How SQLite stores an instant: fixed-width ISO 8601 text with microseconds, in UTC
+    with ``+00:00`` when it has a time zone (then text order is time order)."""
+    if value.tzinfo is None:
+        return value.isoformat(timespec="microseconds")
+    utc = value.astimezone(UTC).replace(tzinfo=None)
+    return utc.isoformat(timespec="microseconds") + "+00:00"
 
 
 def quote(name: str) -> str:
@@ -53,7 +63,8 @@ class Dialect:
     temp_prefix: ClassVar[str]
     #: what a temporary table's DDL adds so that it goes away at COMMIT
     on_commit_drop: ClassVar[str]
-    #: a bulk first load is cheaper with the primary key built after the insert
+    #: a bulk first load is cheaper with the primary key built after the insert (SQLite,
+    #: which cannot add one to a table, builds the unique index ``<target>_pkey`` instead)
     deferred_primary_key: ClassVar[bool]
     #: a first load may stage into a table that is renamed into place (no second copy)
     promotes_stage: ClassVar[bool]
@@ -121,7 +132,11 @@ class Dialect:
         return f"{self.temp_prefix}{quote(name)}"
 
     def stage(self) -> str:
-        return self.temp(STAGE)
+        """The stage, by the name every statement of a run reaches it by: unqualified, so
+        that a temporary stage is found first (PostgreSQL searches ``pg_temp`` first, SQLite
+        ``temp`` before ``main``), and a promotable stage (:attr:`promotes_stage`) when the
+        run has no temporary one."""
+        return quote(STAGE)
 
     def stage_unique(self) -> str:
         return self.temp(STAGE_UNIQUE)
@@ -259,8 +274,8 @@ class _Sqlite(Dialect):
     json_param = "?"
     temp_prefix = "temp."
     on_commit_drop = ""
-    deferred_primary_key = False
-    promotes_stage = False
+    deferred_primary_key = True
+    promotes_stage = True
     proves_keys_by_index = False
     merge_returns_counts = False
     room_for_updates = ""
