@@ -113,6 +113,9 @@ def first_load(
             session.execute(statement)
         return counts
     deferred_key = d.deferred_primary_key
+    if not d.partial_rollback and session.query(sql.duplicate_keys(d, spec)):
+        create_target(session, spec)  # a failed insert would lose the transaction: merge
+        return merge_staged(session, spec, staged, run_id, loaded_at)
     create_target(session, spec, primary_key=not deferred_key)
     try:
         with session.savepoint():
