@@ -333,7 +333,11 @@ class SqliteWarehouse:
             conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
             conn.execute(f"PRAGMA page_size={PAGE_SIZE}")  # a new file's; others keep theirs
             _wal(conn)
-            conn.execute("PRAGMA synchronous=NORMAL")
+            # FULL: each COMMIT syncs the log, so a committed run (rows, watermark and
+            # ledger record together) survives a power loss, not only its process dying;
+            # one sync per transaction, which a run's checkpoint pays anyway (NORMAL
+            # would lose the last runs that committed before the log reached the disk)
+            conn.execute("PRAGMA synchronous=FULL")
             conn.execute("PRAGMA foreign_keys=ON")  # the ledger's (off by default in SQLite)
             return conn
         wal, shm = _sidecars(self.path)
