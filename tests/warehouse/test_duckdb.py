@@ -10,12 +10,15 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import Project, order, orders_pipeline, write_big_orders_csv
+from tests.publish import test_conflict_policies as policies
+from tests.runs import test_models as models
 
 pytest.importorskip("duckdb")
 
@@ -175,3 +178,31 @@ def test_a_run_killed_mid_load_leaves_nothing_and_the_next_loads_every_row_once(
     result = duck.run()
     assert (result["rows_inserted"], result["rows_updated"]) == (rows, 0)
     assert duck.count() == rows + 1
+
+
+# The shared tests of each conflict policy and of the models, on a DuckDB warehouse (they
+# run on the backends of every test run; PIPELEDGER_TEST_DUCKDB=1 runs all the others too).
+SHARED: list[Callable[[Project], None]] = [
+    policies.test_update_policy_last_writer_wins,
+    policies.test_ignore_policy_first_write_wins,
+    policies.test_newer_wins_ignores_an_older_row_and_reports_it_unchanged,
+    policies.test_error_policy_refuses_changed_rows_and_writes_nothing,
+    policies.test_error_policy_refuses_two_versions_of_a_key_in_one_run,
+    models.test_runs_in_dependency_order_and_gold_equals_an_independent_group_by,
+    models.test_changes_reach_gold_in_one_run_and_only_touched_days_are_rewritten,
+    models.test_full_refresh_and_backfill_of_a_model_are_idempotent,
+]
+
+
+@pytest.mark.parametrize("shared", SHARED, ids=[t.__name__.removeprefix("test_") for t in SHARED])
+def test_shared_behaviour_holds_on_duckdb(duck: Project, shared: Callable[[Project], None]) -> None:
+    shared(duck)
+
+
+@pytest.mark.parametrize("policy", ["update", "newer_wins", "ignore"])
+def test_duplicate_keys_of_an_incremental_batch_resolve_on_duckdb(
+    duck: Project, policy: str
+) -> None:
+    policies.test_duplicate_keys_in_an_incremental_batch_resolve_to_the_greatest_cursor(
+        duck, policy
+    )
