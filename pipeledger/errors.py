@@ -5,7 +5,8 @@
     PipeledgerError
     ├── Transient                  retrying the same run unchanged may succeed (exit 75)
     │   ├── ConcurrentRunError     another run of the pipeline holds its lock (skipped, exit 4)
-    │   │   └── WarehouseBusy      SQLite: another load holds the file's write lock (retried)
+    │   │   └── WarehouseBusy      an embedded file is busy: another load holds SQLite's write
+    │   │                            lock, or another process has a DuckDB file open (retried)
     │   ├── RunAbandonedError      the watchdog declared the run abandoned while it worked
     │   ├── SourceChanged          a source file changed while it was read (still being
     │   │                            written?); nothing was written, no file was taken
@@ -154,8 +155,9 @@ class ConcurrentRunError(Transient):
 
 
 class WarehouseBusy(ConcurrentRunError):
-    """The embedded warehouse is busy with another load, of any pipeline: unlike a held
-    pipeline lock, the rows are not being loaded by someone else, so ``retries`` retry."""
+    """The embedded warehouse is busy with another load, of any pipeline (or, DuckDB, with
+    another process of any kind): unlike a held pipeline lock, the rows are not being
+    loaded by someone else, so ``retries`` retry."""
 
 
 class RunAbandonedError(Transient):

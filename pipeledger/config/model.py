@@ -32,7 +32,9 @@ from pipeledger.common.durations import parse_duration, span
 from pipeledger.common.secrets import redact, register_secret
 from pipeledger.config.locate import (
     DEFAULT_CONFIG,
+    DUCKDB_PREFIX,
     EMBEDDED_DIR,
+    default_ledger_url,
     embedded_url,
     interpolate,
     read_document,
@@ -762,6 +764,17 @@ class Config(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _ledger_not_in_duckdb(self) -> Config:
+        if (self.ledger.url or "").startswith(DUCKDB_PREFIX):
+            raise ValueError(
+                "ledger.url: the ledger cannot live in a DuckDB file (one process at a time "
+                "may open it, and the ledger is read while runs write); leave ledger.url out "
+                "for a SQLite ledger beside the warehouse, or name a sqlite:/// or "
+                "postgresql:// database"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _acyclic(self) -> Config:
         """Loads and models form one graph without cycles (the cycle is named); a model
         reading its own target is one."""
@@ -933,12 +946,14 @@ class Config(_Strict):
 
     @property
     def ledger_url(self) -> str:
-        """The ledger's database: its own ``[ledger] url``, or the warehouse."""
-        return self.ledger.url or self.warehouse_url
+        """The ledger's database: its own ``[ledger] url``, or the warehouse; a DuckDB
+        warehouse's is a SQLite file beside it (``<name>.ledger.db``): DuckDB lets one
+        process at a time open its file, and the ledger is read while runs write."""
+        return self.ledger.url or default_ledger_url(self.warehouse_url)
 
     @property
     def separate_ledger(self) -> bool:
-        return self.ledger.url is not None and self.ledger.url != self.warehouse_url
+        return self.ledger_url != self.warehouse_url
 
     @property
     def warehouse_url(self) -> str:

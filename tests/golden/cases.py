@@ -182,8 +182,8 @@ def _load_sql() -> list[Case]:
         Case(m, "create_target with the primary key deferred",
              lambda d: text(load_sql.create_target(d, spec(), primary_key=False)),
              world=_w("schema")),
-        Case(m, "add_primary_key after a bulk insert",  # deferred_primary_key only
-             lambda d: text(load_sql.add_primary_key(d, spec())), POSTGRES_ONLY,
+        Case(m, "add_primary_key after a bulk insert",
+             lambda d: text(load_sql.add_primary_key(d, spec())),
              world=_w("schema"),
              setup=lambda d: [load_sql.create_target(d, spec(), primary_key=False)]),
         Case(m, "add_column for schema drift",
@@ -198,20 +198,23 @@ def _load_sql() -> list[Case]:
         Case(m, "stage_schema of a run", lambda d: text(load_sql.stage_schema(RUN_ID)),
              POSTGRES_ONLY, runs=False),
         Case(m, "create_promotable_stage",
-             lambda d: texts(load_sql.create_promotable_stage(RUN_ID, COLUMNS, "updated_at")),
-             POSTGRES_ONLY, world=_w("schema")),
+             lambda d: texts(load_sql.create_promotable_stage(
+                 d, RUN_ID, COLUMNS, "updated_at", loaded_at=AT)),
+             world=_w("schema")),
         Case(m, "create_promotable_stage of a policy that updates rows",
-             lambda d: texts(
-                 load_sql.create_promotable_stage(RUN_ID, COLUMNS, "updated_at", True)),
-             POSTGRES_ONLY, world=_w("schema")),
+             lambda d: texts(load_sql.create_promotable_stage(
+                 d, RUN_ID, COLUMNS, "updated_at", loaded_at=AT, updates=True)),
+             world=_w("schema")),
         Case(m, "promote_stage into the target",
-             lambda d: texts(load_sql.promote_stage(spec(), RUN_ID, AT)), POSTGRES_ONLY,
+             lambda d: texts(load_sql.promote_stage(d, spec(), RUN_ID, AT)),
              world=_w("schema"),
-             setup=lambda d: load_sql.create_promotable_stage(RUN_ID, COLUMNS, "updated_at")),
+             setup=lambda d: load_sql.create_promotable_stage(
+                 d, RUN_ID, COLUMNS, "updated_at", loaded_at=AT)),
         Case(m, "drop_promotable_stage",
-             lambda d: texts(load_sql.drop_promotable_stage(RUN_ID)), POSTGRES_ONLY,
+             lambda d: texts(load_sql.drop_promotable_stage(d, RUN_ID)),
              world=_w("schema"),
-             setup=lambda d: load_sql.create_promotable_stage(RUN_ID, COLUMNS, "updated_at")),
+             setup=lambda d: load_sql.create_promotable_stage(
+                 d, RUN_ID, COLUMNS, "updated_at", loaded_at=AT)),
         Case(m, "table_extent of a target",
              lambda d: text(load_sql.table_extent(d, TARGET)), world=_w("target"),
              bind=lambda d: [d.table(TARGET)] if d.reads_page_ranges else []),

@@ -759,7 +759,9 @@ def test_a_sqlite_target_without_rowid_loads_without_the_shortcut(tmp_path: Path
     (ddl,) = project.query(
         "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'analytics.orders'"
     )[0]
-    rebuilt = str(ddl).replace('"analytics.orders"', '"rebuilt"', 1) + " WITHOUT ROWID"
+    # a new target's key is a unique index: a table without rowid declares it instead
+    keyed = str(ddl).removesuffix(")") + ', PRIMARY KEY ("order_id"))'
+    rebuilt = keyed.replace('"analytics.orders"', '"rebuilt"', 1) + " WITHOUT ROWID"
     for statement in (
         rebuilt,
         'INSERT INTO "rebuilt" SELECT * FROM "analytics.orders"',

@@ -605,8 +605,10 @@ class Load:
         self.target = _qualified(session, self.target)
         ensure_schema(self.warehouse, self.target)
         updates = self._merge_spec(shape).updates
-        cursor = shape.cursor or ""
-        for statement in sql.create_promotable_stage(self.run_id, columns, cursor, updates):
+        promotable = sql.create_promotable_stage(
+            d, self.run_id, columns, shape.cursor or "", loaded_at=self.started_at, updates=updates
+        )
+        for statement in promotable:
             session.execute(statement)
 
     def steps(self, failed: bool = False) -> list[StepResult]:
@@ -728,7 +730,7 @@ def _instant(value: date) -> datetime:
 
 def _qualified(session: Session, target: TableName) -> TableName:
     """``target`` with the schema an unqualified CREATE TABLE would put it in."""
-    if target.schema is not None:
+    if target.schema is not None or not session.dialect.has_schemas:
         return target
     rows = session.query("SELECT current_schema()")
     return TableName(str(rows[0][0] or "public"), target.table)

@@ -3,7 +3,7 @@
 -- `.venv/bin/python -m pytest tests/golden --update-golden` and review the diff.
 
 -- case: stage_model with a condition
-INSERT INTO temp."_pipeledger_stage" ("order_id", "region", "amount", "status", "updated_at") SELECT CAST(q."order_id" AS INTEGER), CAST(q."region" AS TEXT), CASE WHEN q."amount" IS NULL THEN NULL ELSE printf('%.2f', q."amount") END, CAST(q."status" AS TEXT), q."updated_at" FROM (SELECT * FROM "analytics.orders") AS q WHERE q."region" = 'eu';
+INSERT INTO "_pipeledger_stage" ("order_id", "region", "amount", "status", "updated_at") SELECT CAST(q."order_id" AS INTEGER), CAST(q."region" AS TEXT), CASE WHEN q."amount" IS NULL THEN NULL ELSE printf('%.2f', q."amount") END, CAST(q."status" AS TEXT), q."updated_at" FROM (SELECT * FROM "analytics.orders") AS q WHERE q."region" = 'eu';
 
 -- case: stage_model binding a parameter: the query's % is passed on as it is
 INSERT INTO temp."_pipeledger_stage" ("order_id", "region", "amount", "status", "updated_at") SELECT CAST(q."order_id" AS INTEGER), CAST(q."region" AS TEXT), CASE WHEN q."amount" IS NULL THEN NULL ELSE printf('%.2f', q."amount") END, CAST(q."status" AS TEXT), q."updated_at" FROM (SELECT * FROM "analytics.orders" WHERE "status" LIKE 'ship%' /* 5% */) AS q WHERE q."region" = ?;
@@ -25,7 +25,7 @@ SELECT 1 FROM "analytics.orders" AS q WHERE q."updated_at" >= ? AND q."updated_a
 -- params: [datetime.datetime(2024, 1, 1, 10, 0, tzinfo=datetime.timezone.utc), datetime.date(2024, 1, 8)]
 
 -- case: insert_staged where the target lacks the row
-INSERT INTO "analytics.orders" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", ?, ? FROM temp."_pipeledger_stage" AS s WHERE NOT EXISTS (SELECT 1 FROM "analytics.orders" AS t WHERE (quote(t."order_id") || ',' || quote(t."region") || ',' || quote(t."amount") || ',' || quote(t."status") || ',' || quote(t."updated_at")) = (quote(s."order_id") || ',' || quote(s."region") || ',' || quote(s."amount") || ',' || quote(s."status") || ',' || quote(s."updated_at")));
+INSERT INTO "analytics.orders" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", ?, ? FROM "_pipeledger_stage" AS s WHERE NOT EXISTS (SELECT 1 FROM "analytics.orders" AS t WHERE (quote(t."order_id") || ',' || quote(t."region") || ',' || quote(t."amount") || ',' || quote(t."status") || ',' || quote(t."updated_at")) = (quote(s."order_id") || ',' || quote(s."region") || ',' || quote(s."amount") || ',' || quote(s."status") || ',' || quote(s."updated_at")));
 
 -- case: create_model_target keyed by its partition
 CREATE TABLE "analytics.orders" ("day" date, "revenue" DECIMAL_TEXT(38,2), "_pipeledger_row_hash" bigint, "_pipeledger_run_id" text NOT NULL, "_pipeledger_loaded_at" timestamptz NOT NULL, PRIMARY KEY ("day"));
