@@ -82,7 +82,7 @@ SELECT 1 FROM "_pipeledger_stage" GROUP BY "order_id", "region" HAVING count(*) 
 CREATE TEMP TABLE "_pipeledger_stage_unique" AS SELECT "order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash" FROM (SELECT "order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", row_number() OVER (PARTITION BY "order_id" ORDER BY "updated_at" DESC, (quote(s."region") || ',' || quote(s."amount") || ',' || quote(s."status") || ',' || quote(s."updated_at")) DESC) AS rn FROM "_pipeledger_stage" AS s) AS ranked WHERE rn = 1;
 
 -- case: dedupe_stage of a snapshot without a cursor
-CREATE TEMP TABLE "_pipeledger_stage_unique" AS SELECT "order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash" FROM (SELECT "order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", row_number() OVER (PARTITION BY "order_id" ORDER BY (quote(s."region") || ',' || quote(s."amount") || ',' || quote(s."status") || ',' || quote(s."updated_at")) DESC) AS rn FROM temp."_pipeledger_stage" AS s) AS ranked WHERE rn = 1;
+CREATE TEMP TABLE "_pipeledger_stage_unique" AS SELECT "order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash" FROM (SELECT "order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", row_number() OVER (PARTITION BY "order_id" ORDER BY (quote(s."region") || ',' || quote(s."amount") || ',' || quote(s."status") || ',' || quote(s."updated_at")) DESC) AS rn FROM "_pipeledger_stage" AS s) AS ranked WHERE rn = 1;
 
 -- case: create_target without a cursor
 CREATE TABLE "analytics.orders" (

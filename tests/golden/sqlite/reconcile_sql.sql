@@ -7,7 +7,7 @@ CREATE TEMP TABLE "_pipeledger_reconcile_source" AS SELECT v."order_id", v."upda
 CREATE INDEX temp."_pipeledger_reconcile_source_key" ON "_pipeledger_reconcile_source" ("order_id");
 
 -- case: current_source of a whole snapshot (no cursor)
-CREATE TEMP TABLE "_pipeledger_reconcile_source" AS SELECT v."order_id", v."_pipeledger_row_hash", CAST('all' AS TEXT) AS "_pipeledger_window", CASE WHEN v.n = 1 THEN 1 ELSE 0 END AS "_pipeledger_pick" FROM (SELECT "order_id", "_pipeledger_row_hash", rank() OVER (PARTITION BY "order_id") AS r, row_number() OVER (PARTITION BY "order_id" ORDER BY "_pipeledger_row_hash" DESC) AS n FROM temp."_pipeledger_stage" WHERE "_pipeledger_side" = 's') AS v WHERE v.r = 1;
+CREATE TEMP TABLE "_pipeledger_reconcile_source" AS SELECT v."order_id", v."_pipeledger_row_hash", CAST('all' AS TEXT) AS "_pipeledger_window", CASE WHEN v.n = 1 THEN 1 ELSE 0 END AS "_pipeledger_pick" FROM (SELECT "order_id", "_pipeledger_row_hash", rank() OVER (PARTITION BY "order_id") AS r, row_number() OVER (PARTITION BY "order_id" ORDER BY "_pipeledger_row_hash" DESC) AS n FROM "_pipeledger_stage" WHERE "_pipeledger_side" = 's') AS v WHERE v.r = 1;
 CREATE INDEX temp."_pipeledger_reconcile_source_key" ON "_pipeledger_reconcile_source" ("order_id");
 
 -- case: source_windows
@@ -20,7 +20,7 @@ CREATE UNIQUE INDEX temp."_pipeledger_reconcile_source_unique" ON "_pipeledger_s
 SELECT substr(v."updated_at", 1, 10), count(*), sum(v."_pipeledger_row_hash" >> 32), sum(v."_pipeledger_row_hash" & 4294967295) FROM "_pipeledger_stage" AS v WHERE v."_pipeledger_side" = 's' GROUP BY substr(v."updated_at", 1, 10);
 
 -- case: staged_source_windows of a whole snapshot (no cursor)
-SELECT CAST('all' AS TEXT), count(*), sum(v."_pipeledger_row_hash" >> 32), sum(v."_pipeledger_row_hash" & 4294967295) FROM temp."_pipeledger_stage" AS v WHERE v."_pipeledger_side" = 's' GROUP BY CAST('all' AS TEXT);
+SELECT CAST('all' AS TEXT), count(*), sum(v."_pipeledger_row_hash" >> 32), sum(v."_pipeledger_row_hash" & 4294967295) FROM "_pipeledger_stage" AS v WHERE v."_pipeledger_side" = 's' GROUP BY CAST('all' AS TEXT);
 
 -- case: staged_source of the windows that differ
 CREATE TEMP TABLE "_pipeledger_reconcile_source" AS SELECT v."order_id", v."updated_at", v."region", v."_pipeledger_row_hash", substr(v."updated_at", 1, 10) AS "_pipeledger_window", 1 AS "_pipeledger_pick" FROM "_pipeledger_stage" AS v WHERE v."_pipeledger_side" = 's' AND substr(v."updated_at", 1, 10) IN (SELECT "_pipeledger_window" FROM temp."_pipeledger_reconcile_windows");
