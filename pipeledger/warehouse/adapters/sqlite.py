@@ -327,9 +327,8 @@ class SqliteWarehouse:
         fsyncs, whenever its last connection closes: 8 a node in a DAG run, most of a
         no-op run's time. With it the WAL is checkpointed as it grows (SQLite's
         auto-checkpoint) and once when the process ends. A committed run is as durable as
-        before: its transaction is in the WAL (``synchronous=NORMAL``: safe from a crash
-        of the process; the last commits may roll back, rows and ledger together, after a
-        power loss, as before between a commit and its checkpoint). It holds no lock and
+        before: its transaction is synced into the WAL at COMMIT (``synchronous=FULL``),
+        whether or not a checkpoint follows. It holds no lock and
         opens no transaction, so it never blocks another process."""
         if self._anchored or str(self.path) == ":memory:":
             return
