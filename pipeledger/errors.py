@@ -6,6 +6,10 @@
     ├── Transient                  retrying the same run unchanged may succeed (exit 75)
     │   ├── ConcurrentRunError     another run of the pipeline holds its lock (skipped, exit 4)
     │   │   └── WarehouseBusy      SQLite: another load holds the file's write lock (retried)
+    │   ├── QueueFull              the tenant's runs are at max_concurrent_runs and its queue
+    │   │                            holds queue_capacity runs: recorded ``rejected`` (exit 7)
+    │   ├── QueueTimedOut          a ``queued`` run waited past queue_timeout for a slot:
+    │   │                            recorded ``timed_out``, nothing was read (exit 8)
     │   ├── RunAbandonedError      the watchdog declared the run abandoned while it worked
     │   ├── SourceChanged          a source file changed while it was read (still being
     │   │                            written?); nothing was written, no file was taken
@@ -27,6 +31,8 @@
     │   ├── ConflictError          on_conflict = "error" met a re-seen key with other content
     │   ├── HistoryError           an SCD2 target's history would break its invariants
     │   ├── GateFailed             the quality gate halted the run (exit 3); carries the report
+    │   ├── LimitExceeded          max_rows or max_bytes passed while staging: halted before
+    │   │                            publish, nothing written, recorded ``rejected`` (exit 3)
     │   ├── UsageError             the Python API was used against its rules (an unknown
     │   │                            counter; a final state changed)
     │   └── TerminalWarehouseError the database refused the statement
@@ -145,6 +151,49 @@ class GateFailed(Terminal):
     def __init__(self, message: str, *, report: Any = None) -> None:
         super().__init__(message)
         self.report = report
+
+
+class LimitExceeded(Terminal):
+    """A run staged more rows or bytes than its ``max_rows`` / ``max_bytes`` allow: it
+    halted before publish (exit 3, as a halted gate) and is recorded ``rejected``.
+    ``limit`` names the key, ``observed`` what the run had staged when it stopped,
+    ``maximum`` the limit."""
+
+    exit_code = 3
+    reason = "limit_exceeded"
+
+    def __init__(self, message: str, *, limit: str, observed: int, maximum: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.observed = observed
+        self.maximum = maximum
+
+    def details(self) -> dict[str, Any]:
+        return {"limit": self.limit, "observed": self.observed, "maximum": self.maximum}
+
+
+class QueueFull(Transient):
+    """The tenant runs ``max_concurrent_runs`` runs and ``queue_capacity`` more wait: this
+    trigger is recorded ``rejected`` and nothing was read (exit 7)."""
+
+    exit_code = 7
+    reason = "queue_full"
+
+    def __init__(self, message: str, *, tenant: str, running: int, queued: int) -> None:
+        super().__init__(message)
+        self.tenant = tenant
+        self.running = running
+        self.queued = queued
+
+    def details(self) -> dict[str, Any]:
+        return {"tenant": self.tenant, "running": self.running, "queued": self.queued}
+
+
+class QueueTimedOut(Transient):
+    """A ``queued`` run waited ``queue_timeout`` without a free slot: recorded
+    ``timed_out`` and nothing was read (exit 8)."""
+
+    exit_code = 8
 
 
 class ConcurrentRunError(Transient):

@@ -43,9 +43,12 @@ from pipeledger.errors import (
     CommitUnknown,
     ConcurrentRunError,
     LedgerNotWritten,
+    LimitExceeded,
     NothingToCancel,
     NothingToRetry,
     PipeledgerError,
+    QueueFull,
+    QueueTimedOut,
     RunAbandonedError,
     RunCancelled,
     RunTimedOut,
@@ -592,7 +595,9 @@ def _unchecked_keys(ops: Sequence[st.Op]) -> None:
 
 
 def _status_for(exc: BaseException) -> RunStatus:
-    if isinstance(exc, RunTimedOut):
+    if isinstance(exc, LimitExceeded | QueueFull):
+        return RunStatus.REJECTED
+    if isinstance(exc, RunTimedOut | QueueTimedOut):
         return RunStatus.TIMED_OUT
     if isinstance(exc, KeyboardInterrupt | RunCancelled | CancelRequested):
         return RunStatus.CANCELLED
