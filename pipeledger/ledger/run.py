@@ -228,7 +228,7 @@ class Run:
         """Whether a ``pipeledger cancel`` took effect, in ``extra.cancel``: a request that
         reaches a run after its last heartbeat, or while it commits, comes too late, and
         the run ends as it would have."""
-        if status is RunStatus.SKIPPED or not self.ledger.recording:
+        if status in (RunStatus.SKIPPED, RunStatus.REJECTED) or not self.ledger.recording:
             return
         request = self.ledger.cancel_request(self.run_id)
         if request is not None:
