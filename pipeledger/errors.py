@@ -20,6 +20,7 @@
     │   ├── InvalidInput           a name, type, duration or cursor value that is not valid
     │   ├── ConfigError            the config file is wrong (exit 2); nothing read or written
     │   │   ├── BackfillRangeError   a backfill range is inverted or wider than max_backfill
+    │   │   │                          (recorded ``rejected``)
     │   │   ├── NothingToRetry       --retry asked for, but the latest run did not fail
     │   │   ├── NothingToCancel      `pipeledger cancel` named a run that is not running
     │   │   ├── UnknownRun           no run in the ledger has the id (or prefix) given
@@ -41,7 +42,8 @@
     │   ├── RunTimedOut            it ran past its pipeline's ``timeout`` (exit 124)
     │   └── CancelRequested        ``pipeledger cancel RUN_ID`` stopped it (exit 130)
     ├── DuplicateRun               its idempotency key already ran, or runs now: this
-    │                              trigger did nothing (skipped: exit 0, or 4 while the first runs)
+    │                              trigger did nothing (skipped: exit 0, or 4 while the first
+    │                              runs; its ledger record is ``rejected``)
     └── LedgerNotWritten           the run committed, the ledger could not record it (exit 5)
 
     WarehouseError                 the base of both warehouse errors above (``except
@@ -119,7 +121,9 @@ class HistoryError(Terminal):
 
 
 class BackfillRangeError(ConfigError):
-    """A backfill range is inverted or exceeds ``max_backfill``."""
+    """A backfill range is inverted or exceeds ``max_backfill`` (recorded ``rejected``)."""
+
+    reason = "backfill_range"
 
 
 class NothingToRetry(ConfigError):
@@ -288,12 +292,17 @@ class CancelRequested(RunStopped):
 
 class DuplicateRun(PipeledgerError):
     """A run was triggered with an idempotency key that a run of the same pipeline holds:
-    running now, or succeeded. This trigger did nothing; ``duplicate_of`` is that run."""
+    running now, or succeeded. This trigger did nothing (recorded ``rejected``);
+    ``duplicate_of`` is that run."""
+
+    def details(self) -> dict[str, Any]:
+        return {"duplicate_of": self.duplicate_of, "holder_status": self.status}
 
     def __init__(self, message: str, *, duplicate_of: str, status: str) -> None:
         super().__init__(message)
         self.duplicate_of = duplicate_of
         self.status = status  # the first run's: running, success or partial
+        self.reason = "duplicate_trigger"  # as the ``rejected`` record of this trigger says
         # nothing needs doing once it succeeded; while it runs, as for a lock (skipped)
         self.exit_code = 4 if status == "running" else 0
 

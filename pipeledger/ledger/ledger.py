@@ -43,6 +43,7 @@ from pipeledger.errors import (
     CancelRequested,
     CommitUnknown,
     ConcurrentRunError,
+    DuplicateRun,
     LedgerNotWritten,
     LimitExceeded,
     NothingToCancel,
@@ -240,11 +241,15 @@ class Ledger:
         (the block is not stopped otherwise). ``fields``: how the run is filed
         (:class:`RunOptions`)."""
         run = Run(self, self._new_record(pipeline, RunOptions.of(**fields)))
-        if self.concurrency is None:
-            self._open([*setup, st.run_op(run.record)])
-        else:
-            self._open(list(setup))  # the upkeep, and the pipeline before its run
-            self._take_slot(run, self.concurrency)
+        try:
+            if self.concurrency is None:
+                self._open([*setup, st.run_op(run.record)])
+            else:
+                self._open(list(setup))  # the upkeep, and the pipeline before its run
+                self._take_slot(run, self.concurrency)
+        except DuplicateRun as exc:
+            self._record_duplicate(run, exc)
+            raise
         beat = Heartbeat(self, run, on_cancel)
         beat.start()
         try:
@@ -258,6 +263,38 @@ class Ledger:
         beat.stop()
         if not run.committed_with_data:
             self._record_success(run)
+
+    def _record_duplicate(self, run: Run, exc: DuplicateRun) -> None:
+        """The refused trigger as a ``rejected`` run: its key stays with the run holding
+        it (``extra.duplicate_key``)."""
+        record = run.record
+        record.extra = {**record.extra, "duplicate_key": record.idempotency_key}
+        record.idempotency_key = None
+        exc.run_id = record.run_id
+        try:
+            self._write_rejected(run, exc)
+        except (PipeledgerError, OSError) as problem:
+            exc.add_note(f"the ledger could not record this rejected trigger: {problem}")
+
+    def record_rejected(
+        self,
+        pipeline: str,
+        error: PipeledgerError,
+        *,
+        setup: Sequence[st.Op] = (),
+        **fields: Unpack[RunFields],
+    ) -> str:
+        """Work refused before it started (e.g. a backfill range wider than
+        ``max_backfill``), recorded ``rejected`` at once with ``error``'s reason in
+        ``extra.rejected``; return its run id (also set on ``error``)."""
+        run = Run(self, self._new_record(pipeline, RunOptions.of(**fields)))
+        error.run_id = run.run_id
+        self._write_rejected(run, error, setup)
+        return run.run_id
+
+    def _write_rejected(self, run: Run, error: BaseException, setup: Sequence[st.Op] = ()) -> None:
+        run._close(RunStatus.REJECTED, error)
+        self._open([*setup, st.run_op(run.record)])
 
     def _take_slot(self, run: Run, limits: Concurrency) -> None:
         """Start ``run`` in one of its tenant's slots, or queue it and wait for one, or
@@ -744,6 +781,16 @@ class NullLedger(Ledger):
 
     def watchdog(self) -> dict[str, str]:
         return {}
+
+    def record_rejected(
+        self,
+        pipeline: str,
+        error: PipeledgerError,
+        *,
+        setup: Sequence[st.Op] = (),
+        **fields: Unpack[RunFields],
+    ) -> str:
+        return self._new_record(pipeline, RunOptions()).run_id
 
     def record_skipped(
         self,

@@ -425,7 +425,14 @@ def ledger_migrations(d: Dialect) -> list[Migration]:
 
 
 def _slots(d: Dialect) -> list[str]:
-    return [QUEUE_TABLE.create(d), SLOT_TABLE.create(d), SLOT_TABLE.index(d, "run_slots_tenant")]
+    """Migration 11: slots and queues; the rollup's triggers no longer count queued and
+    rejected runs as finished."""
+    return [
+        QUEUE_TABLE.create(d),
+        SLOT_TABLE.create(d),
+        SLOT_TABLE.index(d, "run_slots_tenant"),
+        *rollup.recreate_triggers(d, SCHEMA, d.table(DAYS), d.table(RUNS)),
+    ]
 
 
 def _reads(d: Dialect) -> list[str]:
