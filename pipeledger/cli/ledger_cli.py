@@ -65,6 +65,8 @@ RUN_STATUSES = (
     "timed_out",
     "skipped",
     "abandoned",
+    "queued",
+    "rejected",
 )
 # the values of pipeledger.ledger.vocabulary.TriggerType (tests/cli/test_ui.py checks they agree)
 TRIGGER_TYPES = ("scheduled", "manual", "backfill", "retry", "replay", "event", "reconcile")
