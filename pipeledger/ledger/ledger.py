@@ -54,6 +54,7 @@ from pipeledger.errors import (
     RunAbandonedError,
     RunCancelled,
     RunTimedOut,
+    TransientWarehouseError,
     UnknownRun,
     UsageError,
     WarehouseError,
@@ -325,8 +326,14 @@ class Ledger:
         try:
             while True:
                 self._end_wait_if_due(record, limits, queued_at)
-                with self.store.session() as session:
-                    state, now = queue.turn(session, limits, record.run_id, self.lease)
+                try:
+                    with self.store.session() as session:
+                        state, now = queue.turn(session, limits, record.run_id, self.lease)
+                except (TransientWarehouseError, ConcurrentRunError) as exc:
+                    # SQLite: a long load holds the write lock; a waiter asks again later
+                    log.info("run %s: still queued (%s)", record.run_id, exc)
+                    time.sleep(limits.queue_poll.total_seconds())
+                    continue
                 if state == "running":
                     waited = int((now - queued_at).total_seconds() * 1000)
                     record.status, record.started_at = RunStatus.RUNNING, now
