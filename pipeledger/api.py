@@ -338,18 +338,27 @@ def _backfill(
     on_progress: ProgressCallback | None = None,
     full_compare: bool = False,
 ) -> LoadResult | ModelResult:
+    from pipeledger.errors import BackfillRangeError
     from pipeledger.ledger.vocabulary import TriggerType
     from pipeledger.runs.load.request import LoadRequest
     from pipeledger.runs.nodes import run_load, run_model
-    from pipeledger.runs.scaffold import RunSpec, Trigger
+    from pipeledger.runs.scaffold import RunSpec, Trigger, record_rejection
     from pipeledger.state.ranges import backfill_window, data_interval
 
     why = Trigger(trigger_type=TriggerType.BACKFILL)
+
+    def window_of(max_backfill: timedelta | None) -> Any:
+        try:
+            return backfill_window(start, end, max_backfill, name)
+        except BackfillRangeError as exc:  # refused work is recorded, not only said
+            record_rejection(site, name, why, exc)
+            raise
+
     if name in site.config.models:
         from pipeledger.runs.model.check import refuse_untranslatable
 
         refuse_untranslatable(site.config, site.warehouse, [name])
-        window = backfill_window(start, end, None, name)
+        window = window_of(None)
         return run_model(site, name, mode="backfill", window=window, trigger=why)
     pipeline = site.config.pipeline(name)
     if pipeline.cursor is None:
@@ -357,7 +366,7 @@ def _backfill(
             f"pipeline {name} has no cursor, so no range to backfill: `pipeledger run {name}` "
             f"{_whole_read(pipeline.sync)}; nothing was run"
         )
-    window = backfill_window(start, end, pipeline.max_backfill, name)
+    window = window_of(pipeline.max_backfill)
     request = LoadRequest(pipeline=name, mode="backfill", window=window, full_compare=full_compare)
     spec = RunSpec(pipeline=name, trigger=why, data_interval=data_interval(window))
     return run_load(site, request, spec, on_progress)

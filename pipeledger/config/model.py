@@ -416,6 +416,8 @@ class PipelineConfig(Operated):
     columns: ColumnTypes = Field(default_factory=dict)
     indexes: Indexes = Field(default_factory=list)  # on the target (publish/indexes.py)
     max_backfill: Duration | None = None
+    max_rows: int | None = Field(default=None, ge=1)  # per run, else [limits] max_rows
+    max_bytes: int | None = Field(default=None, ge=1)  # per run, else [limits] max_bytes
     description: str | None = None
     owner: str | None = None
     depends_on: Upstreams = Field(default_factory=list)
@@ -659,6 +661,7 @@ class LedgerConfig(_Strict):
     heartbeat: timedelta = timedelta(seconds=30)
     write_timeout: timedelta = timedelta(seconds=10)  # then the ledger counts as down
     environment: str = "production"
+    tenant: str = Field(default="default", min_length=1, max_length=63)
     spool: str = f"{EMBEDDED_DIR}/ledger-spool.jsonl"
 
     @field_validator("lease", "heartbeat", "write_timeout", mode="before")
@@ -671,6 +674,24 @@ class LedgerConfig(_Strict):
         if self.heartbeat >= self.lease:
             raise ValueError("heartbeat must be shorter than lease")
         return self
+
+
+class LimitsConfig(_Strict):
+    """What the ledger's tenant may do at once, and the per-run defaults of every load.
+
+    ``max_rows`` / ``max_bytes``: a load staging more rows (or more bytes of Arrow data)
+    halts before publish (a node's own keys win). ``max_concurrent_runs``: the tenant's
+    runs at once (None: no limit, no queue); a run without a slot waits ``queued`` in the
+    ledger, first come first served, at most ``queue_capacity`` of them (one more is
+    rejected), each at most ``queue_timeout`` (then ``timed_out``), looking again every
+    ``queue_poll``."""
+
+    max_rows: int | None = Field(default=None, ge=1)
+    max_bytes: int | None = Field(default=None, ge=1)
+    max_concurrent_runs: int | None = Field(default=None, ge=1)
+    queue_capacity: int = Field(default=100, ge=0)
+    queue_timeout: PositiveDuration = timedelta(hours=1)
+    queue_poll: PositiveDuration = timedelta(seconds=1)
 
 
 class AlertsConfig(_Strict):
@@ -740,6 +761,7 @@ class Config(_Strict):
 
     warehouse: WarehouseConfig = WarehouseConfig()
     ledger: LedgerConfig = LedgerConfig()
+    limits: LimitsConfig = LimitsConfig()
     alerts: AlertsConfig = AlertsConfig()
     lineage: LineageConfig | None = None
     pipelines: dict[PipelineName, PipelineConfig] = Field(default_factory=dict)

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from pipeledger.warehouse.dialect import Dialect, quote
 
-UNFINISHED = ("running", "skipped")
+# a queued run has not started; rejected work was refused, not failed (counted apart)
+UNFINISHED = ("running", "skipped", "queued", "rejected")
 FAILURES = ("failed", "timed_out", "abandoned")  # the states of a run that went wrong
 PUBLISHED = "('success', 'partial')"  # the runs whose rows were published
 COMPARES = "'reconcile'"  # runs that load nothing (``pipeledger reconcile`` compares)
@@ -93,6 +94,14 @@ def _add(d: Dialect, days: str, existing: str) -> str:
         f"VALUES (NEW.pipeline, {d.utc_day('NEW.started_at')}, {values}) "
         f"ON CONFLICT (pipeline, day) DO UPDATE SET {sets}"
     )
+
+
+def recreate_triggers(d: Dialect, schema: str, days: str, runs: str) -> list[str]:
+    """Migration 11: the triggers again, now that ``queued`` and ``rejected`` runs are not
+    finished ones (the triggers hold the words of :func:`finished` as they were made)."""
+    on = f" ON {runs}" if d.triggers_call_functions else ""
+    drops = [f"DROP TRIGGER IF EXISTS {quote(name)}{on}" for name in TRIGGERS]
+    return [*drops, *triggers(d, schema, days, runs)]
 
 
 def triggers(d: Dialect, schema: str, days: str, runs: str) -> list[str]:

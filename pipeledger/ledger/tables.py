@@ -61,6 +61,8 @@ ALERTS = table("alerts")
 BREACHES = table("sla_breaches")
 RECONCILIATIONS = table("reconciliations")
 CANCELLATIONS = table("run_cancellations")
+QUEUES = table("run_queues")
+SLOTS = table("run_slots")
 # the states in which a run holds its idempotency key (a key of any other may be reused)
 HOLDS_KEY = ("running", "success", "partial")
 
@@ -367,6 +369,24 @@ CANCEL_TABLE = LedgerTable(
     foreign_key=_RUN_ID,
 )
 
+# Migration 11 (:mod:`pipeledger.ledger.queue`): one row per tenant, which the transaction
+# deciding a slot updates first (a row lock on PostgreSQL; SQLite's write lock anyway), and
+# one row per run that took a slot or waits for one under max_concurrent_runs.
+QUEUE_TABLE = LedgerTable(
+    QUEUES,
+    columns=(("tenant", "text PRIMARY KEY"), ("decided_at", "{ts} NOT NULL")),
+)
+SLOT_TABLE = LedgerTable(
+    SLOTS,
+    columns=(
+        ("run_id", "text PRIMARY KEY"),
+        ("tenant", "text NOT NULL"),
+        ("pipeline", "text NOT NULL"),
+        ("queued_at", "{ts} NOT NULL"),
+    ),
+    indexes=(("run_slots_tenant", "tenant, queued_at, run_id"),),
+)
+
 # the tables with a foreign key, parents before children (migration 4 rebuilds them so)
 CHILDREN = (RUN_TABLE, TASK_TABLE, AUDIT_TABLE, SNAPSHOT_TABLE, QUALITY_TABLE)
 
@@ -417,7 +437,19 @@ def ledger_migrations(d: Dialect) -> list[Migration]:
         (7, "rows deleted per run", RUN_TABLE.add_columns(d, 7)),
         (8, "reconciliations: what each reconcile run found", _reconciliations(d)),
         (9, "indexes for reading: runs by DAG run, runs by time with what windows sum", _reads(d)),
+        (11, "run slots and queues per tenant (max_concurrent_runs)", _slots(d)),
         (12, "reads at scale: task rollup by day, runs' failures, histories, durations", _scale(d)),
+    ]
+
+
+def _slots(d: Dialect) -> list[str]:
+    """Migration 11: slots and queues; the rollup's triggers no longer count queued and
+    rejected runs as finished."""
+    return [
+        QUEUE_TABLE.create(d),
+        SLOT_TABLE.create(d),
+        SLOT_TABLE.index(d, "run_slots_tenant"),
+        *rollup.recreate_triggers(d, SCHEMA, d.table(DAYS), d.table(RUNS)),
     ]
 
 

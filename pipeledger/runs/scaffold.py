@@ -326,3 +326,21 @@ def record_skip(site: Site, name: str, trigger: Trigger, reason: str, message: s
         correlation_id=trigger.correlation_id,
         triggered_by=trigger.triggered_by or who(),
     )
+
+
+def record_rejection(site: Site, name: str, trigger: Trigger, error: PipeledgerError) -> None:
+    """Work refused before it started (a backfill range past ``max_backfill``), recorded as
+    a ``rejected`` run with its reason; a ledger that cannot record it says so on the
+    error, which the caller raises either way."""
+    ledger = site.ledger
+    try:
+        ledger.record_rejected(
+            name,
+            error,
+            setup=site.registration(name) if ledger.recording else [],
+            trigger_type=trigger.trigger_type,
+            correlation_id=trigger.correlation_id,
+            triggered_by=trigger.triggered_by or who(),
+        )
+    except (PipeledgerError, OSError) as problem:
+        error.add_note(f"the ledger could not record this rejected work: {problem}")

@@ -19,8 +19,9 @@ from pipeledger.alerts import events as alert_events
 from pipeledger.alerts import outbox
 from pipeledger.common.columns import ROW_HASH, Column, TableName
 from pipeledger.config.model import ChecksConfig, RangeBound
+from pipeledger.ledger import queue
 from pipeledger.ledger import sql as lsql
-from pipeledger.ledger.reads import activity, queries, runs, sla
+from pipeledger.ledger.reads import activity, health, queries, runs, sla
 from pipeledger.ledger.reads import checks as ledger_checks
 from pipeledger.ledger.tables import ledger_migrations
 from pipeledger.publish import before
@@ -790,6 +791,27 @@ def _ledger_sql() -> list[Case]:
     ]
 
 
+def _ledger_queue() -> list[Case]:
+    m = "ledger_queue"
+    builders: dict[str, Callable[[Dialect], str]] = {
+        "lock_tenant": queue.lock_tenant,
+        "abandon_dead_waiters": queue.abandon_dead_waiters,
+        "free_ended": queue.free_ended,
+        "occupancy": queue.occupancy,
+        "first_waiter": queue.first_waiter,
+        "take_slot": queue.take_slot,
+        "start_waiter": queue.start_waiter,
+        "renew_waiter": queue.renew_waiter,
+        "end_waiter": queue.end_waiter,
+        "status_of": queue.status_of,
+        "set_apart_sql (status: rejected and queued runs)": health.set_apart_sql,
+    }
+    return [
+        Case(m, name, partial(_built, build=build), world=_w("ledger"))
+        for name, build in builders.items()
+    ]
+
+
 def _ledger_schema() -> list[Case]:
     return [Case("ledger_schema", "ledger_migrations", lambda d: migrations(ledger_migrations(d)))]
 
@@ -1194,6 +1216,7 @@ CASES: tuple[Case, ...] = (
     *_quality_quarantine(),
     *_ledger_sql(),
     *_ledger_schema(),
+    *_ledger_queue(),
     *_extract_sql(),
     *_ledger_queries(),
     *_ledger_reads(),
@@ -1217,6 +1240,7 @@ MODULES = {
     "quality_quarantine": "pipeledger.quality.quarantine",
     "ledger_sql": "pipeledger.ledger.sql",
     "ledger_schema": "pipeledger.ledger.tables (migrations)",
+    "ledger_queue": "pipeledger.ledger.queue",
     "extract_sql": "pipeledger.sources.sql",
     "ledger_queries": "pipeledger.ledger.reads.queries",
     "ledger_reads": "pipeledger.ledger.reads (runs, checks, activity)",

@@ -60,6 +60,7 @@ from pipeledger.quality.report import GateReport
 from pipeledger.runs.load.files import FilesPlan
 from pipeledger.runs.load.known import KnownRows, reread_batches
 from pipeledger.runs.load.late import LateWatch
+from pipeledger.runs.load.limits import RunLimits, check_limits
 from pipeledger.runs.load.request import (
     LoadRequest,
     ProgressCallback,
@@ -113,6 +114,7 @@ class Load:
     began: float = field(default_factory=time.monotonic)
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     bytes_read: int = 0
+    bytes_staged: int = 0  # of the Arrow batches read into the window (max_bytes)
     before: dict[str, CursorValue] | None = None  # None: not read yet
     after: dict[str, CursorValue] = field(default_factory=dict)
     window: Window | None = None
@@ -136,9 +138,11 @@ class Load:
     fingerprints: int = 0  # sync = "full": the sum of the rows' fingerprints read
     snapshot: SnapshotState | None = None  # sync = "full": as this run leaves it
     target: TableName = field(init=False)
+    limits: RunLimits = field(init=False)
 
     def __post_init__(self) -> None:
         self.target = self.pipeline.target_name
+        self.limits = RunLimits.of(self.config, self.name)
         self.window = self.request.window
 
     @property
@@ -364,6 +368,8 @@ class Load:
                 self.late.observe(batch)
             self._count(item.origin, batch)
             self.rows_read += batch.num_rows
+            self.bytes_staged += batch.nbytes
+            check_limits(self.limits, self.name, self.run_id, self.rows_read, self.bytes_staged)
             if self.on_progress:
                 self.on_progress(self.name, self.rows_read)
             if self.known is not None:
