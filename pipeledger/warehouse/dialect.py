@@ -537,6 +537,11 @@ class _Duckdb(Dialect):
     partial_rollback = False
     has_triggers = False
     statement_snapshot = True
+    correlated_limit = False  # never asked: the ledger is never inside a DuckDB file
+    replaces_views = True
+    percent_placeholders = False
+    translates_models = False  # models run as written, in DuckDB's PostgreSQL-like SQL
+    reads_page_ranges = False
     snapshot_statement = None
     distinct_operator = "IS DISTINCT FROM"
 

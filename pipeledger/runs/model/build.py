@@ -391,7 +391,6 @@ class Model:
         """Queries (the warehouse's SQL) yielding the scope values ``upstream``'s changed
         rows touch: its traced columns, or the model's query over those rows, one read of
         the upstream at a time, every other changed upstream with its old versions too."""
-        flat = not session.dialect.has_schemas
         name = str(upstream.name)
         if name in coverage.traced:
             columns = coverage.traced[name]
@@ -399,11 +398,7 @@ class Model:
                 f"{quote(c)} AS {quote(s)}" for c, s in zip(columns, coverage.scope, strict=True)
             )
             rows = self._delta(session, upstream)
-            return [
-                ModelSql(f"SELECT {selected} FROM ({rows}) AS d", "").render(
-                    flat, session.table_columns
-                )
-            ]
+            return [_render(session, ModelSql(f"SELECT {selected} FROM ({rows}) AS d", ""))]
         tree = inline_ctes(self.query.tree)
         others = {str(u.name): self._with_old(session, u) for u in self._changed}
         reads = sum(1 for t in upstream_reads(tree) if table_name(t) == name)
@@ -417,11 +412,7 @@ class Model:
 
             group = ", ".join(f"q.{quote(c)}" for c in coverage.scope)
             text = substitute(tree, choose, READ)
-            queries.append(
-                ModelSql(f"SELECT {group} FROM ({text}) AS q", "").render(
-                    flat, session.table_columns
-                )
-            )
+            queries.append(_render(session, ModelSql(f"SELECT {group} FROM ({text}) AS q", "")))
         return queries
 
     def _new_rows(self, upstream: Upstream) -> str:
@@ -791,4 +782,5 @@ class Model:
 
 def _render(session: Session, query: ModelSql) -> str:
     """The query in the warehouse's SQL, translated with the upstreams' column types."""
-    return query.render(session.dialect.translates_models, session.table_columns)
+    d = session.dialect
+    return query.render(not d.has_schemas, session.table_columns, translate=d.translates_models)
