@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
+from pipeledger.ledger import sql as lsql
 from pipeledger.ledger.tables import QUEUES, RUNS, SLOTS
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
@@ -115,14 +116,6 @@ def start_waiter(d: Dialect) -> str:
     )
 
 
-def renew_waiter(d: Dialect) -> str:
-    p = d.param
-    return (
-        f"UPDATE {d.table(RUNS)} SET heartbeat_at = {p}, lease_expires_at = {p} "
-        f"WHERE run_id = {p} AND status = 'queued'"
-    )
-
-
 def end_waiter(d: Dialect) -> str:
     """A queued run leaves the queue without running: timed out, cancelled, rejected."""
     p = d.param
@@ -182,7 +175,7 @@ def turn(
     if seen.running < limits.max_concurrent_runs and first and str(first[0][0]) == run_id:
         session.execute(start_waiter(d), [now, now, now + lease, run_id])
         return "running", now
-    session.execute(renew_waiter(d), [now, now + lease, run_id])
+    session.execute(lsql.heartbeat(d, "queued"), [now, now + lease, run_id])
     return "queued", now
 
 

@@ -801,7 +801,7 @@ def _ledger_queue() -> list[Case]:
         "first_waiter": queue.first_waiter,
         "take_slot": queue.take_slot,
         "start_waiter": queue.start_waiter,
-        "renew_waiter": queue.renew_waiter,
+        "renew_waiter": lambda d: lsql.heartbeat(d, "queued"),
         "end_waiter": queue.end_waiter,
         "status_of": queue.status_of,
         "set_apart_sql (status: rejected and queued runs)": health.set_apart_sql,
