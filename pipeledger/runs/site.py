@@ -44,6 +44,21 @@ class Site:
         self.ledger = _ledger(config, self)
         self.observer: RunObserver | None = lineage.observer(config, self.warehouse)
 
+    def __enter__(self) -> Site:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """The end of the invocation: close the connections its warehouses keep between
+        sessions, so that none outlives the call that made them (an API caller's process
+        goes on; a server sees its clients leave). The site stays usable."""
+        with self._lock:
+            warehouses = list(self._warehouses.values())
+        for warehouse in warehouses:
+            warehouse.close()
+
     def database(self, url: str) -> Warehouse:
         """The invocation's one warehouse object for ``url``."""
         with self._lock:

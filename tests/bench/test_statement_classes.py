@@ -47,6 +47,7 @@ LOAD_CASES = {
 LEDGER_CASES = {
     "upsert_run": RUNNING,
     "heartbeat": HEARTBEAT,
+    "renew_waiter": HEARTBEAT,  # a queued run's lease (the heartbeat's statement)
     "finish_run": FINAL,
     "insert_task": FINAL,
     "insert_event": FINAL,
@@ -58,6 +59,7 @@ LEDGER_CASES = {
     "insert_dependency": REGISTER,
     "running_runs": WATCHDOG,
     "abandon_run": WATCHDOG,
+    "abandon_dead_waiters": WATCHDOG,  # queued runs whose lease expired (the queue's watchdog)
 }
 Statements = list[tuple[StatementKind, str]]
 

@@ -267,6 +267,9 @@ class DuckdbWarehouse:
         self.url = url
         self.path = database_path(url)
 
+    def close(self) -> None:
+        """Nothing to close: the file's connection closes with its last session."""
+
     @contextmanager
     def session(
         self, write: bool = True, *, wait: timedelta | None = None

@@ -409,6 +409,10 @@ class PostgresWarehouse:
         finally:
             self._checkin(conn, clean)
 
+    def close(self) -> None:
+        with self._idle_lock:
+            _close_all(self._idle)
+
     def _checkout(self, settings: dict[str, str]) -> psycopg.Connection[Any]:
         """An idle connection with ``settings`` applied, else a new one."""
         while True:

@@ -292,13 +292,19 @@ def _wal(conn: sqlite3.Connection) -> None:
             time.sleep(0.02)
 
 
+def _close_anchors(anchors: list[sqlite3.Connection]) -> None:
+    while anchors:
+        anchors.pop().close()
+
+
 class SqliteWarehouse:
     dialect = SQLITE
 
     def __init__(self, url: str) -> None:
         self.url = url
         self.path = database_path(url)
-        self._anchored = False
+        self._anchors: list[sqlite3.Connection] = []  # at most one: see _anchor
+        weakref.finalize(self, _close_anchors, self._anchors)
 
     def _connect(self, write: bool) -> sqlite3.Connection:
         self._make_folder()
@@ -330,14 +336,17 @@ class SqliteWarehouse:
         before: its transaction is synced into the WAL at COMMIT (``synchronous=FULL``),
         whether or not a checkpoint follows. It holds no lock and
         opens no transaction, so it never blocks another process."""
-        if self._anchored or str(self.path) == ":memory:":
+        if self._anchors or str(self.path) == ":memory:":
             return
         anchor = sqlite3.connect(
             self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
         )
         anchor.execute("PRAGMA schema_version").fetchone()  # a read: it joins the WAL
-        self._anchored = True
-        weakref.finalize(self, anchor.close)
+        self._anchors.append(anchor)
+
+    def close(self) -> None:
+        """Close the anchor: as the file's last connection it checkpoints the WAL."""
+        _close_anchors(self._anchors)
 
     def _make_folder(self) -> None:
         try:
