@@ -52,7 +52,7 @@ ConflictPolicy = Literal["update", "newer_wins", "ignore", "error"]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 def _encoding(value: str) -> str:
@@ -329,7 +329,7 @@ Address = Annotated[str, AfterValidator(_address)]
 class EmailChannel(_Strict):
     """Plain email over SMTP: one message per alert (:mod:`pipeledger.alerts.channels.email`)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
 
     host: str = Field(min_length=1)
     port: int | None = Field(default=None, ge=1, le=65535)  # None: 587, 465 (ssl) or 25 (none)
