@@ -9,6 +9,9 @@ One run measures, each step in a fresh subprocess so its peak RSS is its own:
 * ``backfill``     a backfill over the whole cursor range (reprocesses everything, writes 0;
                    rows whose stored fingerprint matches are not staged: runs/load/known.py);
 * ``backfill-full`` the same with ``--full-compare``: every row staged and compared (info);
+* ``reconcile``    ``pipeledger reconcile`` of the loaded source against the target (match);
+* ``reconcile-missing`` the same with 1,000 target rows deleted across every window first
+                   (put back afterwards): it must find exactly those;
 * ``incremental``  a second file (10% of the keys changed, 5% new keys) alone in the
                    source folder;
 * ``hand-merge``   the yardstick of the incremental: the same file by hand, COPY into a

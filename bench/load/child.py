@@ -14,7 +14,7 @@ from typing import Any
 
 import pipeledger
 from bench.common.clock import Clock
-from bench.common.orders import PIPELINE, pipeline
+from bench.common.orders import PIPELINE, TARGET, pipeline
 from bench.common.process import own_peak_rss_mb
 from bench.load import phases
 from bench.load.baselines import hand_merge, raw_copy
@@ -25,6 +25,8 @@ from pipeledger.runs.load.result import LoadResult
 from pipeledger.warehouse.session import observe_statements
 
 PIPELEDGER_STEPS = ("run", "backfill", "backfill-full")
+RECONCILE_STEPS = ("reconcile", "reconcile-missing")
+MISSING = 1_000  # target rows reconcile-missing deletes (spread over the key range) first
 
 
 def load(step: str, url: str, work: Path, source: str, window: tuple[str, str]) -> LoadResult:
@@ -63,9 +65,56 @@ def pipeledger_step(
     }
 
 
+def reconcile_step(step: str, url: str, work: Path, source: str) -> dict[str, Any]:
+    """``pipeledger reconcile`` of the loaded target against its source, timed: as loaded
+    (``reconcile``), or with ``MISSING`` target rows deleted first, spread over the keys
+    and so over every window (``reconcile-missing``; put back afterwards, untimed, so the
+    next step finds the target as it was). It checks what it found."""
+    import psycopg
+
+    config = parse_config(
+        {"warehouse": {"url": url}, "pipelines": {PIPELINE: pipeline(source)}},
+        work / "pipeledger.toml",
+    )
+    missing = MISSING if step == "reconcile-missing" else 0
+    with psycopg.connect(url, autocommit=True) as conn:
+        if missing:
+            (rows,) = conn.execute(f"SELECT count(*) FROM {TARGET}").fetchone() or (0,)
+            every = max(1, int(rows) // missing)
+            taken = f"SELECT * FROM {TARGET} WHERE order_id % {every} = 0 LIMIT {missing}"
+            conn.execute(f"CREATE TABLE bench_missing AS {taken}")
+            conn.execute(
+                f"DELETE FROM {TARGET} WHERE order_id IN (SELECT order_id FROM bench_missing)"
+            )
+        clock = Clock()
+        with observe_statements(clock.statements(phases.classify)):
+            started, cpu = time.perf_counter(), time.process_time()
+            found = api.reconcile(config, PIPELINE).to_json()
+            seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+        if missing:
+            conn.execute(f"INSERT INTO {TARGET} SELECT * FROM bench_missing")
+            conn.execute("DROP TABLE bench_missing")
+    if found["missing_rows"] != missing or found["extra_rows"] or found["changed_rows"]:
+        raise SystemExit(f"{step}: found {found} with {missing} rows deleted")
+    return {
+        "seconds": seconds,
+        "cpu_s": cpu,
+        "rows_read": found["source_rows"],
+        "rows_inserted": 0,
+        "rows_updated": 0,
+        "missing_found": found["missing_rows"],
+        "windows_differing": len(found["windows"]),
+        "windows_compared": found["windows_compared"],
+    }
+
+
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--step", required=True, choices=["raw-copy", "hand-merge", *PIPELEDGER_STEPS])
+    p.add_argument(
+        "--step",
+        required=True,
+        choices=["raw-copy", "hand-merge", *PIPELEDGER_STEPS, *RECONCILE_STEPS],
+    )
     p.add_argument("--url", required=True)
     p.add_argument("--csv", type=Path, help="raw-copy, hand-merge: the file")
     p.add_argument("--rows", type=int, default=0, help="hand-merge: rows in its table before")
@@ -82,6 +131,9 @@ def main() -> None:
         out = raw_copy(args.url, args.csv)
     elif args.step == "hand-merge":
         out = hand_merge(args.url, args.csv, args.rows)
+    elif args.step in RECONCILE_STEPS:
+        prefer_system_allocator()
+        out = reconcile_step(args.step, args.url, args.work, args.source)
     else:
         prefer_system_allocator()  # as the pipeledger command does
         out = pipeledger_step(args.step, args.url, args.work, args.source, (args.start, args.end))

@@ -43,7 +43,8 @@ def load_series(
     family: tuple[str, str],
     baseline: Baseline | None = None,
 ) -> dict[str, Measurement]:
-    """First load, identical re-run, backfill (shortcut and full compare), then the
+    """First load, identical re-run, backfill (shortcut and full compare), reconcile (as
+    loaded, and with 1,000 target rows missing across every window), then the
     incremental file alone, in one fresh database of ``db``'s server; each step in its own
     subprocess. ``family``: the steps' family and the suffix of their names. The
     hand-written ``baseline`` (its own database) runs just before the incremental, or
@@ -61,6 +62,8 @@ def load_series(
             ("rerun", "run", rows, []),
             ("backfill", "backfill", rows, window),
             ("backfill-full", "backfill-full", rows, window),
+            ("reconcile", "reconcile", rows, []),
+            ("reconcile-missing", "reconcile-missing", rows, []),
         ):
             name = step + suffix
             ms[name] = run_step(name, child, kind, (rows, table_rows), here, common + extra)

@@ -12,6 +12,7 @@ MIN_CLI_COPY_RATIO = 0.6  # the same for a whole `pipeledger run` process (start
 MAX_BASELINE_RATIO = 1.1  # incremental against the hand-written COPY + guarded upsert
 MAX_INCREMENTAL_GROWTH = 1.5  # the same batch against the bigger table
 MAX_BACKFILL_RATIO = 0.5  # whole-range backfill of unchanged rows against the first load
+MAX_RECONCILE_RATIO = 1.0  # reconcile (unchanged, or 1,000 rows missing) against the first load
 MAX_RSS_MB = 150.0
 MAX_RSS_GROWTH = 0.10  # a step's peak RSS at the bigger scale against at 1x
 
@@ -96,6 +97,30 @@ def _rss_target(ms: Steps) -> Target:
     )
 
 
+def _reconcile_targets(ms: Steps, factor: int) -> list[Target]:
+    """At 1x and at the scale factor (when run): reconciling the loaded source, as loaded
+    and with 1,000 rows missing across every window, costs at most its first load."""
+    out = []
+    for suffix in ("", f"-{factor}x"):
+        first = ms.get("first-load" + suffix)
+        for step in ("reconcile", "reconcile-missing"):
+            m = ms.get(step + suffix)
+            if first is None or m is None:
+                continue
+            found = int(m.extra.get("missing_found", 0))
+            out.append(
+                Target(
+                    f"{step} time <= {MAX_RECONCILE_RATIO}x first load time ({m.rows_read:,} rows)",
+                    m.seconds <= MAX_RECONCILE_RATIO * first.seconds,
+                    f"{m.seconds:.2f} s vs {first.seconds:.2f} s = "
+                    f"{m.seconds / first.seconds:.2f}x; {found:,} missing found in "
+                    f"{m.extra.get('windows_differing', 0)} of "
+                    f"{m.extra.get('windows_compared', 0)} windows",
+                )
+            )
+    return out
+
+
 def evaluate(ms: Steps, rounds: Rounds, factor: int) -> list[Target]:
     """Every target of the load steps (the start-up's are in :mod:`bench.load.startup`)."""
     targets = [_copy_target(ms, rounds)]
@@ -107,6 +132,7 @@ def evaluate(ms: Steps, rounds: Rounds, factor: int) -> list[Target]:
     return [
         *targets,
         *_backfill_targets(ms, factor),
+        *_reconcile_targets(ms, factor),
         *scale_targets(ms, factor),
         _rss_target(ms),
     ]
