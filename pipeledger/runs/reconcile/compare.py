@@ -362,13 +362,13 @@ class Reconcile:
         for start in range(0, len(differing), _CHUNK):
             chunk = differing[start : start + _CHUNK]
             session.execute(rsql.insert_windows(d, len(chunk)), chunk)
-        keep, index = rsql.keep_target_rows(d, rows, shape.key)
-        session.execute(keep, params)
-        session.execute(index)
-        if once is not None:
-            for statement in rsql.staged_source(d, ids, shape.key, once):
-                session.execute(statement)
-        session.execute(rsql.differences(d, ids, shape.key))
+        if once is not None:  # each key staged once: one join says it all
+            session.execute(rsql.differences_once(d, ids, shape.key, once, rows), params)
+        else:
+            keep, index = rsql.keep_target_rows(d, rows, shape.key)
+            session.execute(keep, params)
+            session.execute(index)
+            session.execute(rsql.differences(d, ids, shape.key))
         kinds: dict[str, dict[str, int]] = {}
         for window, kind, count in session.query(rsql.count_differences(d)):
             kinds.setdefault(str(window), {})[str(kind)] = int(count)

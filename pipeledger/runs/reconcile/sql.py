@@ -4,11 +4,11 @@ The source's rows arrive in the stage as (key, cursor, partition, fingerprint) w
 side ``s``; target rows that have no stored fingerprint arrive there too, fingerprinted
 by pipeledger, with the side ``t``. From there: the source's current version of each key
 (:func:`current_source`; when a unique index proves every key staged once, the staged rows
-themselves: :func:`staged_source`), per window a count and the sums of the fingerprints' two
+themselves), per window a count and the sums of the fingerprints' two
 32-bit halves on each side (:func:`source_windows`, :func:`target_windows`: the sums are
 exact on both warehouses, and ``count`` with ``sum mod 2^64`` do not depend on row
-order), then the rows of just the windows that differ (:func:`window_rows`) and what
-differs in them (:func:`differences`).
+order), then what differs in just the windows that differ (:func:`differences`; with every
+key staged once, one join of the stage with the target: :func:`differences_once`).
 """
 
 from __future__ import annotations
@@ -75,17 +75,6 @@ def unique_source_keys(d: Dialect, key: Sequence[str]) -> str:
         f"CREATE UNIQUE INDEX {d.temp(SOURCE + '_unique')} ON {quote(STAGE)} ({_names(key)}) "
         f"WHERE {quote(SIDE)} = 's'"
     )
-
-
-def staged_source(d: Dialect, identity: Sequence[str], key: Sequence[str], label: str) -> list[str]:
-    """The source's rows of the windows that differ, when each key is staged once:
-    :func:`current_source` without the ranking. ``label``: SQL over ``v.<cursor>``."""
-    return [
-        f"CREATE TEMP TABLE {quote(SOURCE)}{d.on_commit_drop} AS SELECT {_names(identity, 'v')}, "
-        f"v.{_H}, {label} AS {quote(WINDOW)}, 1 AS {quote(PICK)} FROM {d.stage()} AS v "
-        f"WHERE v.{quote(SIDE)} = 's' AND {label} IN ({_differing(d)})",
-        f"CREATE INDEX {d.temp(SOURCE + '_key')} ON {quote(SOURCE)} ({_names(key)})",
-    ]
 
 
 def source_windows(d: Dialect) -> str:
@@ -188,6 +177,51 @@ def differences(d: Dialect, identity: Sequence[str], key: Sequence[str]) -> str:
     return (
         f"CREATE TEMP TABLE {quote(DIFFERENCES)}{d.on_commit_drop} AS "
         f"{missing} UNION ALL {extra} UNION ALL {changed}"
+    )
+
+
+def differences_once(
+    d: Dialect, identity: Sequence[str], key: Sequence[str], label: str, rows: str
+) -> str:
+    """:func:`differences` when each key is staged once (``label``: SQL over
+    ``v.<cursor>``; ``rows``: :func:`target_rows`): one hash join of the stage with the
+    target on the key, read for all three kinds, instead of copying both sides' rows of
+    the differing windows into indexed tables and joining them three times. A key whose
+    window moved is missing in the source's window and extra in the target's."""
+    w = quote(WINDOW)
+    sides = ", ".join(
+        f"{side}.{quote(c)} AS {quote(side + '_' + c)}" for side in ("s", "t") for c in identity
+    )
+    source = (
+        f"SELECT {_names(identity, 'v')}, v.{_H}, {label} AS {w} FROM {d.stage()} AS v "
+        f"WHERE v.{quote(SIDE)} = 's'"
+    )
+    first = quote(key[0])  # NULL in a side only where the join found no row there
+    joined = (
+        f"SELECT {sides}, s.{w} AS sw, t.{w} AS tw, s.{_H} AS sh, t.{_H} AS th "
+        f"FROM ({source}) AS s FULL JOIN ({rows}) AS t ON {_same_key(key, 's', 't')} "
+        f"WHERE s.{first} IS NULL OR t.{first} IS NULL OR s.{w} <> t.{w} OR s.{_H} <> t.{_H}"
+    )
+    s_ids = ", ".join(f"j.{quote('s_' + c)} AS {quote(c)}" for c in identity)
+    t_ids = ", ".join(f"j.{quote('t_' + c)}" for c in identity)
+    has_s, has_t = f"j.{quote('s_' + key[0])} IS NOT NULL", f"j.{quote('t_' + key[0])} IS NOT NULL"
+    moved = "j.sw <> j.tw"
+    missing = (
+        f"SELECT 'missing' AS kind, j.sw AS {w}, {s_ids}, j.sh AS {_H} FROM j "
+        f"WHERE {has_s} AND (NOT {has_t} OR {moved}) AND j.sw IN ({_differing(d)})"
+    )
+    extra = (
+        f"SELECT 'extra', j.tw, {t_ids}, j.th FROM j "
+        f"WHERE {has_t} AND (NOT {has_s} OR {moved}) AND j.tw IN ({_differing(d)})"
+    )
+    changed = (
+        f"SELECT 'changed', j.sw, {_names(['s_' + c for c in identity], 'j')}, j.sh FROM j "
+        f"WHERE {has_s} AND {has_t} AND j.sw = j.tw AND j.sh <> j.th "
+        f"AND j.sw IN ({_differing(d)})"
+    )
+    return (
+        f"CREATE TEMP TABLE {quote(DIFFERENCES)}{d.on_commit_drop} AS "
+        f"WITH j AS MATERIALIZED ({joined}) {missing} UNION ALL {extra} UNION ALL {changed}"
     )
 
 
