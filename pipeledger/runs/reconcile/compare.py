@@ -71,10 +71,10 @@ from pipeledger.state.watermark import (
     UNPARTITIONED,
     CursorValue,
     Window,
-    arrow_filter,
     coerce,
     from_text,
     to_text,
+    window_mask,
 )
 from pipeledger.transform.conform import Shape, shape_from_table
 from pipeledger.transform.drift import as_stored
@@ -301,20 +301,25 @@ class Reconcile:
         shape: Shape,
         name: str,
         unfiltered: bool,
-    ) -> pc.Expression:
-        """In the span (when the source could not apply it) and at or before the row's
-        partition's watermark (``name``: the cursor)."""
-        cursor = pc.field(name)
-        kind = batch.schema.field(name).type
+    ) -> pa.Array | pa.ChunkedArray:
+        """Which rows are in the span (when the source could not apply it) and at or before
+        their partition's watermark (``name``: the cursor): compute kernels on the columns,
+        as :func:`~pipeledger.state.watermark.window_mask` (an expression would load
+        Arrow's query engine, ~20 MB resident)."""
+        cursor = batch.column(name)
+        kind = cursor.type
         if shape.partition_by is None:
-            reach = cursor <= coerce(marks[UNPARTITIONED], kind)
+            reach = pc.less_equal(cursor, coerce(marks[UNPARTITIONED], kind))
         else:
-            part = pc.field(shape.partition_by).cast(pa.string())
-            reach = pc.scalar(False)
+            part = pc.cast(batch.column(shape.partition_by), pa.string())
+            reach = pa.array(np.zeros(batch.num_rows, dtype=bool))
             for value, mark in marks.items():
-                reach = reach | ((part == value) & (cursor <= coerce(mark, kind)))
-        inside = arrow_filter(span, name, kind, None) if unfiltered else None
-        return reach if inside is None else reach & inside
+                here = pc.and_kleene(
+                    pc.equal(part, value), pc.less_equal(cursor, coerce(mark, kind))
+                )
+                reach = pc.or_kleene(reach, here)
+        inside = window_mask(span, batch, name, None) if unfiltered else None
+        return reach if inside is None else pc.and_kleene(reach, inside)
 
     def _fingerprint_target_rows(
         self, session: Session, shape: Shape, where: str, params: list[Any]
@@ -504,9 +509,9 @@ def _sums(rows: Sequence[Sequence[Any]]) -> Sums:
     }
 
 
-def _filtered(batch: pa.RecordBatch, expression: pc.Expression) -> pa.RecordBatch:
-    table = pa.Table.from_batches([batch]).filter(expression).combine_chunks()
-    return table.to_batches()[0] if table.num_rows else batch.slice(0, 0)
+def _filtered(batch: pa.RecordBatch, mask: pa.Array | pa.ChunkedArray) -> pa.RecordBatch:
+    """The rows where ``mask`` is true (null: not known, dropped)."""
+    return batch.filter(mask)
 
 
 def _sided(batch: pa.RecordBatch, shape: Shape, side: str) -> pa.RecordBatch:
