@@ -16,6 +16,7 @@ class Receiver:
     def __init__(self) -> None:
         self.received: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.arrived: list[float] = []  # time.time() of each POST, as it came in
         self.answer = 200
         self.delay = 0.0  # seconds before answering
         self.hang = False  # read the request, never answer (until stop())
@@ -38,6 +39,7 @@ class Receiver:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 with receiver._lock:
                     receiver.received.append(json.loads(body))
+                    receiver.arrived.append(time.time())
                     receiver.headers.append(dict(self.headers))
                     receiver._lock.notify_all()
                 if receiver.hang:
