@@ -268,13 +268,13 @@ def run(
     from pipeledger.dag.graph import Graph
     from pipeledger.runs.nodes import dag_trigger, run_nodes
 
-    site = _site(config)
-    selected = Graph.of(site.config).select(selectors)  # an unknown name: before anything runs
-    why = dag_trigger(trigger)
-    mode: ModelMode = "full_refresh" if full_refresh else "incremental"
-    return run_nodes(
-        site, selected, lambda _: why, mode=mode, on_progress=on_progress, threads=threads
-    )
+    with _site(config) as site:
+        selected = Graph.of(site.config).select(selectors)  # an unknown name: before anything runs
+        why = dag_trigger(trigger)
+        mode: ModelMode = "full_refresh" if full_refresh else "incremental"
+        return run_nodes(
+            site, selected, lambda _: why, mode=mode, on_progress=on_progress, threads=threads
+        )
 
 
 def run_one(
@@ -291,10 +291,10 @@ def run_one(
     from pipeledger.runs.nodes import run_load
     from pipeledger.runs.scaffold import RunSpec, Trigger
 
-    site = _site(config)
-    site.config.pipeline(name)
-    spec = RunSpec(pipeline=name, trigger=trigger or Trigger())
-    return run_load(site, LoadRequest(pipeline=name), spec, on_progress)
+    with _site(config) as site:
+        site.config.pipeline(name)
+        spec = RunSpec(pipeline=name, trigger=trigger or Trigger())
+        return run_load(site, LoadRequest(pipeline=name), spec, on_progress)
 
 
 def run_model(
@@ -310,9 +310,9 @@ def run_model(
     from pipeledger.runs.nodes import run_model as run_it
 
     mode: ModelMode = "full_refresh" if full_refresh else "incremental"
-    site = _site(config)
-    refuse_untranslatable(site.config, site.warehouse, [name])
-    return run_it(site, name, mode=mode, trigger=trigger)
+    with _site(config) as site:
+        refuse_untranslatable(site.config, site.warehouse, [name])
+        return run_it(site, name, mode=mode, trigger=trigger)
 
 
 def backfill(
@@ -327,7 +327,8 @@ def backfill(
     """Reprocess exactly ``start <= cursor <= end`` with the same merge; the live
     watermark does not move. Source rows identical to the target's (by stored fingerprint)
     are not staged unless ``full_compare`` (see :mod:`pipeledger.runs.load.known`)."""
-    return _backfill(_site(config), name, start, end, on_progress, full_compare)
+    with _site(config) as site:
+        return _backfill(site, name, start, end, on_progress, full_compare)
 
 
 def _backfill(
@@ -338,18 +339,27 @@ def _backfill(
     on_progress: ProgressCallback | None = None,
     full_compare: bool = False,
 ) -> LoadResult | ModelResult:
+    from pipeledger.errors import BackfillRangeError
     from pipeledger.ledger.vocabulary import TriggerType
     from pipeledger.runs.load.request import LoadRequest
     from pipeledger.runs.nodes import run_load, run_model
-    from pipeledger.runs.scaffold import RunSpec, Trigger
+    from pipeledger.runs.scaffold import RunSpec, Trigger, record_rejection
     from pipeledger.state.ranges import backfill_window, data_interval
 
     why = Trigger(trigger_type=TriggerType.BACKFILL)
+
+    def window_of(max_backfill: timedelta | None) -> Any:
+        try:
+            return backfill_window(start, end, max_backfill, name)
+        except BackfillRangeError as exc:  # refused work is recorded, not only said
+            record_rejection(site, name, why, exc)
+            raise
+
     if name in site.config.models:
         from pipeledger.runs.model.check import refuse_untranslatable
 
         refuse_untranslatable(site.config, site.warehouse, [name])
-        window = backfill_window(start, end, None, name)
+        window = window_of(None)
         return run_model(site, name, mode="backfill", window=window, trigger=why)
     pipeline = site.config.pipeline(name)
     if pipeline.cursor is None:
@@ -357,7 +367,7 @@ def _backfill(
             f"pipeline {name} has no cursor, so no range to backfill: `pipeledger run {name}` "
             f"{_whole_read(pipeline.sync)}; nothing was run"
         )
-    window = backfill_window(start, end, pipeline.max_backfill, name)
+    window = window_of(pipeline.max_backfill)
     request = LoadRequest(pipeline=name, mode="backfill", window=window, full_compare=full_compare)
     spec = RunSpec(pipeline=name, trigger=why, data_interval=data_interval(window))
     return run_load(site, request, spec, on_progress)
@@ -377,11 +387,11 @@ def check(config: ConfigLike, name: str) -> LoadResult:
     from pipeledger.runs.nodes import recent_counts, run_load
     from pipeledger.runs.scaffold import RunSpec
 
-    site = _site(config)
-    if site.config.pipeline(name).checks is None:
-        raise ConfigError(f"pipeline {name} declares no [pipelines.{name}.checks]")
-    request = LoadRequest(pipeline=name, mode="check", recent_counts=recent_counts(site, name))
-    return run_load(site, request, RunSpec(pipeline=name, dry_run=True))
+    with _site(config) as site:
+        if site.config.pipeline(name).checks is None:
+            raise ConfigError(f"pipeline {name} declares no [pipelines.{name}.checks]")
+        request = LoadRequest(pipeline=name, mode="check", recent_counts=recent_counts(site, name))
+        return run_load(site, request, RunSpec(pipeline=name, dry_run=True))
 
 
 def check_models(config: ConfigLike, names: Sequence[str] = ()) -> list[ModelCheck]:
@@ -391,10 +401,10 @@ def check_models(config: ConfigLike, names: Sequence[str] = ()) -> list[ModelChe
     the database's plan of it (``EXPLAIN``). Nothing is written."""
     from pipeledger.runs.model.check import check_models as check_them
 
-    site = _site(config)
-    for name in names:
-        site.config.model(name)
-    return check_them(site.config, site.warehouse, list(names) or sorted(site.config.models))
+    with _site(config) as site:
+        for name in names:
+            site.config.model(name)
+        return check_them(site.config, site.warehouse, list(names) or sorted(site.config.models))
 
 
 def replay(config: ConfigLike, name: str, *, run: str | None = None) -> ReplayResult:
@@ -406,11 +416,11 @@ def replay(config: ConfigLike, name: str, *, run: str | None = None) -> ReplayRe
     from pipeledger.runs.replay import ReplayJob
     from pipeledger.runs.scaffold import RunSpec, Trigger, run_job
 
-    site = _site(config)
-    site.config.pipeline(name)
-    check_run_filter(run)
-    spec = RunSpec(pipeline=name, trigger=Trigger(trigger_type=TriggerType.REPLAY))
-    return run_job(site, spec, lambda run_id: ReplayJob(site, name, run_id, run))
+    with _site(config) as site:
+        site.config.pipeline(name)
+        check_run_filter(run)
+        spec = RunSpec(pipeline=name, trigger=Trigger(trigger_type=TriggerType.REPLAY))
+        return run_job(site, spec, lambda run_id: ReplayJob(site, name, run_id, run))
 
 
 def reconcile(
@@ -432,37 +442,37 @@ def reconcile(
     from pipeledger.runs.reconcile.job import reconciled
     from pipeledger.runs.reconcile.result import Repair
 
-    site = _site(config)
-    if name in site.config.models:
-        raise ConfigError(f"{name} is a model: reconcile compares a load's source and target")
-    at_most = site.config.pipeline(name).max_backfill
-    request = ReconcileRequest(pipeline=name, start=start, end=end, by=by)
-    found = reconciled(site, request)
-    if not repair or found.status == "match":
-        return found
-    repairs: list[Repair] = []
-    ranges: list[tuple[str | None, str | None]] = [(None, None)]  # no cursor: a whole run
-    if not found.grain.is_whole:
-        labels = [w.label for w in found.windows]
-        ranges = [*found.grain.backfill_ranges(labels, at_most)]
-    for first, last in ranges:
-        try:
-            done = _repair(site, name, first, last)
-        except PipeledgerError as exc:
-            exc.add_note(f"reconcile --repair: {len(repairs)} range(s) were backfilled first")
-            raise
-        c = done.counts
-        repairs.append(
-            Repair(
-                start=first,
-                end=last,
-                run_id=done.run_id,
-                rows_inserted=c.inserted,
-                rows_updated=c.updated,
-                rows_deleted=c.deleted,
+    with _site(config) as site:
+        if name in site.config.models:
+            raise ConfigError(f"{name} is a model: reconcile compares a load's source and target")
+        at_most = site.config.pipeline(name).max_backfill
+        request = ReconcileRequest(pipeline=name, start=start, end=end, by=by)
+        found = reconciled(site, request)
+        if not repair or found.status == "match":
+            return found
+        repairs: list[Repair] = []
+        ranges: list[tuple[str | None, str | None]] = [(None, None)]  # no cursor: a whole run
+        if not found.grain.is_whole:
+            labels = [w.label for w in found.windows]
+            ranges = [*found.grain.backfill_ranges(labels, at_most)]
+        for first, last in ranges:
+            try:
+                done = _repair(site, name, first, last)
+            except PipeledgerError as exc:
+                exc.add_note(f"reconcile --repair: {len(repairs)} range(s) were backfilled first")
+                raise
+            c = done.counts
+            repairs.append(
+                Repair(
+                    start=first,
+                    end=last,
+                    run_id=done.run_id,
+                    rows_inserted=c.inserted,
+                    rows_updated=c.updated,
+                    rows_deleted=c.deleted,
+                )
             )
-        )
-    return replace(reconciled(site, request), found=found.windows, repairs=tuple(repairs))
+        return replace(reconciled(site, request), found=found.windows, repairs=tuple(repairs))
 
 
 def _repair(site: Site, name: str, first: str | None, last: str | None) -> LoadResult | ModelResult:
@@ -598,13 +608,13 @@ def graph(config: ConfigLike) -> dict[str, Any]:
     run."""
     from pipeledger.ledger.reads.recent import latest_runs
 
-    site = _site(config)
-    last: dict[str, dict[str, Any]] = {}
-    if site.ledger.recording:
-        with site.ledger.reading() as session:
-            last = latest_runs(session, list(site.config.nodes))
-    result: dict[str, Any] = _graph_of(site.config).to_json(last)
-    return result
+    with _site(config) as site:
+        last: dict[str, dict[str, Any]] = {}
+        if site.ledger.recording:
+            with site.ledger.reading() as session:
+                last = latest_runs(session, list(site.config.nodes))
+        result: dict[str, Any] = _graph_of(site.config).to_json(last)
+        return result
 
 
 # -- running unattended -----------------------------------------------------------------
@@ -615,7 +625,8 @@ def watchdog(config: ConfigLike) -> dict[str, str]:
     gone: ``success`` when the warehouse shows they committed, else ``abandoned``. Then
     send the spooled OpenLineage events (with ``[lineage]``), look after SLAs and alerts
     and send the due alerts (:mod:`pipeledger.alerts`)."""
-    return _watchdog(_site(config))
+    with _site(config) as site:
+        return _watchdog(site)
 
 
 def _watchdog(site: Site) -> dict[str, str]:
@@ -650,7 +661,8 @@ def run_due(
     --due``; see :func:`pipeledger.runs.due.run_due`)."""
     from pipeledger.runs.due import run_due as due
 
-    return due(_site(config), selectors, on_progress=on_progress, threads=threads)
+    with _site(config) as site:
+        return due(site, selectors, on_progress=on_progress, threads=threads)
 
 
 def schedule_status(
@@ -660,7 +672,8 @@ def schedule_status(
     latest scheduled run and what is overdue (``pipeledger schedule``)."""
     from pipeledger.runs.due import schedule_status as status
 
-    return status(_site(config), now, selectors)
+    with _site(config) as site:
+        return status(site, now, selectors)
 
 
 def serve(
@@ -675,8 +688,8 @@ def serve(
     the background; ``report`` is told each round's outcomes."""
     from pipeledger.runs.due import serve as loop
 
-    site = _site(config)
-    loop(site, report, lambda: _serve_upkeep(site), poll=poll, threads=threads)
+    with _site(config) as site:
+        loop(site, report, lambda: _serve_upkeep(site), poll=poll, threads=threads)
 
 
 def cancel(config: ConfigLike, run_id: str, reason: str | None = None) -> RunRecord:
@@ -689,13 +702,13 @@ def cancel(config: ConfigLike, run_id: str, reason: str | None = None) -> RunRec
     from pipeledger.runs.due import needs_ledger
     from pipeledger.runs.site import who
 
-    site = _site(config)
-    needs_ledger(site, "`pipeledger cancel`")
-    record = site.ledger.request_cancel(run_id, requested_by=who(), reason=reason)
-    try:
-        return site.ledger.get_run(record.run_id)
-    except PipeledgerError:  # the run's state cannot be read again: as it was a moment ago
-        return record
+    with _site(config) as site:
+        needs_ledger(site, "`pipeledger cancel`")
+        record = site.ledger.request_cancel(run_id, requested_by=who(), reason=reason)
+        try:
+            return site.ledger.get_run(record.run_id)
+        except PipeledgerError:  # the run's state cannot be read again: as it was a moment ago
+            return record
 
 
 # -- the ledger's questions -------------------------------------------------------------
@@ -707,6 +720,16 @@ def _reading(project: Project, *, current: bool = False, write: bool = False) ->
 
     with reading(_located(project).ledger_url, current=current, write=write) as session:
         yield session
+
+
+@contextmanager
+def shared_reads() -> Iterator[None]:
+    """The ledger questions asked in the block (on this thread) share one read session per
+    ledger: one connection, not one per question (the dashboard: one per page)."""
+    from pipeledger.ledger.reads import shared_reads as shared
+
+    with shared():
+        yield
 
 
 def _now(now: datetime | None) -> datetime:
@@ -944,12 +967,12 @@ def migrate(config: ConfigLike) -> dict[str, list[int]]:
     from pipeledger.state.tables import STATE
     from pipeledger.warehouse.migrations import migrate as apply
 
-    site = _site(config)
-    applied: dict[str, list[int]] = {}
-    for component, warehouse in ((LEDGER, site.ledger.store.database), (STATE, site.warehouse)):
-        with warehouse.session() as session:
-            applied[component.name] = apply(session, component)
-    return applied
+    with _site(config) as site:
+        applied: dict[str, list[int]] = {}
+        for component, warehouse in ((LEDGER, site.ledger.store.database), (STATE, site.warehouse)):
+            with warehouse.session() as session:
+                applied[component.name] = apply(session, component)
+        return applied
 
 
 _LAZY = {

@@ -5,7 +5,12 @@
     PipeledgerError
     ├── Transient                  retrying the same run unchanged may succeed (exit 75)
     │   ├── ConcurrentRunError     another run of the pipeline holds its lock (skipped, exit 4)
-    │   │   └── WarehouseBusy      SQLite: another load holds the file's write lock (retried)
+    │   │   └── WarehouseBusy      an embedded file is busy: another load holds SQLite's write
+    │   │                            lock, or another process has a DuckDB file open (retried)
+    │   ├── QueueFull              the tenant's runs are at max_concurrent_runs and its queue
+    │   │                            holds queue_capacity runs: recorded ``rejected`` (exit 7)
+    │   ├── QueueTimedOut          a ``queued`` run waited past queue_timeout for a slot:
+    │   │                            recorded ``timed_out``, nothing was read (exit 8)
     │   ├── RunAbandonedError      the watchdog declared the run abandoned while it worked
     │   ├── SourceChanged          a source file changed while it was read (still being
     │   │                            written?); nothing was written, no file was taken
@@ -16,6 +21,7 @@
     │   ├── InvalidInput           a name, type, duration or cursor value that is not valid
     │   ├── ConfigError            the config file is wrong (exit 2); nothing read or written
     │   │   ├── BackfillRangeError   a backfill range is inverted or wider than max_backfill
+    │   │   │                          (recorded ``rejected``)
     │   │   ├── NothingToRetry       --retry asked for, but the latest run did not fail
     │   │   ├── NothingToCancel      `pipeledger cancel` named a run that is not running
     │   │   ├── UnknownRun           no run in the ledger has the id (or prefix) given
@@ -27,6 +33,8 @@
     │   ├── ConflictError          on_conflict = "error" met a re-seen key with other content
     │   ├── HistoryError           an SCD2 target's history would break its invariants
     │   ├── GateFailed             the quality gate halted the run (exit 3); carries the report
+    │   ├── LimitExceeded          max_rows or max_bytes passed while staging: halted before
+    │   │                            publish, nothing written, recorded ``rejected`` (exit 3)
     │   ├── UsageError             the Python API was used against its rules (an unknown
     │   │                            counter; a final state changed)
     │   └── TerminalWarehouseError the database refused the statement
@@ -35,7 +43,8 @@
     │   ├── RunTimedOut            it ran past its pipeline's ``timeout`` (exit 124)
     │   └── CancelRequested        ``pipeledger cancel RUN_ID`` stopped it (exit 130)
     ├── DuplicateRun               its idempotency key already ran, or runs now: this
-    │                              trigger did nothing (skipped: exit 0, or 4 while the first runs)
+    │                              trigger did nothing (skipped: exit 0, or 4 while the first
+    │                              runs; its ledger record is ``rejected``)
     └── LedgerNotWritten           the run committed, the ledger could not record it (exit 5)
 
     WarehouseError                 the base of both warehouse errors above (``except
@@ -113,7 +122,9 @@ class HistoryError(Terminal):
 
 
 class BackfillRangeError(ConfigError):
-    """A backfill range is inverted or exceeds ``max_backfill``."""
+    """A backfill range is inverted or exceeds ``max_backfill`` (recorded ``rejected``)."""
+
+    reason = "backfill_range"
 
 
 class NothingToRetry(ConfigError):
@@ -147,6 +158,49 @@ class GateFailed(Terminal):
         self.report = report
 
 
+class LimitExceeded(Terminal):
+    """A run staged more rows or bytes than its ``max_rows`` / ``max_bytes`` allow: it
+    halted before publish (exit 3, as a halted gate) and is recorded ``rejected``.
+    ``limit`` names the key, ``observed`` what the run had staged when it stopped,
+    ``maximum`` the limit."""
+
+    exit_code = 3
+    reason = "limit_exceeded"
+
+    def __init__(self, message: str, *, limit: str, observed: int, maximum: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.observed = observed
+        self.maximum = maximum
+
+    def details(self) -> dict[str, Any]:
+        return {"limit": self.limit, "observed": self.observed, "maximum": self.maximum}
+
+
+class QueueFull(Transient):
+    """The tenant runs ``max_concurrent_runs`` runs and ``queue_capacity`` more wait: this
+    trigger is recorded ``rejected`` and nothing was read (exit 7)."""
+
+    exit_code = 7
+    reason = "queue_full"
+
+    def __init__(self, message: str, *, tenant: str, running: int, queued: int) -> None:
+        super().__init__(message)
+        self.tenant = tenant
+        self.running = running
+        self.queued = queued
+
+    def details(self) -> dict[str, Any]:
+        return {"tenant": self.tenant, "running": self.running, "queued": self.queued}
+
+
+class QueueTimedOut(Transient):
+    """A ``queued`` run waited ``queue_timeout`` without a free slot: recorded
+    ``timed_out`` and nothing was read (exit 8)."""
+
+    exit_code = 8
+
+
 class ConcurrentRunError(Transient):
     """Another run of the same pipeline is active: this one did nothing (``skipped``)."""
 
@@ -154,8 +208,9 @@ class ConcurrentRunError(Transient):
 
 
 class WarehouseBusy(ConcurrentRunError):
-    """The embedded warehouse is busy with another load, of any pipeline: unlike a held
-    pipeline lock, the rows are not being loaded by someone else, so ``retries`` retry."""
+    """The embedded warehouse is busy with another load, of any pipeline (or, DuckDB, with
+    another process of any kind): unlike a held pipeline lock, the rows are not being
+    loaded by someone else, so ``retries`` retry."""
 
 
 class RunAbandonedError(Transient):
@@ -239,12 +294,17 @@ class CancelRequested(RunStopped):
 
 class DuplicateRun(PipeledgerError):
     """A run was triggered with an idempotency key that a run of the same pipeline holds:
-    running now, or succeeded. This trigger did nothing; ``duplicate_of`` is that run."""
+    running now, or succeeded. This trigger did nothing (recorded ``rejected``);
+    ``duplicate_of`` is that run."""
+
+    def details(self) -> dict[str, Any]:
+        return {"duplicate_of": self.duplicate_of, "holder_status": self.status}
 
     def __init__(self, message: str, *, duplicate_of: str, status: str) -> None:
         super().__init__(message)
         self.duplicate_of = duplicate_of
         self.status = status  # the first run's: running, success or partial
+        self.reason = "duplicate_trigger"  # as the ``rejected`` record of this trigger says
         # nothing needs doing once it succeeded; while it runs, as for a lock (skipped)
         self.exit_code = 4 if status == "running" else 0
 

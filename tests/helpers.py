@@ -80,11 +80,18 @@ def order(order_id: int, updated_at: str, **values: Any) -> list[Any]:
     return [row[c] for c in ORDERS_HEADER]
 
 
+def _backend(warehouse_url: str | None) -> str:
+    """``sqlite`` (the embedded default: no url), ``duckdb`` or ``postgres``."""
+    if warehouse_url is None:
+        return "sqlite"
+    return "duckdb" if warehouse_url.startswith("duckdb:") else "postgres"
+
+
 class Project:
     def __init__(self, root: Path, warehouse_url: str | None) -> None:
         self.root = root
         self.warehouse_url = warehouse_url
-        self.backend = "postgres" if warehouse_url else "sqlite"
+        self.backend = _backend(warehouse_url)
         (root / "data").mkdir(exist_ok=True)
 
     # -- set-up -----------------------------------------------------------------------
@@ -184,17 +191,43 @@ class Project:
 
     # -- looking ----------------------------------------------------------------------
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        if self.backend == "duckdb":
+            return self._duckdb(sql, params, write=False)
         if self.warehouse_url:
             with psycopg.connect(self.warehouse_url) as conn:
                 return list(conn.execute(sql, params or None).fetchall())
-        db = sqlite3.connect(self.root / ".pipeledger" / "warehouse.db")
+        return self._sqlite(self.root / ".pipeledger" / "warehouse.db", sql, params)
+
+    def _sqlite(self, path: Path, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        db = sqlite3.connect(path)
         try:
             return list(db.execute(sql.replace("%s", "?"), params).fetchall())
         finally:
             db.close()
 
+    def _duckdb(self, sql: str, params: Sequence[Any], write: bool) -> list[tuple[Any, ...]]:
+        """The DuckDB warehouse; a table it lacks is the ledger's, in the SQLite file
+        beside it (where pipeledger keeps a DuckDB warehouse's ledger)."""
+        import duckdb
+
+        assert self.warehouse_url is not None
+        path = Path(self.warehouse_url.removeprefix("duckdb:///"))
+        conn = duckdb.connect(str(path), read_only=not write)
+        try:
+            conn.execute("SET TimeZone = 'UTC'")
+            return list(conn.execute(sql.replace("%s", "?"), list(params)).fetchall())
+        except duckdb.CatalogException:
+            if write:
+                raise
+            return self._sqlite(path.with_name(path.stem + ".ledger.db"), sql, params)
+        finally:
+            conn.close()
+
     def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         """A write outside pipeledger (a person at a SQL prompt), committed."""
+        if self.backend == "duckdb":
+            self._duckdb(sql, params, write=True)
+            return
         if self.warehouse_url:
             with psycopg.connect(self.warehouse_url) as conn:
                 conn.execute(sql, params or None)
@@ -207,7 +240,7 @@ class Project:
             db.close()
 
     def table(self, name: str = "analytics.orders") -> str:
-        if self.backend == "sqlite":
+        if self.backend != "postgres":  # one table name, schema and all
             return f'"{name}"'
         return ".".join(f'"{p}"' for p in name.split("."))
 
@@ -215,6 +248,12 @@ class Project:
         return int(self.query(f"SELECT count(*) FROM {self.table(name)}")[0][0])
 
     def exists(self, name: str = "analytics.orders") -> bool:
+        if self.backend == "duckdb":
+            assert self.warehouse_url is not None
+            if not Path(self.warehouse_url.removeprefix("duckdb:///")).exists():
+                return False
+            sql = "SELECT 1 FROM information_schema.tables WHERE table_name = ?"
+            return bool(self.query(sql, [name]))
         if self.backend == "sqlite":
             if not (self.root / ".pipeledger" / "warehouse.db").exists():
                 return False

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pipeledger import api
-from pipeledger.errors import GateFailed, NothingToCancel
+from pipeledger.errors import BackfillRangeError, GateFailed, NothingToCancel
 from pipeledger.ledger.ledger import Ledger
 from pipeledger.runs.interrupt import interrupt_all
 from pipeledger.warehouse.adapters.postgres import PostgresWarehouse
@@ -175,6 +175,39 @@ def test_a_node_run_builds_one_ledger_and_one_warehouse_per_url(
     urls = {config.warehouse_url, config.ledger_url}
     assert made == Counter({"ledger": 1, **{f"warehouse {url}": 1 for url in urls}})
     assert len(urls) == (2 if separate else 1)
+
+
+def _open_connections(project: Project) -> int:
+    """Connections this process holds to the project's warehouse: sessions of the server's
+    database on PostgreSQL (from this process: the query's own is left out), open files of
+    the database on SQLite."""
+    if project.backend == "postgres":
+        statement = (
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        )
+        return int(project.query(statement)[0][0])
+    database = str(project.root / ".pipeledger" / "warehouse.db")
+    fds = Path("/proc/self/fd")
+    return sum(str(fd.readlink()).startswith(database) for fd in fds.iterdir() if fd.is_symlink())
+
+
+def test_a_call_leaves_no_connection_behind(project: Project) -> None:
+    """An invocation keeps its connections between sessions (a node opens several), and
+    closes them when the call returns: a long-lived process calling the API does not
+    hold sessions on the server, nor the SQLite file open, between calls."""
+    project.write_csv("orders_1.csv", [order(1, "2024-01-01T10:00:00Z")])
+    config = api.load_config(project.configure(orders=orders_pipeline()))
+    assert api.run_one(config, "orders").counts.inserted == 1
+    assert _open_connections(project) == 0
+    (outcome,) = api.run(config, ["orders"])
+    assert outcome.to_json()["status"] == "success"
+    api.backfill(config, "orders", "2024-01-01", "2024-01-01")
+    assert _open_connections(project) == 0
+    # refused work is recorded first; the error kept by its caller holds the call's frames
+    with pytest.raises(BackfillRangeError) as refused:
+        api.backfill(config, "orders", "2024-01-02", "2024-01-01")
+    assert _open_connections(project) == 0 and refused.value.__traceback__ is not None
 
 
 def test_a_question_reads_without_validating_the_config(project: Project) -> None:

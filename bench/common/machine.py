@@ -63,21 +63,23 @@ def _commit() -> str:
     return described.stdout.strip() or "?"
 
 
-def machine(url: str, snapshot: str | None) -> dict[str, str]:
-    """CPU, cores, memory, load average now, versions (PostgreSQL at ``url``, Python,
-    pyarrow, psycopg) and the pipeledger measured: its commit, or ``snapshot``'s."""
+def machine(url: str | None, snapshot: str | None) -> dict[str, str]:
+    """CPU, cores, memory, load average now, versions (PostgreSQL at ``url``, if any;
+    Python, pyarrow, psycopg) and the pipeledger measured: its commit, or ``snapshot``'s."""
     import pipeledger
 
-    version, settings = _postgres(url)
     commit = _commit()
-    return {
+    info = {
         "cpu": _cpu_model(),
         "cores": str(os.cpu_count()),
         LOAD_AVERAGE: " ".join(f"{x:.2f}" for x in os.getloadavg()),
         "memory": f"{_memory_gib():.1f} GiB",
         "os": platform.platform(),
-        "postgres": version,
-        "postgres settings": settings,
+    }
+    if url is not None:
+        version, settings = _postgres(url)
+        info |= {"postgres": version, "postgres settings": settings}
+    return info | {
         "python": platform.python_version(),
         "pyarrow": pa.__version__,
         "psycopg": psycopg.__version__,

@@ -25,6 +25,21 @@ URL_ENV = "PIPELEDGER_BENCH_POSTGRES_URL"
 # table fits in shared buffers as it would in production (the test suite's 256MB made
 # the bigger steps measure cache misses, not pipeledger).
 SERVER_SETTINGS = {"shared_buffers": "'2GB'"}
+# PostgreSQL's own defaults where the throwaway server departs from them (it turns
+# durability off): the profile production runs, fsync and full-page writes on
+PROFILES = {
+    "tuned": SERVER_SETTINGS,
+    "default": {
+        "fsync": "on",
+        "synchronous_commit": "on",
+        "full_page_writes": "on",
+        "wal_level": "replica",
+        "max_wal_senders": "10",
+        "max_wal_size": "'1GB'",
+        "checkpoint_timeout": "'5min'",
+        "shared_buffers": "'128MB'",
+    },
+}
 # each log line names its session (application_name), so a step's statements are its own
 LOG_PREFIX = {"log_line_prefix": "'%m [%p] %a '"}
 LOG_EVERY_STATEMENT = {"log_min_duration_statement": "0"}

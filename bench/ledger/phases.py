@@ -19,7 +19,7 @@ CLASSES = (
         "migrations check (the migration lock, applied versions)",
         re.compile(r'^SELECT pg_advisory_xact_lock\(|"schema_migrations" WHERE'),
     ),
-    StatementClass(  # sql.running_runs, sql.abandon_run
+    StatementClass(  # sql.running_runs, sql.abandon_run, queue.abandon_dead_waiters
         "watchdog: runs whose lease expired",
         re.compile(
             rf"FROM {RUNS} WHERE status = 'running'|^UPDATE {RUNS} SET status = 'abandoned'"

@@ -10,7 +10,7 @@ from pathlib import Path
 import bench.load
 from bench.common.machine import machine
 from bench.common.orders import SEED
-from bench.common.postgres import LOG_EVERY_STATEMENT, LOG_PREFIX, SERVER_SETTINGS, URL_ENV, server
+from bench.common.postgres import LOG_EVERY_STATEMENT, LOG_PREFIX, PROFILES, URL_ENV, server
 from bench.common.process import WORK, compile_bytecode, use_snapshot
 from bench.common.results import RESULTS, markers, replace_block
 from bench.load import report, startup
@@ -49,7 +49,8 @@ def main_loads(args: argparse.Namespace, work: Path, snapshot: str | None) -> No
     data = generate_data(work, args.rows, args.seed, factor)
     if args.server_log and (args.postgres_url or os.environ.get(URL_ENV)):
         raise SystemExit("--server-log needs the throwaway server (no --postgres-url)")
-    settings = {**SERVER_SETTINGS, **(LOG_PREFIX | LOG_EVERY_STATEMENT if args.server_log else {})}
+    logged = LOG_PREFIX | LOG_EVERY_STATEMENT if args.server_log else {}
+    settings = {**PROFILES[args.profile], **logged}
     with server(args.postgres_url, settings) as measured:
         db = Database(measured.url, measured.cpu, measured.log if args.server_log else None)
         compile_bytecode()
@@ -86,6 +87,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="skip the --scale-factor x rows check (first load, re-run, incremental)",
     )
     p.add_argument("--scale-factor", type=int, default=10)
+    p.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default="tuned",
+        help="the throwaway server's settings: tuned (durability off, 2 GB of shared "
+        "buffers) or default (PostgreSQL's own: fsync, full-page writes, wal_level replica)",
+    )
     p.add_argument(
         "--calls", type=int, default=7, help="runs of each quick command per round (start-up)"
     )

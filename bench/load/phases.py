@@ -57,7 +57,7 @@ CLASSES = (
     StatementClass(  # merge_sql.dedupe_stage
         "sql: dedupe staging", re.compile(r'^CREATE TEMP TABLE "_pipeledger_stage_unique" ')
     ),
-    StatementClass(  # merge_sql.stored_hashes, merge_sql.staged_key_hashes
+    StatementClass(  # merge_sql.stored_hashes_within, merge_sql.staged_key_hashes
         "sql: stored fingerprints (backfill shortcut)",
         re.compile(r'SELECT (t\.)?"_pipeledger_row_hash" FROM '),
     ),

@@ -16,8 +16,8 @@ from bench.load.measure import Measurement
 MODULE = "bench.load"
 NOTES = "NOTES"  # hand-written, kept across runs
 # written by the other benchmarks, kept as they are: python -m bench.ledger, bench.gate,
-# tests.drills, bench.history
-KEPT = ("LEDGER", "GATE", "DRILL", "HISTORY")
+# tests.drills, bench.history, bench.embedded (and its hand-written notes)
+KEPT = ("LEDGER", "GATE", "DRILL", "HISTORY", "EMBEDDED", "EMBEDDED_NOTES")
 FIGURES = [
     "step",
     "rows in source",

@@ -65,6 +65,8 @@ RUN_STATUSES = (
     "timed_out",
     "skipped",
     "abandoned",
+    "queued",
+    "rejected",
 )
 # the values of pipeledger.ledger.vocabulary.TriggerType (tests/cli/test_ui.py checks they agree)
 TRIGGER_TYPES = ("scheduled", "manual", "backfill", "retry", "replay", "event", "reconcile")
@@ -148,6 +150,12 @@ def _secs(ms: float | None) -> str:
     if ms is None:
         return "-"
     return f"{ms:.0f}ms" if ms < 1000 else f"{ms / 1000:.1f}s"
+
+
+def _apart(s: Any) -> str:
+    """Rejected and queued work, counted apart from the finished runs (not failures)."""
+    words = [f"{n} {word}" for n, word in ((s.rejected_7d, "rejected"), (s.queued, "queued")) if n]
+    return f" ({', '.join(words)})" if words else ""
 
 
 def _n(value: float | None, digits: int = 0) -> str:
@@ -235,7 +243,7 @@ def status_lines(s: api.PipelineStatus) -> list[str]:
     lines = [
         f"[bold]{escape(s.pipeline)}[/] {_c(s.health)}  last run {_ts(s.last_run_at)} "
         f"{_c(s.last_status or '-')} {_secs(s.last_duration_ms)}{slow}",
-        f"  7d {rate} of {s.runs_7d} · avg {_n(s.avg_rows_7d)} rows · {volume}{z}",
+        f"  7d {rate} of {s.runs_7d}{_apart(s)} · avg {_n(s.avg_rows_7d)} rows · {volume}{z}",
         f"  last success {fresh}{data}{sla}{stale}",
     ]
     if s.last_failure_error:

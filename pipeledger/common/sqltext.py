@@ -101,14 +101,19 @@ class ModelSql:
 
         return ModelSql(self.tree.copy().transform(swap).sql(READ), self.where)
 
-    def render(self, flat_names: bool, catalog: Catalog | None = None) -> str:
+    def render(
+        self, flat_names: bool, catalog: Catalog | None = None, *, translate: bool = True
+    ) -> str:
         """The query for a warehouse: PostgreSQL as written, or SQLite (``flat_names``:
         ``schema.table`` is one quoted name there), translated with the column types the
         ``catalog`` gives (the warehouse's ``table_columns``); refused with
-        :class:`~pipeledger.errors.UntranslatableSql` when SQLite cannot compute it."""
+        :class:`~pipeledger.errors.UntranslatableSql` when SQLite cannot compute it.
+        DuckDB (``translate`` False): its names flattened, in DuckDB's own spelling."""
         if not flat_names:
             return self.tree.sql(READ)
         tree = self.tree.copy()
+        if not translate:
+            return tree.transform(_flat_table).sql("duckdb")
         try:
             return to_sqlite(tree, Types(tree, catalog))
         except Untranslatable as exc:
@@ -119,6 +124,14 @@ class ModelSql:
                 construct=exc.construct,
                 line=exc.line,
             ) from None
+
+
+def _flat_table(node: exp.Expression) -> exp.Expression:
+    """``schema.table`` as the one quoted name a warehouse without schemas has."""
+    if isinstance(node, exp.Table) and node.db:
+        flat = exp.to_identifier(f"{node.db}.{node.name}", quoted=True)
+        return exp.Table(this=flat, alias=node.args.get("alias"))
+    return node
 
 
 # -- validation: a model's SQL only reads -----------------------------------------------

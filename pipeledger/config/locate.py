@@ -61,6 +61,20 @@ def embedded_url(base_dir: Path) -> str:
     return f"sqlite:///{base_dir / EMBEDDED_DIR / EMBEDDED_FILE}"
 
 
+DUCKDB_PREFIX = "duckdb:///"
+
+
+def default_ledger_url(warehouse_url: str) -> str:
+    """Where the ledger is without a ``[ledger] url``: in the warehouse, committed with the
+    rows; a DuckDB warehouse's in a SQLite file beside it (``<name>.ledger.db``), since
+    DuckDB lets one process at a time open its file and the ledger is read while runs
+    write."""
+    if not warehouse_url.startswith(DUCKDB_PREFIX):
+        return warehouse_url
+    path = Path(warehouse_url.removeprefix(DUCKDB_PREFIX))
+    return f"sqlite:///{path.with_name(path.stem + '.ledger.db')}"
+
+
 def interpolate(value: Any, where: str) -> Any:
     """``value`` with every ``${ENV_VAR}`` in its strings replaced (``where`` names the key
     in errors); each value put in is registered as a secret."""
@@ -119,7 +133,7 @@ def locate(path: Path | None = None) -> Located:
     return Located(
         source_file=where,
         warehouse_url=warehouse,
-        ledger_url=_url(document, "ledger") or warehouse,
+        ledger_url=_url(document, "ledger") or default_ledger_url(warehouse),
         pipelines=_names(document, "pipelines"),
         models=_names(document, "models"),
     )

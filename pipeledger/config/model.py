@@ -29,11 +29,12 @@ from pydantic import (
 
 from pipeledger.common.columns import TableName, canonical_type, check_identifier
 from pipeledger.common.durations import parse_duration, span
-from pipeledger.common.http import endpoint
 from pipeledger.common.secrets import redact, register_secret
 from pipeledger.config.locate import (
     DEFAULT_CONFIG,
+    DUCKDB_PREFIX,
     EMBEDDED_DIR,
+    default_ledger_url,
     embedded_url,
     interpolate,
     read_document,
@@ -51,7 +52,7 @@ ConflictPolicy = Literal["update", "newer_wins", "ignore", "error"]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 def _encoding(value: str) -> str:
@@ -269,7 +270,10 @@ def _channel_name(name: str) -> str:
 
 def _http_url(url: str) -> str:
     """A URL the HTTP client that sends alerts accepts (:func:`pipeledger.common.http.endpoint`:
-    credentials become basic auth; the path is masked in all output)."""
+    credentials become basic auth; the path is masked in all output). Imported here: only a
+    config with alert channels needs the HTTP client (and ssl, http.client)."""
+    from pipeledger.common.http import endpoint
+
     endpoint(url)
     return url
 
@@ -325,7 +329,7 @@ Address = Annotated[str, AfterValidator(_address)]
 class EmailChannel(_Strict):
     """Plain email over SMTP: one message per alert (:mod:`pipeledger.alerts.channels.email`)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
 
     host: str = Field(min_length=1)
     port: int | None = Field(default=None, ge=1, le=65535)  # None: 587, 465 (ssl) or 25 (none)
@@ -412,6 +416,8 @@ class PipelineConfig(Operated):
     columns: ColumnTypes = Field(default_factory=dict)
     indexes: Indexes = Field(default_factory=list)  # on the target (publish/indexes.py)
     max_backfill: Duration | None = None
+    max_rows: int | None = Field(default=None, ge=1)  # per run, else [limits] max_rows
+    max_bytes: int | None = Field(default=None, ge=1)  # per run, else [limits] max_bytes
     description: str | None = None
     owner: str | None = None
     depends_on: Upstreams = Field(default_factory=list)
@@ -655,6 +661,7 @@ class LedgerConfig(_Strict):
     heartbeat: timedelta = timedelta(seconds=30)
     write_timeout: timedelta = timedelta(seconds=10)  # then the ledger counts as down
     environment: str = "production"
+    tenant: str = Field(default="default", min_length=1, max_length=63)
     spool: str = f"{EMBEDDED_DIR}/ledger-spool.jsonl"
 
     @field_validator("lease", "heartbeat", "write_timeout", mode="before")
@@ -667,6 +674,24 @@ class LedgerConfig(_Strict):
         if self.heartbeat >= self.lease:
             raise ValueError("heartbeat must be shorter than lease")
         return self
+
+
+class LimitsConfig(_Strict):
+    """What the ledger's tenant may do at once, and the per-run defaults of every load.
+
+    ``max_rows`` / ``max_bytes``: a load staging more rows (or more bytes of Arrow data)
+    halts before publish (a node's own keys win). ``max_concurrent_runs``: the tenant's
+    runs at once (None: no limit, no queue); a run without a slot waits ``queued`` in the
+    ledger, first come first served, at most ``queue_capacity`` of them (one more is
+    rejected), each at most ``queue_timeout`` (then ``timed_out``), looking again every
+    ``queue_poll``."""
+
+    max_rows: int | None = Field(default=None, ge=1)
+    max_bytes: int | None = Field(default=None, ge=1)
+    max_concurrent_runs: int | None = Field(default=None, ge=1)
+    queue_capacity: int = Field(default=100, ge=0)
+    queue_timeout: PositiveDuration = timedelta(hours=1)
+    queue_poll: PositiveDuration = timedelta(seconds=1)
 
 
 class AlertsConfig(_Strict):
@@ -736,6 +761,7 @@ class Config(_Strict):
 
     warehouse: WarehouseConfig = WarehouseConfig()
     ledger: LedgerConfig = LedgerConfig()
+    limits: LimitsConfig = LimitsConfig()
     alerts: AlertsConfig = AlertsConfig()
     lineage: LineageConfig | None = None
     pipelines: dict[PipelineName, PipelineConfig] = Field(default_factory=dict)
@@ -757,6 +783,17 @@ class Config(_Strict):
                     )
                 if name in node.depends_on:
                     raise ValueError(f"{section}.{name}.depends_on: it cannot depend on itself")
+        return self
+
+    @model_validator(mode="after")
+    def _ledger_not_in_duckdb(self) -> Config:
+        if (self.ledger.url or "").startswith(DUCKDB_PREFIX):
+            raise ValueError(
+                "ledger.url: the ledger cannot live in a DuckDB file (one process at a time "
+                "may open it, and the ledger is read while runs write); leave ledger.url out "
+                "for a SQLite ledger beside the warehouse, or name a sqlite:/// or "
+                "postgresql:// database"
+            )
         return self
 
     @model_validator(mode="after")
@@ -931,12 +968,14 @@ class Config(_Strict):
 
     @property
     def ledger_url(self) -> str:
-        """The ledger's database: its own ``[ledger] url``, or the warehouse."""
-        return self.ledger.url or self.warehouse_url
+        """The ledger's database: its own ``[ledger] url``, or the warehouse; a DuckDB
+        warehouse's is a SQLite file beside it (``<name>.ledger.db``): DuckDB lets one
+        process at a time open its file, and the ledger is read while runs write."""
+        return self.ledger.url or default_ledger_url(self.warehouse_url)
 
     @property
     def separate_ledger(self) -> bool:
-        return self.ledger.url is not None and self.ledger.url != self.warehouse_url
+        return self.ledger_url != self.warehouse_url
 
     @property
     def warehouse_url(self) -> str:

@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -42,20 +43,27 @@ from pipeledger.errors import (
     CancelRequested,
     CommitUnknown,
     ConcurrentRunError,
+    DuplicateRun,
     LedgerNotWritten,
+    LimitExceeded,
     NothingToCancel,
     NothingToRetry,
     PipeledgerError,
+    QueueFull,
+    QueueTimedOut,
     RunAbandonedError,
     RunCancelled,
     RunTimedOut,
+    TransientWarehouseError,
     UnknownRun,
     UsageError,
     WarehouseError,
 )
+from pipeledger.ledger import queue
 from pipeledger.ledger import sql as lsql
 from pipeledger.ledger import store as st
 from pipeledger.ledger.cancel import CancelMailbox
+from pipeledger.ledger.queue import Concurrency
 from pipeledger.ledger.reads.detail import match_run_id
 from pipeledger.ledger.reads.recent import latest_snapshot
 from pipeledger.ledger.run import (
@@ -63,6 +71,8 @@ from pipeledger.ledger.run import (
     CancelCallback,
     Heartbeat,
     Run,
+    error_code,
+    error_message,
 )
 from pipeledger.ledger.tables import LEDGER, RUNS, stored_datetime
 from pipeledger.ledger.vocabulary import (
@@ -162,6 +172,8 @@ class Ledger:
         commits: CommitLog | None = None,
         write_timeout: timedelta = timedelta(seconds=10),
         database: Warehouse | None = None,
+        tenant: str = "default",
+        concurrency: Concurrency | None = None,
     ) -> None:
         """``components``: other tables of the same database to migrate when the ledger
         opens its first run (one connection instead of two; pipeledger's loads pass their
@@ -172,7 +184,11 @@ class Ledger:
         ``database``: the ledger's database when the caller has it open already (one
         warehouse per URL in an invocation); else opened from ``url``. ``code_version``:
         what every run records as the version of the code that ran (pipeledger's loads: the
-        project's git commit, else its config's hash); default pipeledger's own version."""
+        project's git commit, else its config's hash); default pipeledger's own version.
+        ``tenant``: whose runs these are; ``concurrency``: that tenant's slots and queue
+        (:mod:`pipeledger.ledger.queue`; None: runs start at once)."""
+        self.tenant = tenant
+        self.concurrency = concurrency
         self.url = url or f"sqlite:///{Path(EMBEDDED_DIR) / EMBEDDED_FILE}"
         self.lease = lease
         self.heartbeat_every = heartbeat
@@ -226,7 +242,15 @@ class Ledger:
         (the block is not stopped otherwise). ``fields``: how the run is filed
         (:class:`RunOptions`)."""
         run = Run(self, self._new_record(pipeline, RunOptions.of(**fields)))
-        self._open([*setup, st.run_op(run.record)])
+        try:
+            if self.concurrency is None:
+                self._open([*setup, st.run_op(run.record)])
+            else:
+                self._open(list(setup))  # the upkeep, and the pipeline before its run
+                self._take_slot(run, self.concurrency)
+        except DuplicateRun as exc:
+            self._record_duplicate(run, exc)
+            raise
         beat = Heartbeat(self, run, on_cancel)
         beat.start()
         try:
@@ -240,6 +264,119 @@ class Ledger:
         beat.stop()
         if not run.committed_with_data:
             self._record_success(run)
+
+    def _record_duplicate(self, run: Run, exc: DuplicateRun) -> None:
+        """The refused trigger as a ``rejected`` run: its key stays with the run holding
+        it (``extra.duplicate_key``)."""
+        record = run.record
+        record.extra = {**record.extra, "duplicate_key": record.idempotency_key}
+        record.idempotency_key = None
+        exc.run_id = record.run_id
+        try:
+            self._write_rejected(run, exc)
+        except (PipeledgerError, OSError) as problem:
+            exc.add_note(f"the ledger could not record this rejected trigger: {problem}")
+
+    def record_rejected(
+        self,
+        pipeline: str,
+        error: PipeledgerError,
+        *,
+        setup: Sequence[st.Op] = (),
+        **fields: Unpack[RunFields],
+    ) -> str:
+        """Work refused before it started (e.g. a backfill range wider than
+        ``max_backfill``), recorded ``rejected`` at once with ``error``'s reason in
+        ``extra.rejected``; return its run id (also set on ``error``)."""
+        run = Run(self, self._new_record(pipeline, RunOptions.of(**fields)))
+        error.run_id = run.run_id
+        self._write_rejected(run, error, setup)
+        return run.run_id
+
+    def _write_rejected(self, run: Run, error: BaseException, setup: Sequence[st.Op] = ()) -> None:
+        run._close(RunStatus.REJECTED, error)
+        self._open([*setup, st.run_op(run.record)])
+
+    def _take_slot(self, run: Run, limits: Concurrency) -> None:
+        """Start ``run`` in one of its tenant's slots, or queue it and wait for one, or
+        record it ``rejected`` and raise QueueFull (:mod:`pipeledger.ledger.queue`)."""
+        record = run.record
+        error: QueueFull | None = None
+        with self.store.session() as session:
+            decision, seen, now = queue.admit(session, limits)
+            record.started_at = record.heartbeat_at = now
+            record.lease_expires_at = now + self.lease
+            if decision == "rejected":
+                error = _queue_full(record, limits, seen)
+                run._close(RunStatus.REJECTED, error)
+            else:
+                record.status = RunStatus(decision)
+            st.apply(session, st.run_op(record))
+            if error is None:
+                queue.hold_slot(session, limits, record.run_id, record.pipeline)
+        if error is not None:
+            raise error
+        if decision == "queued":
+            self._wait_queued(run, limits)
+
+    def _wait_queued(self, run: Run, limits: Concurrency) -> None:
+        """Wait for the run's turn (asking every ``queue_poll``); a wait past
+        ``queue_timeout``, a cancel request or a SIGTERM ends it without running."""
+        record, queued_at = run.record, run.record.started_at
+        try:
+            while True:
+                self._end_wait_if_due(record, limits, queued_at)
+                try:
+                    with self.store.session() as session:
+                        state, now = queue.turn(session, limits, record.run_id, self.lease)
+                except (TransientWarehouseError, ConcurrentRunError) as exc:
+                    # SQLite: a long load holds the write lock; a waiter asks again later
+                    log.info("run %s: still queued (%s)", record.run_id, exc)
+                    time.sleep(limits.queue_poll.total_seconds())
+                    continue
+                if state == "running":
+                    waited = int((now - queued_at).total_seconds() * 1000)
+                    record.status, record.started_at = RunStatus.RUNNING, now
+                    record.heartbeat_at, record.lease_expires_at = now, now + self.lease
+                    queued = {"queued_at": queued_at.isoformat(), "waited_ms": waited}
+                    record.extra = {**record.extra, "queue": queued}
+                    return
+                if state != "queued":
+                    raise RunAbandonedError(
+                        f"run {record.run_id} of {record.pipeline} was {state} while it "
+                        "waited queued; it did not run"
+                    )
+                time.sleep(limits.queue_poll.total_seconds())
+        except (KeyboardInterrupt, RunCancelled) as exc:
+            self._leave_queue(record, queued_at, RunStatus.CANCELLED, exc)
+            raise
+
+    def _end_wait_if_due(self, record: RunRecord, limits: Concurrency, since: datetime) -> None:
+        """Raise (having recorded it) when the wait is over: timed out or cancelled."""
+        error: PipeledgerError | None = None
+        status = RunStatus.TIMED_OUT
+        if _now() - since >= limits.queue_timeout:
+            error = QueueTimedOut(
+                f"pipeline {record.pipeline} (run {record.run_id}): it waited queued for "
+                f"tenant {limits.tenant}'s max_concurrent_runs = "
+                f"{limits.max_concurrent_runs} longer than queue_timeout = "
+                f"{limits.queue_timeout}; it did not run"
+            )
+        elif (who := self.cancel_request(record.run_id)) is not None:
+            error, status = CancelRequested(f"cancelled by {who} while queued"), RunStatus.CANCELLED
+        if error is None:
+            return
+        error.run_id = record.run_id
+        self._leave_queue(record, since, status, error)
+        raise error
+
+    def _leave_queue(
+        self, record: RunRecord, since: datetime, status: RunStatus, exc: BaseException
+    ) -> None:
+        check_transition(RunStatus.QUEUED, status)
+        with self.store.session() as session:
+            queue.leave(session, record.run_id, status, since, error_code(exc), error_message(exc))
+        record.status = status
 
     def record_skipped(
         self,
@@ -515,7 +652,7 @@ class Ledger:
         """Ask a running run to stop, from any process or host: its heartbeat sees the
         request and the run rolls back, recorded ``cancelled``. Return the run."""
         record = self.get_run(run_id)
-        if record.status is not RunStatus.RUNNING:
+        if record.status not in (RunStatus.RUNNING, RunStatus.QUEUED):
             raise NothingToCancel(
                 f"run {record.run_id} of {record.pipeline} is {record.status}, not running; "
                 "nothing to cancel"
@@ -591,8 +728,24 @@ def _unchecked_keys(ops: Sequence[st.Op]) -> None:
             )
 
 
+def _queue_full(record: RunRecord, limits: Concurrency, seen: queue.Occupancy) -> QueueFull:
+    error = QueueFull(
+        f"pipeline {record.pipeline} (run {record.run_id}): rejected: tenant "
+        f"{limits.tenant} runs {seen.running} of max_concurrent_runs = "
+        f"{limits.max_concurrent_runs} and {seen.queued} runs wait queued, "
+        f"queue_capacity = {limits.queue_capacity}",
+        tenant=limits.tenant,
+        running=seen.running,
+        queued=seen.queued,
+    )
+    error.run_id = record.run_id
+    return error
+
+
 def _status_for(exc: BaseException) -> RunStatus:
-    if isinstance(exc, RunTimedOut):
+    if isinstance(exc, LimitExceeded | QueueFull):
+        return RunStatus.REJECTED
+    if isinstance(exc, RunTimedOut | QueueTimedOut):
         return RunStatus.TIMED_OUT
     if isinstance(exc, KeyboardInterrupt | RunCancelled | CancelRequested):
         return RunStatus.CANCELLED
@@ -635,6 +788,16 @@ class NullLedger(Ledger):
 
     def watchdog(self) -> dict[str, str]:
         return {}
+
+    def record_rejected(
+        self,
+        pipeline: str,
+        error: PipeledgerError,
+        *,
+        setup: Sequence[st.Op] = (),
+        **fields: Unpack[RunFields],
+    ) -> str:
+        return self._new_record(pipeline, RunOptions()).run_id
 
     def record_skipped(
         self,

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from pipeledger.warehouse.dialect import Dialect, quote
 
-UNFINISHED = ("running", "skipped")
+# a queued run has not started; rejected work was refused, not failed (counted apart)
+UNFINISHED = ("running", "skipped", "queued", "rejected")
+FAILURES = ("failed", "timed_out", "abandoned")  # the states of a run that went wrong
 PUBLISHED = "('success', 'partial')"  # the runs whose rows were published
 COMPARES = "'reconcile'"  # runs that load nothing (``pipeledger reconcile`` compares)
 NOT_FRONTIER = f"('backfill', 'replay', {COMPARES})"  # runs that re-load old data, or none
@@ -94,6 +96,14 @@ def _add(d: Dialect, days: str, existing: str) -> str:
     )
 
 
+def recreate_triggers(d: Dialect, schema: str, days: str, runs: str) -> list[str]:
+    """Migration 11: the triggers again, now that ``queued`` and ``rejected`` runs are not
+    finished ones (the triggers hold the words of :func:`finished` as they were made)."""
+    on = f" ON {runs}" if d.triggers_call_functions else ""
+    drops = [f"DROP TRIGGER IF EXISTS {quote(name)}{on}" for name in TRIGGERS]
+    return [*drops, *triggers(d, schema, days, runs)]
+
+
 def triggers(d: Dialect, schema: str, days: str, runs: str) -> list[str]:
     """The triggers that roll up a run when it is inserted final or leaves ``running``."""
     insert, update = (quote(name) for name in TRIGGERS)
@@ -116,4 +126,84 @@ def triggers(d: Dialect, schema: str, days: str, runs: str) -> list[str]:
         f"WHEN {new_final} BEGIN {add}; END",
         f"CREATE TRIGGER IF NOT EXISTS {update} AFTER UPDATE OF status ON {runs} FOR EACH ROW "
         f"WHEN {left_running} BEGIN {add}; END",
+    ]
+
+
+# -- the tasks' daily rollup (migration 12) ----------------------------------------------
+
+TASK_FUNCTION = "roll_up_task"
+TASK_TRIGGER = "task_runs_roll_up_insert"
+
+
+def task_counts(alias: str) -> list[tuple[str, str]]:
+    """The task rollup's counters and what one task adds to each: the parts of a mean
+    (``avg`` skips NULLs: sums and counts of the values present) and the maximum."""
+    present = "CASE WHEN {a}.{c} IS NULL THEN 0 ELSE 1 END"
+    return [
+        ("runs", "1"),
+        ("duration_n", present.format(a=alias, c="duration_ms")),
+        ("duration_sum", f"COALESCE({alias}.duration_ms, 0)"),
+        ("duration_max", f"{alias}.duration_ms"),
+        ("rows_out_n", present.format(a=alias, c="rows_out")),
+        ("rows_out_sum", f"COALESCE({alias}.rows_out, 0)"),
+    ]
+
+
+def _larger(old: str, new: str) -> str:
+    """The larger of two values, either NULL (SQLite's two-argument max() is NULL then)."""
+    return f"CASE WHEN {old} IS NULL OR {new} > {old} THEN {new} ELSE {old} END"
+
+
+def fill_tasks(d: Dialect, task_days: str, tasks: str, runs: str) -> str:
+    """Roll up the tasks already recorded (the migration that adds the rollup)."""
+    pairs = task_counts("t")
+    day = d.utc_day("t.started_at")
+    names = ", ".join(name for name, _ in pairs)
+    sums = ", ".join(f"max({e})" if name == "duration_max" else f"sum({e})" for name, e in pairs)
+    return (
+        f"INSERT INTO {task_days} (pipeline, task, day, {names}) "
+        f"SELECT r.pipeline, t.name, {day}, {sums} FROM {tasks} t "
+        f"JOIN {runs} r ON r.run_id = t.run_id GROUP BY r.pipeline, t.name, {day}"
+    )
+
+
+def _add_task(d: Dialect, task_days: str, runs: str, existing: str) -> str:
+    pairs = task_counts("NEW")
+    names = ", ".join(name for name, _ in pairs)
+    values = ", ".join(expression for _, expression in pairs)
+    sets = ", ".join(
+        f"{name} = "
+        + (
+            _larger(f"{existing}{name}", f"excluded.{name}")
+            if name == "duration_max"
+            else f"{existing}{name} + excluded.{name}"
+        )
+        for name, _ in pairs
+    )
+    pipeline = f"(SELECT r.pipeline FROM {runs} r WHERE r.run_id = NEW.run_id)"
+    return (
+        f"INSERT INTO {task_days}{' AS t' if existing else ''} (pipeline, task, day, {names}) "
+        f"SELECT {pipeline}, NEW.name, {d.utc_day('NEW.started_at')}, {values} "
+        f"WHERE {pipeline} IS NOT NULL "
+        f"ON CONFLICT (pipeline, task, day) DO UPDATE SET {sets}"
+    )
+
+
+def task_triggers(d: Dialect, schema: str, task_days: str, tasks: str, runs: str) -> list[str]:
+    """The trigger that rolls up a task when it is recorded (tasks are inserted once,
+    finished; ``ON CONFLICT DO NOTHING`` of a task recorded twice inserts nothing)."""
+    trigger = quote(TASK_TRIGGER)
+    if d.triggers_call_functions:
+        function = f"{quote(schema)}.{quote(TASK_FUNCTION)}()"
+        body = f"BEGIN {_add_task(d, task_days, runs, 't.')}; RETURN NULL; END"
+        return [
+            f"CREATE OR REPLACE FUNCTION {function} RETURNS trigger LANGUAGE plpgsql "
+            f"AS $$ {body} $$",
+            f"CREATE TRIGGER {trigger} AFTER INSERT ON {tasks} FOR EACH ROW "
+            f"EXECUTE PROCEDURE {function}",
+        ]
+    add = _add_task(d, task_days, runs, "")
+    return [
+        f"CREATE TRIGGER IF NOT EXISTS {trigger} AFTER INSERT ON {tasks} FOR EACH ROW "
+        f"BEGIN {add}; END"
     ]

@@ -76,6 +76,14 @@ def error_code(exc: BaseException) -> str:
     return f"{type(exc).__name__}:{sqlstate}" if sqlstate else type(exc).__name__
 
 
+def rejection(exc: BaseException) -> dict[str, Any]:
+    """Why work was refused, as ``extra.rejected`` keeps it: a ``reason`` and its figures
+    (the limit, what was observed, the maximum; the queue's occupants)."""
+    details = getattr(exc, "details", None)
+    found = details() if callable(details) else {}
+    return {"reason": getattr(exc, "reason", type(exc).__name__), **found}
+
+
 def error_message(exc: BaseException) -> str:
     text = " ".join([str(exc), *getattr(exc, "__notes__", [])]).strip() or type(exc).__name__
     return redact(text)[:MAX_MESSAGE]
@@ -209,6 +217,8 @@ class Run:
         if exc is not None:
             record.error_code = error_code(exc)
             record.error_message = error_message(exc)
+            if status is RunStatus.REJECTED:
+                record.extra = {**record.extra, "rejected": rejection(exc)}
         self._cancel_outcome(status)
         for task in self.tasks:
             if task.status is TaskStatus.RUNNING:
@@ -218,7 +228,7 @@ class Run:
         """Whether a ``pipeledger cancel`` took effect, in ``extra.cancel``: a request that
         reaches a run after its last heartbeat, or while it commits, comes too late, and
         the run ends as it would have."""
-        if status is RunStatus.SKIPPED or not self.ledger.recording:
+        if status in (RunStatus.SKIPPED, RunStatus.REJECTED) or not self.ledger.recording:
             return
         request = self.ledger.cancel_request(self.run_id)
         if request is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pipeledger.ledger.tables import (
     AUDIT,
     AUDIT_TABLE,
@@ -59,11 +61,12 @@ def finish_run(d: Dialect) -> str:
     return f"UPDATE {d.table(RUNS)} SET {sets} WHERE run_id = {d.param} AND status = 'running'"
 
 
-def heartbeat(d: Dialect) -> str:
+def heartbeat(d: Dialect, status: Literal["running", "queued"] = "running") -> str:
+    """Renew the lease of a run still in ``status`` (a queued run keeps its place alive)."""
     p = d.param
     return (
         f"UPDATE {d.table(RUNS)} SET heartbeat_at = {p}, lease_expires_at = {p} "
-        f"WHERE run_id = {p} AND status = 'running'"
+        f"WHERE run_id = {p} AND status = '{status}'"
     )
 
 

@@ -56,10 +56,13 @@ SNAPSHOTS = table("dataset_snapshots")
 DEPENDENCIES = table("pipeline_dependencies")
 QUALITY = table("quality_results")
 DAYS = table("pipeline_days")
+TASK_DAYS = table("task_days")
 ALERTS = table("alerts")
 BREACHES = table("sla_breaches")
 RECONCILIATIONS = table("reconciliations")
 CANCELLATIONS = table("run_cancellations")
+QUEUES = table("run_queues")
+SLOTS = table("run_slots")
 # the states in which a run holds its idempotency key (a key of any other may be reused)
 HOLDS_KEY = ("running", "success", "partial")
 
@@ -279,6 +282,22 @@ DAY_TABLE = LedgerTable(
     ),
     constraints=("PRIMARY KEY (pipeline, day)",),
 )
+TASK_DAY_TABLE = LedgerTable(
+    TASK_DAYS,
+    columns=(
+        ("pipeline", "text NOT NULL"),
+        ("task", "text NOT NULL"),
+        ("day", "text NOT NULL"),
+        ("runs", "{big} NOT NULL"),
+        ("duration_n", "{big} NOT NULL"),
+        ("duration_sum", "{big} NOT NULL"),
+        ("duration_max", "{big}"),
+        ("rows_out_n", "{big} NOT NULL"),
+        ("rows_out_sum", "{big} NOT NULL"),
+    ),
+    constraints=("PRIMARY KEY (pipeline, task, day)",),
+    indexes=(("task_days_day", "day"),),
+)
 ALERT_TABLE = LedgerTable(
     ALERTS,
     columns=(
@@ -350,6 +369,24 @@ CANCEL_TABLE = LedgerTable(
     foreign_key=_RUN_ID,
 )
 
+# Migration 11 (:mod:`pipeledger.ledger.queue`): one row per tenant, which the transaction
+# deciding a slot updates first (a row lock on PostgreSQL; SQLite's write lock anyway), and
+# one row per run that took a slot or waits for one under max_concurrent_runs.
+QUEUE_TABLE = LedgerTable(
+    QUEUES,
+    columns=(("tenant", "text PRIMARY KEY"), ("decided_at", "{ts} NOT NULL")),
+)
+SLOT_TABLE = LedgerTable(
+    SLOTS,
+    columns=(
+        ("run_id", "text PRIMARY KEY"),
+        ("tenant", "text NOT NULL"),
+        ("pipeline", "text NOT NULL"),
+        ("queued_at", "{ts} NOT NULL"),
+    ),
+    indexes=(("run_slots_tenant", "tenant, queued_at, run_id"),),
+)
+
 # the tables with a foreign key, parents before children (migration 4 rebuilds them so)
 CHILDREN = (RUN_TABLE, TASK_TABLE, AUDIT_TABLE, SNAPSHOT_TABLE, QUALITY_TABLE)
 
@@ -400,6 +437,42 @@ def ledger_migrations(d: Dialect) -> list[Migration]:
         (7, "rows deleted per run", RUN_TABLE.add_columns(d, 7)),
         (8, "reconciliations: what each reconcile run found", _reconciliations(d)),
         (9, "indexes for reading: runs by DAG run, runs by time with what windows sum", _reads(d)),
+        (11, "run slots and queues per tenant (max_concurrent_runs)", _slots(d)),
+        (12, "reads at scale: task rollup by day, runs' failures, histories, durations", _scale(d)),
+    ]
+
+
+def _slots(d: Dialect) -> list[str]:
+    """Migration 11: slots and queues; the rollup's triggers no longer count queued and
+    rejected runs as finished."""
+    return [
+        QUEUE_TABLE.create(d),
+        SLOT_TABLE.create(d),
+        SLOT_TABLE.index(d, "run_slots_tenant"),
+        *rollup.recreate_triggers(d, SCHEMA, d.table(DAYS), d.table(RUNS)),
+    ]
+
+
+def _scale(d: Dialect) -> list[str]:
+    """Migration 12: what the dashboard and ``sla``/``tasks`` read at 100k runs of 500
+    pipelines without reading every run. Each pipeline's latest failure (``status``: a
+    partial index, so the probe never walks the successes); its runs in start order with
+    the columns the recovery episodes need (``sla``: an index-only scan, no sort); its
+    successes by duration (``sla``'s p95: the top 5% read from the end of the index); and
+    the daily rollup of the tasks (``tasks``), kept by a trigger like the runs' one."""
+    runs, tasks, task_days = d.table(RUNS), d.table(TASKS), d.table(TASK_DAYS)
+    failed = ", ".join(f"'{s}'" for s in rollup.FAILURES)
+    return [
+        f"CREATE INDEX IF NOT EXISTS {quote('pipeline_runs_failures')} ON {runs} "
+        f"(pipeline, started_at, run_id) WHERE status IN ({failed})",
+        f"CREATE INDEX IF NOT EXISTS {quote('pipeline_runs_history')} ON {runs} "
+        "(pipeline, started_at, run_id, status, trigger_type, ended_at)",
+        f"CREATE INDEX IF NOT EXISTS {quote('pipeline_runs_durations')} ON {runs} "
+        "(pipeline, status, duration_ms, started_at, trigger_type)",
+        TASK_DAY_TABLE.create(d),
+        *(TASK_DAY_TABLE.index(d, name) for name, _ in TASK_DAY_TABLE.indexes),
+        rollup.fill_tasks(d, task_days, tasks, runs),
+        *rollup.task_triggers(d, SCHEMA, task_days, tasks, runs),
     ]
 
 

@@ -12,6 +12,11 @@ from pipeledger.errors import UsageError
 
 
 class RunStatus(StrEnum):
+    """A run's state. ``queued``: waiting for one of its tenant's ``max_concurrent_runs``
+    slots; ``rejected``: refused before or while it worked (a full queue, a limit, a
+    refused backfill range, a duplicate trigger), with its reason in ``extra.rejected``."""
+
+    QUEUED = "queued"
     RUNNING = "running"
     SUCCESS = "success"
     FAILED = "failed"
@@ -20,17 +25,30 @@ class RunStatus(StrEnum):
     TIMED_OUT = "timed_out"
     SKIPPED = "skipped"
     ABANDONED = "abandoned"
+    REJECTED = "rejected"
 
     @property
     def final(self) -> bool:
-        return self is not RunStatus.RUNNING
+        return self not in (RunStatus.RUNNING, RunStatus.QUEUED)
 
 
 # The only transitions there are. A final state never changes; the SQL that moves a run
-# repeats the rule (``WHERE status = 'running'``) so a racing watchdog cannot break it.
+# repeats the rule (``WHERE status = 'running'``, ``'queued'``) so a racing watchdog cannot
+# break it. A queued run either gets its slot, or is refused, cancelled or waits too long
+# (abandoned: its process died while it waited).
+_LEAVING_QUEUE = frozenset(
+    {
+        RunStatus.RUNNING,
+        RunStatus.REJECTED,
+        RunStatus.CANCELLED,
+        RunStatus.TIMED_OUT,
+        RunStatus.ABANDONED,
+    }
+)
 TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
-    RunStatus.RUNNING: frozenset(s for s in RunStatus if s is not RunStatus.RUNNING),
-    **{s: frozenset() for s in RunStatus if s is not RunStatus.RUNNING},
+    RunStatus.QUEUED: _LEAVING_QUEUE,
+    RunStatus.RUNNING: frozenset(s for s in RunStatus if s.final),
+    **{s: frozenset() for s in RunStatus if s.final},
 }
 
 

@@ -25,6 +25,12 @@ class MergeCounts:
     net_rows: int | None = None
 
     @property
+    def wrote(self) -> bool:
+        """Whether any row of the target was written (inserted, changed, replaced or
+        deleted): ``superseded`` counts too, to be safe where a mode keeps them."""
+        return bool(self.inserted or self.updated or self.deleted or self.superseded)
+
+    @property
     def growth(self) -> int:
         """The change in the target's row count."""
         return self.inserted - self.deleted if self.net_rows is None else self.net_rows

@@ -40,20 +40,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
-
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING, Any
 
 from pipeledger.config.model import DeleteMarker, PipelineConfig
 from pipeledger.errors import ConfigError, GateFailed, SchemaError, SourceError
 from pipeledger.publish import merge_sql as sql
 from pipeledger.publish.before import keep_before
 from pipeledger.quality.report import CheckResult, CheckStatus, GateReport
-from pipeledger.sources.base import SourceBatch
 from pipeledger.state.watermark import CursorValue
 from pipeledger.warehouse.dialect import STAGE, STAGE_UNIQUE, quote
 from pipeledger.warehouse.session import Session
+
+if TYPE_CHECKING:  # Arrow and the sources only where a load splits a delete marker off:
+    # the models' path (find_vanished) runs without importing them
+    import pyarrow as pa
+
+    from pipeledger.sources.base import SourceBatch
 
 _TRUE = ("true", "t", "1", "yes", "y")
 _FALSE = ("false", "f", "0", "no", "n", "")
@@ -62,6 +64,8 @@ _FALSE = ("false", "f", "0", "no", "n", "")
 # -- delete markers -----------------------------------------------------------------------
 def split_marker(item: SourceBatch, marker: DeleteMarker) -> tuple[SourceBatch, pa.Array]:
     """The source batch without its marker column, and whether each row is a delete."""
+    from pipeledger.sources.base import SourceBatch
+
     batch = item.batch
     index = batch.schema.get_field_index(marker.column)
     if index < 0:
@@ -78,6 +82,9 @@ def split_marker(item: SourceBatch, marker: DeleteMarker) -> tuple[SourceBatch, 
 def deleted_flags(item: SourceBatch, array: pa.Array, marker: DeleteMarker) -> pa.Array:
     """True where the marker says deleted: one of ``values`` (compared as text), or a true
     boolean (``true``/``false``, ``1``/``0``, ``yes``/``no``); NULL is not deleted."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     if marker.values is not None:
         wanted = pa.array([_text(v) for v in marker.values], pa.string())
         return pc.fill_null(pc.is_in(array.cast(pa.string()), value_set=wanted), False)
@@ -90,6 +97,9 @@ def deleted_flags(item: SourceBatch, array: pa.Array, marker: DeleteMarker) -> p
 
 def _boolean_text(item: SourceBatch, array: pa.Array, column: str) -> pa.Array:
     """A boolean marker read as text: one of the words for true or false, else an error."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     text = pc.utf8_lower(pc.utf8_trim_whitespace(array.cast(pa.string())))
     true = pc.is_in(text, value_set=pa.array(_TRUE))
     known = pc.or_(true, pc.is_in(text, value_set=pa.array(_FALSE)))

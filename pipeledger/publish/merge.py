@@ -30,7 +30,7 @@ from pipeledger.publish.before import META, ensure_before_table, keep_before_ima
 from pipeledger.publish.counts import MergeCounts
 from pipeledger.publish.deletes import Vanished, delete_marked, delete_vanished
 from pipeledger.publish.scd2 import publish_history, start_history
-from pipeledger.transform.conform import Shape, shape_from_table
+from pipeledger.transform.shape import Shape, shape_from_table
 from pipeledger.warehouse.dialect import quote
 from pipeledger.warehouse.session import Session
 from pipeledger.warehouse.stage import create_schema, unique_key_index
@@ -89,9 +89,10 @@ def first_load(
 ) -> MergeCounts:
     """Create the target and fill it with a plain insert; if the staged rows repeat a key,
     fall back to the full merge (or, with ``resolve_duplicates=False``, raise the unique
-    violation). PostgreSQL builds the primary key after the insert; a promotable stage
+    violation). The primary key is built after the insert; a promotable stage
     simply becomes the target. Delete markers and SCD2 take the full merge into the new
-    (empty) target: a marked row is no row to insert, and versions need their validity."""
+    (empty) target: a marked row is no row to insert, and versions need their validity.
+    SQLite's key is a unique index (:func:`~pipeledger.publish.merge_sql.add_primary_key`)."""
     d = session.dialect
     if spec.markers or spec.history:
         create_target(session, spec)
@@ -101,17 +102,20 @@ def first_load(
     if promotable:
         try:
             with session.savepoint():
-                for statement in sql.promote_stage(spec, run_id, loaded_at):
+                for statement in sql.promote_stage(d, spec, run_id, loaded_at):
                     session.execute(statement)
             return MergeCounts(inserted=staged)
         except WarehouseError as exc:
             if exc.sqlstate != WarehouseError.UNIQUE_VIOLATION or not resolve_duplicates:
                 raise
         counts = first_load(session, spec, staged, run_id, loaded_at)
-        for statement in sql.drop_promotable_stage(run_id):
+        for statement in sql.drop_promotable_stage(d, run_id):
             session.execute(statement)
         return counts
     deferred_key = d.deferred_primary_key
+    if not d.partial_rollback and session.query(sql.duplicate_keys(d, spec)):
+        create_target(session, spec)  # a failed insert would lose the transaction: merge
+        return merge_staged(session, spec, staged, run_id, loaded_at)
     create_target(session, spec, primary_key=not deferred_key)
     try:
         with session.savepoint():

@@ -23,7 +23,15 @@ from pipeledger.common.columns import (
     TableName,
 )
 from pipeledger.config.model import HISTORY_COLUMNS
-from pipeledger.warehouse.dialect import POSTGRES, STAGE, STAGE_UNIQUE, Dialect, literal, quote
+from pipeledger.warehouse.dialect import (
+    POSTGRES,
+    STAGE,
+    STAGE_UNIQUE,
+    Dialect,
+    literal,
+    quote,
+    sqlite_instant,
+)
 from pipeledger.warehouse.stage import key_index_name
 
 # staged beside the rows of a pipeline with a delete marker: true for a deleted row
@@ -170,7 +178,13 @@ def create_target(d: Dialect, spec: MergeSpec, primary_key: bool = True) -> str:
 
 
 def add_primary_key(d: Dialect, spec: MergeSpec) -> str:
+    """The key of a target created without one. SQLite cannot add a primary key to a
+    table: a unique index on the same columns (``<target>_pkey``, PostgreSQL's name for a
+    primary key) is the key that ``ON CONFLICT`` and the merge's probes use."""
     keys = ", ".join(quote(k) for k in spec.primary_key)
+    if not d.alters_constraints:
+        name = quote(f"{spec.target}_pkey")
+        return f"CREATE UNIQUE INDEX {name} ON {d.table(spec.target)} ({keys})"
     return f"ALTER TABLE {d.table(spec.target)} ADD PRIMARY KEY ({keys})"
 
 
@@ -191,13 +205,39 @@ def stage_schema(run_id: str) -> str:
 
 
 def create_promotable_stage(
-    run_id: str, columns: Sequence[Column], cursor: str, updates: bool = False
+    d: Dialect,
+    run_id: str,
+    columns: Sequence[Column],
+    cursor: str,
+    *,
+    loaded_at: datetime,
+    updates: bool = False,
 ) -> list[str]:
-    """PostgreSQL, new target: stage into a regular table that becomes the target at
-    publish (a rename instead of copying every row). It lives in a schema of the run's own
-    (made and dropped in the run's transaction), which ``search_path`` puts first, so that
-    the stage's usual name resolves to this table. ``updates``: its policy rewrites rows
-    (:func:`create_target`)."""
+    """A new target: stage into a regular table that becomes the target at publish (a
+    rename instead of copying every row), reached by the stage's usual name.
+
+    PostgreSQL: it lives in a schema of the run's own (made and dropped in the run's
+    transaction), which ``search_path`` puts first. ``updates``: its policy rewrites rows
+    (:func:`create_target`).
+
+    SQLite: it is ``main."_pipeledger_stage"``, found by the stage's unqualified name once
+    the temporary one is dropped; no other run can see or make it (the run's transaction
+    holds the database's write lock, and a crash leaves nothing of it). The run's id and
+    time are column defaults, which SQLite writes into each row as it is inserted, at no
+    cost per row (DDL takes no bound parameters, and both values are made here: a UUID and
+    an ISO timestamp); :func:`promote_stage` removes them from the definition."""
+    if d.has_schemas:
+        return _create_schema_stage(run_id, columns, cursor, updates)
+    return [
+        f"DROP TABLE IF EXISTS {d.stage_unique()}",
+        f"DROP TABLE IF EXISTS {d.temp(STAGE)}",
+        _promoted_table(d, columns, cursor, _sqlite_defaults(run_id, loaded_at)),
+    ]
+
+
+def _create_schema_stage(
+    run_id: str, columns: Sequence[Column], cursor: str, updates: bool
+) -> list[str]:
     schema = stage_schema(run_id)
     body = ", ".join(
         f"{quote(c.name)} {c.sql_type}" + (" NOT NULL" if c.name == cursor else "") for c in columns
@@ -210,12 +250,46 @@ def create_promotable_stage(
     ]
 
 
-def promote_stage(spec: MergeSpec, run_id: str, loaded_at: datetime) -> list[str]:
-    """The promotable stage becomes the target: the run's id and time are added as columns
-    with constant defaults (PostgreSQL stores those once, not per row; DDL takes no bound
-    parameters, and both values are made here: a UUID and an ISO timestamp), then the
-    defaults are dropped, the table renamed, moved to the target's schema and keyed.
-    ``spec.target`` must name its schema."""
+def _sqlite_defaults(run_id: str, loaded_at: datetime) -> tuple[str, str]:
+    """The DEFAULT clauses of a promotable SQLite stage's run id and time."""
+    return f" DEFAULT {literal(run_id)}", f" DEFAULT {literal(sqlite_instant(loaded_at))}"
+
+
+def _promoted_table(
+    d: Dialect, columns: Sequence[Column], cursor: str, defaults: tuple[str, str]
+) -> str:
+    """SQLite: the promotable stage, ``main."_pipeledger_stage"``. Only the cursor is
+    declared ``NOT NULL``, as in the temporary stage (a key's emptiness is the quality
+    gate's to judge); the key is a unique index made at promotion."""
+    lines = [
+        f"{quote(c.name)} {d.column_type(c.sql_type)}" + (" NOT NULL" if c.name == cursor else "")
+        for c in columns
+    ]
+    run, at = defaults
+    lines.append(f"{quote(RUN_ID_COLUMN)} text NOT NULL{run}")
+    lines.append(f"{quote(LOADED_AT_COLUMN)} timestamptz NOT NULL{at}")
+    return f"CREATE TABLE main.{quote(STAGE)} (" + ", ".join(lines) + ")"
+
+
+def promote_stage(d: Dialect, spec: MergeSpec, run_id: str, loaded_at: datetime) -> list[str]:
+    """The promotable stage becomes the target, renamed into place and keyed.
+
+    PostgreSQL: the run's id and time are added as columns with constant defaults
+    (PostgreSQL stores those once, not per row; DDL takes no bound parameters, and both
+    values are made here: a UUID and an ISO timestamp), then the defaults are dropped, the
+    table renamed, moved to the target's schema and keyed. ``spec.target`` must name its
+    schema.
+
+    SQLite: every row already holds the run's id and time (the stage's column defaults).
+    SQLite cannot drop a default, so the table's definition is written without them the
+    way SQLite documents for removing a default (ALTER TABLE, "making other kinds of table
+    schema changes": a change to ``sqlite_master`` inside the transaction that alters
+    nothing stored; ``writable_schema = RESET`` reloads this connection's schema, and the
+    key's index, built after it, moves the schema version, so every other connection
+    reloads it too). The key's index proves the staged keys unique, as PostgreSQL's
+    primary key does."""
+    if not d.has_schemas:
+        return _promote_sqlite_stage(d, spec, run_id, loaded_at)
     schema = stage_schema(run_id)
     stage = f"{schema}.{quote(STAGE)}"
     keys = ", ".join(quote(k) for k in spec.key)
@@ -229,42 +303,72 @@ def promote_stage(spec: MergeSpec, run_id: str, loaded_at: datetime) -> list[str
         f"DROP INDEX IF EXISTS {schema}.{quote(key_index_name(spec.key))}",
         f"ALTER TABLE {stage} RENAME TO {quote(spec.target.table)}",
         f"ALTER TABLE {schema}.{quote(spec.target.table)} SET SCHEMA {home}",
-        *drop_promotable_stage(run_id, table=False),
+        *drop_promotable_stage(d, run_id, table=False),
         f"ALTER TABLE {POSTGRES.table(spec.target)} ADD PRIMARY KEY ({keys})",
     ]
 
 
-def drop_promotable_stage(run_id: str, table: bool = True) -> list[str]:
-    """The run's own schema (with the stage, unless it became the target), and the usual
-    search path again."""
+def _promote_sqlite_stage(
+    d: Dialect, spec: MergeSpec, run_id: str, loaded_at: datetime
+) -> list[str]:
+    # the definition loses exactly the two DEFAULT clauses the stage was made with
+    # (nothing else in it is a quoted string)
+    definition = "sql"
+    for clause in _sqlite_defaults(run_id, loaded_at):
+        definition = f"replace({definition}, {literal(clause)}, '')"
+    target = d.table(spec.target)
+    return [
+        f"DROP INDEX IF EXISTS main.{quote(key_index_name(spec.key))}",  # the gate's, if any
+        f"ALTER TABLE main.{quote(STAGE)} RENAME TO {target}",
+        "PRAGMA writable_schema = ON",
+        f"UPDATE sqlite_master SET sql = {definition} "
+        f"WHERE type = 'table' AND name = {literal(str(spec.target))}",
+        "PRAGMA writable_schema = RESET",
+        add_primary_key(d, spec),
+    ]
+
+
+def drop_promotable_stage(d: Dialect, run_id: str, table: bool = True) -> list[str]:
+    """The promotable stage when it did not become the target (with PostgreSQL's, the
+    run's own schema and the usual search path again)."""
+    if not d.has_schemas:
+        return [f"DROP TABLE main.{quote(STAGE)}"] if table else []
     schema = stage_schema(run_id)
     drop = [f"DROP TABLE {schema}.{quote(STAGE)}"] if table else []
     return [*drop, f"DROP SCHEMA {schema}", "SET LOCAL search_path TO DEFAULT"]
 
 
-def stored_scope(d: Dialect, where: str, below: bool = False) -> str:
+def stored_scope(d: Dialect, where: str) -> str:
     """The target rows whose fingerprints a backfill trusts: those matching ``where`` (a
     cursor window) that hold a fingerprint written since the target's guard (a parameter
-    after ``where``'s) and, with ``below``, lower than a bound (the next parameter)."""
+    after ``where``'s)."""
     h, at = quote(ROW_HASH_COLUMN), quote(LOADED_AT_COLUMN)
-    scope = f"{where} AND {h} IS NOT NULL AND {at} >= {d.param}"
-    return f"{scope} AND {h} < {d.param}" if below else scope
+    return f"{where} AND {h} IS NOT NULL AND {at} >= {d.param}"
 
 
-def stored_hashes(d: Dialect, target: TableName, scope: str) -> str:
-    """The fingerprints of the target rows in ``scope`` (:func:`stored_scope`), at most as
-    many as the last parameter says."""
+def table_extent(d: Dialect, target: TableName) -> str:
+    """What a read of ``target`` in ranges of its storage covers, as one row ``(first,
+    end, most)``: PostgreSQL its heap pages ``[0, pages)`` and the most rows a page can
+    hold (a page's header is 24 bytes, a row's header and line pointer 28: the table's
+    name is the parameter); SQLite its rowids ``[least, greatest + 1)``, one row each."""
+    if d.reads_page_ranges:
+        block = "current_setting('block_size')::int"
+        pages = f"pg_relation_size({d.param}::regclass) / {block}"
+        return f"SELECT 0, {pages}, ({block} - 24) / 28"
+    return f"SELECT coalesce(min(rowid), 0), coalesce(max(rowid), -1) + 1, 1 FROM {d.table(target)}"
+
+
+def stored_hashes_within(d: Dialect, target: TableName, scope: str) -> str:
+    """The fingerprints of the target rows in ``scope`` (:func:`stored_scope`) within one
+    range of its storage (:func:`table_extent`), the last two parameters: a TID range scan
+    of pages ``[p, q)`` (PostgreSQL), rowids ``[p, q)`` of the table's b-tree (SQLite)."""
     h = quote(ROW_HASH_COLUMN)
-    return f"SELECT {h} FROM {d.table(target)} WHERE {scope} LIMIT {d.param}"
-
-
-def count_stored(d: Dialect, target: TableName, scope: str) -> str:
-    """How many target rows are in ``scope``, counted up to the last parameter at most (a
-    range far bigger than that is not read to its end just to be measured)."""
-    return (
-        f"SELECT count(*) FROM (SELECT 1 FROM {d.table(target)} WHERE {scope} "
-        f"LIMIT {d.param}) AS counted"
-    )
+    if d.reads_page_ranges:
+        bound = f"('(' || {d.param}::text || ',0)')::tid"
+        within = f"ctid >= {bound} AND ctid < {bound}"
+    else:
+        within = f"rowid >= {d.param} AND rowid < {d.param}"
+    return f"SELECT {h} FROM {d.table(target)} WHERE {scope} AND {within}"
 
 
 def staged_key_hashes(d: Dialect, spec: MergeSpec, scope: str) -> str:

@@ -15,16 +15,20 @@ from pipeledger.errors import (
     DuplicateRun,
     GateFailed,
     LedgerNotWritten,
+    LimitExceeded,
     PipeledgerError,
+    QueueFull,
+    QueueTimedOut,
     RunTimedOut,
     WarehouseBusy,
 )
+from pipeledger.ledger.run import rejection
 from pipeledger.runs.load.result import LoadResult
 
 if TYPE_CHECKING:
     from pipeledger.runs.model.build import ModelResult
 
-FailureStatus = Literal["failed", "skipped", "unknown", "timed_out", "cancelled"]
+FailureStatus = Literal["failed", "skipped", "unknown", "timed_out", "cancelled", "rejected"]
 FailureReason = Literal[
     "error",  # a permanent failure: the input or the config must change
     "transient",  # a retry may succeed (after the node's retries, if any)
@@ -37,9 +41,12 @@ FailureReason = Literal[
     "timeout",  # stopped by its timeout
     "cancel_requested",  # stopped by `pipeledger cancel`
     "upstream_failed",  # not run: an upstream node of this DAG run did not publish
+    "limit_exceeded",  # max_rows / max_bytes passed while staging (`rejected` says which)
+    "queue_full",  # the tenant's slots and queue are full (`rejected` says how full)
+    "queue_timeout",  # it waited queued past queue_timeout
 ]
 # what keeps a node's downstream from running: it did not publish, and may not have
-DID_NOT_PUBLISH = frozenset({"failed", "unknown", "timed_out", "cancelled"})
+DID_NOT_PUBLISH = frozenset({"failed", "unknown", "timed_out", "cancelled", "rejected"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,6 +66,7 @@ class RunFailure:
     attempt: int = 1  # the attempt that failed last (after retries)
     mode: str | None = None  # what the run was asked to do, where known
     target: str | None = None
+    rejected: dict[str, Any] | None = None  # status rejected: the reason and its figures
 
     def to_json(self) -> dict[str, Any]:
         """The keys of a result's object (README: ``run --json``), so a reader need not
@@ -86,6 +94,8 @@ class RunFailure:
         }
         if self.duplicate_of is not None:
             payload["duplicate_of"] = self.duplicate_of
+        if self.rejected is not None:
+            payload["rejected"] = self.rejected
         return payload
 
 
@@ -110,10 +120,17 @@ def failure(pipeline: str, exc: BaseException) -> RunFailure:
         unexpected=None if ours else type(exc).__name__,
         cause=exc,
         duplicate_of=exc.duplicate_of if isinstance(exc, DuplicateRun) else None,
+        rejected=rejection(exc) if status == "rejected" else None,
     )
 
 
 def _status_reason(exc: BaseException) -> tuple[FailureStatus, FailureReason]:
+    if isinstance(exc, LimitExceeded):
+        return "rejected", "limit_exceeded"
+    if isinstance(exc, QueueFull):
+        return "rejected", "queue_full"
+    if isinstance(exc, QueueTimedOut):
+        return "timed_out", "queue_timeout"
     if isinstance(exc, GateFailed):
         return "failed", "gate_halt"
     if isinstance(exc, DuplicateRun):
@@ -147,7 +164,7 @@ def did_not_publish(outcome: Outcome) -> bool:
 
 
 # which code wins when one invocation has several outcomes: what a scheduler must act on first
-_PRECEDENCE = (2, 1, 3, 124, 130, 6, 75, 5, 4, 0)
+_PRECEDENCE = (2, 1, 3, 124, 130, 6, 7, 8, 75, 5, 4, 0)
 
 
 def exit_code(outcomes: Sequence[Outcome], strict: bool = False) -> int:

@@ -33,7 +33,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 from pipeledger.common.columns import TableName
 from pipeledger.common.stop import Stop
@@ -271,7 +271,7 @@ def _in_transaction(
                 if job.target:  # the target's declared indexes (publish.indexes)
                     target = TableName.parse(job.target)
                     ensure_indexes(session, spec.pipeline, target, indexes)
-                _commit_records(session, job, run)
+                _commit_records(session, job, run, result)
     except CommitUnknown as exc:  # the ledger leaves the run running (ledger.ledger)
         exc.run_id = run.run_id
         exc.add_note(
@@ -291,12 +291,25 @@ def _in_transaction(
     return result
 
 
-def _commit_records(session: Session, job: Job[R], run: Run) -> None:
-    """The commit log's row, and the final record where the ledger shares the warehouse."""
+@runtime_checkable
+class Changes(Protocol):
+    """A result that knows whether its run wrote anything into its target."""
+
+    @property
+    def changed_target(self) -> bool: ...
+
+
+def _commit_records(session: Session, job: Job[R], run: Run, result: R) -> None:
+    """The commit log's row, and the final record where the ledger shares the warehouse.
+    A run that wrote nothing into its target logs no target: the models reading that
+    target have nothing of it to consume, so a no-op run of a DAG stays a no-op all the
+    way down (each model finds no pending run and stages nothing)."""
     ledger_ops = None
     if not run.ledger.shares_transactions and run.ledger.recording:
         ledger_ops = "\n".join(op.to_json() for op in run.final_record())
-    log_commit(session, run.run_id, run.record.pipeline, job.target, ledger_ops)
+    changed = result.changed_target if isinstance(result, Changes) else True
+    target = job.target if changed else None
+    log_commit(session, run.run_id, run.record.pipeline, target, ledger_ops)
     run.commit_with(session)
 
 
@@ -313,3 +326,21 @@ def record_skip(site: Site, name: str, trigger: Trigger, reason: str, message: s
         correlation_id=trigger.correlation_id,
         triggered_by=trigger.triggered_by or who(),
     )
+
+
+def record_rejection(site: Site, name: str, trigger: Trigger, error: PipeledgerError) -> None:
+    """Work refused before it started (a backfill range past ``max_backfill``), recorded as
+    a ``rejected`` run with its reason; a ledger that cannot record it says so on the
+    error, which the caller raises either way."""
+    ledger = site.ledger
+    try:
+        ledger.record_rejected(
+            name,
+            error,
+            setup=site.registration(name) if ledger.recording else [],
+            trigger_type=trigger.trigger_type,
+            correlation_id=trigger.correlation_id,
+            triggered_by=trigger.triggered_by or who(),
+        )
+    except (PipeledgerError, OSError) as problem:
+        error.add_note(f"the ledger could not record this rejected work: {problem}")

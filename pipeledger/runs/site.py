@@ -22,6 +22,7 @@ from pipeledger.common.secrets import redact
 from pipeledger.config.model import Config, ModelConfig, SqlSource
 from pipeledger.errors import WarehouseError
 from pipeledger.ledger.ledger import Ledger, NullLedger, PipelineInfo
+from pipeledger.ledger.queue import Concurrency
 from pipeledger.ledger.run import RunObserver
 from pipeledger.ledger.store import Op
 from pipeledger.state.tables import STATE, read_commits
@@ -42,6 +43,21 @@ class Site:
         self.warehouse = self.database(config.warehouse_url)
         self.ledger = _ledger(config, self)
         self.observer: RunObserver | None = lineage.observer(config, self.warehouse)
+
+    def __enter__(self) -> Site:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """The end of the invocation: close the connections its warehouses keep between
+        sessions, so that none outlives the call that made them (an API caller's process
+        goes on; a server sees its clients leave). The site stays usable."""
+        with self._lock:
+            warehouses = list(self._warehouses.values())
+        for warehouse in warehouses:
+            warehouse.close()
 
     def database(self, url: str) -> Warehouse:
         """The invocation's one warehouse object for ``url``."""
@@ -93,6 +109,22 @@ def _ledger(config: Config, site: Site) -> Ledger:
         write_timeout=settings.write_timeout,
         database=site.database(config.ledger_url),
         code_version=lambda: project_version(config),
+        tenant=settings.tenant,
+        concurrency=_concurrency(config),
+    )
+
+
+def _concurrency(config: Config) -> Concurrency | None:
+    """The tenant's slots and queue, when ``[limits] max_concurrent_runs`` is set."""
+    limits = config.limits
+    if limits.max_concurrent_runs is None:
+        return None
+    return Concurrency(
+        tenant=config.ledger.tenant,
+        max_concurrent_runs=limits.max_concurrent_runs,
+        queue_capacity=limits.queue_capacity,
+        queue_timeout=limits.queue_timeout,
+        queue_poll=limits.queue_poll,
     )
 
 

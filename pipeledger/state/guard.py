@@ -18,6 +18,7 @@ that the table is not locked for a whole run; holding writers off, it starts the
 after the newest row already there, so writers' clocks do not matter. A role that may
 write the target but not alter it, a lock not granted in time, or another process
 upgrading it at once leave it as it is: it keeps loading, its backfills compare every row.
+A warehouse without triggers (DuckDB) guards nothing: its backfills always compare every row.
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ def read_guard(
     columns = (columns if columns is not None else session.table_columns(target)) or []
     if all(name != ROW_HASH_COLUMN for name, _ in columns):
         return Guard(False, None)
+    if not session.dialect.has_triggers:  # nothing can guard its fingerprints
+        return Guard(True, None)
     version = _trigger_version(session, target)
     if version is None:
         return Guard(True, None)
@@ -91,6 +94,8 @@ def may_upgrade(session: Session, target: TableName) -> bool:
     run's transaction, so that a role that cannot opens no other connection, run after run.
     SQLite: yes, unless the table has no rowid (the trigger finds rows by rowid)."""
     d = session.dialect
+    if not d.has_triggers:
+        return False
     if not d.has_roles:
         try:
             with session.savepoint():
@@ -106,7 +111,9 @@ def may_upgrade(session: Session, target: TableName) -> bool:
 
 def guard_new_target(session: Session, target: TableName, since: datetime) -> None:
     """In the transaction that creates ``target``: its trigger, guarding it from ``since``
-    (the run's start, the load time of every row it writes)."""
+    (the run's start, the load time of every row it writes). Without triggers: none."""
+    if not session.dialect.has_triggers:
+        return
     if attempt(session, gsql.forget_hash_trigger(session.dialect, target), [], target):
         _record(session, target, since)
 

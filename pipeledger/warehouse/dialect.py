@@ -2,7 +2,7 @@
 (flags) and small SQL renderings, so that builders ask ``d.has_schemas`` or
 ``d.count_where(...)`` instead of checking a dialect's name.
 
-Two dialects: PostgreSQL (``%s`` parameters) and SQLite (``?`` parameters). SQLite has
+Three dialects: PostgreSQL (``%s`` parameters), SQLite and DuckDB (``?`` parameters). SQLite has
 no schemas, so ``schema.table`` is one quoted table name ``"schema.table"``; it keeps
 exact decimals as text, has no ``FILTER`` clause, no ``IS DISTINCT FROM`` (its ``IS NOT``
 means the same), and a write transaction holds the whole database's write lock.
@@ -11,11 +11,13 @@ means the same), and a write transaction holds the whole database's write lock.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import ClassVar, Literal
 
 from pipeledger.common.columns import TableName, sqlite_declared_type
+from pipeledger.errors import SchemaError
 
-DialectName = Literal["postgres", "sqlite"]
+DialectName = Literal["postgres", "sqlite", "duckdb"]
 TimeUnit = Literal["hour", "day", "month"]
 # a time unit's label, for a cursor in UTC: 2024-01-05T10 (hour), 2024-01-05, 2024-01
 _LABEL_WIDTHS: dict[str, int] = {"hour": 13, "day": 10, "month": 7}
@@ -26,6 +28,15 @@ _LABEL_FORMATS: dict[str, str] = {
 }
 STAGE = "_pipeledger_stage"
 STAGE_UNIQUE = "_pipeledger_stage_unique"
+
+
+def sqlite_instant(value: datetime) -> str:
+    """How SQLite stores an instant: fixed-width ISO 8601 text with microseconds, in UTC
+    with ``+00:00`` when it has a time zone (then text order is time order)."""
+    if value.tzinfo is None:
+        return value.isoformat(timespec="microseconds")
+    utc = value.astimezone(UTC).replace(tzinfo=None)
+    return utc.isoformat(timespec="microseconds") + "+00:00"
 
 
 def quote(name: str) -> str:
@@ -39,8 +50,8 @@ def literal(text: str) -> str:
 
 
 class Dialect:
-    """The capabilities both warehouses are asked about. Instances are immutable singletons:
-    :data:`POSTGRES` and :data:`SQLITE`."""
+    """The capabilities every warehouse is asked about. Instances are immutable singletons:
+    :data:`POSTGRES`, :data:`SQLITE` and :data:`DUCKDB`."""
 
     name: ClassVar[DialectName]
     param: ClassVar[str]
@@ -53,7 +64,8 @@ class Dialect:
     temp_prefix: ClassVar[str]
     #: what a temporary table's DDL adds so that it goes away at COMMIT
     on_commit_drop: ClassVar[str]
-    #: a bulk first load is cheaper with the primary key built after the insert
+    #: a bulk first load is cheaper with the primary key built after the insert (SQLite,
+    #: which cannot add one to a table, builds the unique index ``<target>_pkey`` instead)
     deferred_primary_key: ClassVar[bool]
     #: a first load may stage into a table that is renamed into place (no second copy)
     promotes_stage: ClassVar[bool]
@@ -91,6 +103,8 @@ class Dialect:
     toggles_triggers: ClassVar[bool]
     #: a trigger calls a function (PostgreSQL) rather than running statements of its own
     triggers_call_functions: ClassVar[bool]
+    #: LIMIT and OFFSET of a correlated subquery may name the outer query's columns
+    correlated_limit: ClassVar[bool]
     #: the column type of pipeledger's own instants in tables kept as plain text
     instant_type: ClassVar[str]
     #: a statement sees the tables as they were when it began, not its own changes so far
@@ -105,12 +119,21 @@ class Dialect:
     #: a join or EXISTS on columns without an index is hashed (else it loops over the
     #: other table for every row: such columns need an index)
     hash_joins: ClassVar[bool]
+    #: a failed statement inside a savepoint can be rolled back to it and the transaction
+    #: go on (DuckDB has no savepoints: any error aborts the whole transaction, so its
+    #: callers check first what others try and catch)
+    partial_rollback: ClassVar[bool]
+    #: triggers exist (the fingerprint guard is one: without, backfills compare every row)
+    has_triggers: ClassVar[bool]
     distinct_operator: ClassVar[str]
     #: the driver reads every ``%`` of a statement that binds parameters as the start of a
     #: placeholder (psycopg: ``%s``; a literal ``%`` is written ``%%`` there)
     percent_placeholders: ClassVar[bool]
     #: models, written in PostgreSQL's SQL, run translated (pipeledger.common.translate)
     translates_models: ClassVar[bool]
+    #: a table is read in ranges of its heap pages (PostgreSQL's ctid, a TID range scan);
+    #: else in ranges of its rowid (SQLite), each a range of the table's own b-tree
+    reads_page_ranges: ClassVar[bool]
 
     def __repr__(self) -> str:
         return f"Dialect({self.name!r})"
@@ -128,7 +151,11 @@ class Dialect:
         return f"{self.temp_prefix}{quote(name)}"
 
     def stage(self) -> str:
-        return self.temp(STAGE)
+        """The stage, by the name every statement of a run reaches it by: unqualified, so
+        that a temporary stage is found first (PostgreSQL searches ``pg_temp`` first, SQLite
+        ``temp`` before ``main``), and a promotable stage (:attr:`promotes_stage`) when the
+        run has no temporary one."""
+        return quote(STAGE)
 
     def stage_unique(self) -> str:
         return self.temp(STAGE_UNIQUE)
@@ -207,6 +234,10 @@ class Dialect:
         """``SELECT`` prefix keeping one row per ``expression`` where the upsert needs it."""
         return ""
 
+    def quotient(self, dividend: str, divisor: str) -> str:
+        """Integer division, truncated toward zero, of two integer expressions."""
+        return f"{dividend} / {divisor}"
+
     def cast_to(self, expression: str, sql_type: str) -> str:
         """``expression`` as a value of the canonical ``sql_type``, stored as this warehouse
         stores that type."""
@@ -232,6 +263,7 @@ class _Postgres(Dialect):
     merge_returns_counts = True
     room_for_updates = " WITH (fillfactor = 90)"
     array_params = True
+    reads_page_ranges = True
     heartbeat_while_loading = True
     concurrent_transactions = True
     json_parsed = True
@@ -243,11 +275,14 @@ class _Postgres(Dialect):
     has_roles = True
     toggles_triggers = True
     triggers_call_functions = True
+    correlated_limit = True
     instant_type = "timestamptz"
     int64_type = "bigint"
     alters_constraints = True
     hash_joins = True
     replaces_views = True
+    partial_rollback = True
+    has_triggers = True
     statement_snapshot = True
     snapshot_statement = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
     distinct_operator = "IS DISTINCT FROM"
@@ -300,12 +335,13 @@ class _Sqlite(Dialect):
     json_param = "?"
     temp_prefix = "temp."
     on_commit_drop = ""
-    deferred_primary_key = False
-    promotes_stage = False
+    deferred_primary_key = True
+    promotes_stage = True
     proves_keys_by_index = False
     merge_returns_counts = False
     room_for_updates = ""
     array_params = False
+    reads_page_ranges = False
     heartbeat_while_loading = False
     concurrent_transactions = False
     json_parsed = False
@@ -317,11 +353,14 @@ class _Sqlite(Dialect):
     has_roles = False
     toggles_triggers = False
     triggers_call_functions = False
+    correlated_limit = False
     instant_type = "text"
     int64_type = "integer"  # SQLite's INTEGER is 64-bit
     alters_constraints = False
     hash_joins = False
     replaces_views = False
+    partial_rollback = True
+    has_triggers = True
     statement_snapshot = False
     snapshot_statement = None
     distinct_operator = "IS NOT"
@@ -415,5 +454,141 @@ class _Sqlite(Dialect):
         )
 
 
+# DuckDB's names of the canonical types (the same name back, lower-cased, from its catalog)
+_DUCKDB_TYPES = {
+    "smallint": "SMALLINT",
+    "integer": "INTEGER",
+    "bigint": "BIGINT",
+    "real": "FLOAT",
+    "double precision": "DOUBLE",
+    "boolean": "BOOLEAN",
+    "text": "VARCHAR",
+    "date": "DATE",
+    "timestamp": "TIMESTAMP",
+    "timestamptz": "TIMESTAMP WITH TIME ZONE",
+    "bytea": "BLOB",
+    "uuid": "UUID",
+    "jsonb": "JSON",
+    "time": "TIME",
+    "interval": "INTERVAL",
+}
+DUCKDB_MAX_PRECISION = 38  # DuckDB's widest DECIMAL
+
+
+def duckdb_type(sql_type: str) -> str:
+    """The DuckDB type of a canonical type; refuses a decimal wider than DuckDB's."""
+    if sql_type.startswith("numeric("):
+        precision = int(sql_type.removeprefix("numeric(").split(",")[0])
+        if precision > DUCKDB_MAX_PRECISION:
+            raise SchemaError(
+                f"type {sql_type}: DuckDB's decimals hold at most {DUCKDB_MAX_PRECISION} "
+                "digits; declare the column numeric(38,s) or text"
+            )
+        return "DECIMAL" + sql_type.removeprefix("numeric")
+    return _DUCKDB_TYPES.get(sql_type, sql_type)
+
+
+def from_duckdb_type(text: str) -> str:
+    """The canonical type of a column DuckDB's catalog says is ``text``."""
+    upper = text.upper()
+    if upper.startswith("DECIMAL"):
+        return "numeric" + upper.removeprefix("DECIMAL").replace(" ", "")
+    found = {declared: kind for kind, declared in _DUCKDB_TYPES.items()}
+    return found.get(upper, text.lower())
+
+
+class _Duckdb(Dialect):
+    """DuckDB, embedded, as SQLite is: one file, ``schema.table`` as one table name (the
+    shape pipeledger's own tables and a target's name take on SQLite), one writing process
+    at a time (it holds the file's lock: no other process can even read it meanwhile).
+    Its SQL and types are PostgreSQL's in most of what pipeledger asks: ``IS DISTINCT
+    FROM``, ``FILTER``, typed timestamps and decimals, hash joins. It has no savepoints and
+    no triggers."""
+
+    name = "duckdb"
+    param = "?"
+    has_schemas = False
+    json_type = "JSON"
+    json_param = "CAST(? AS JSON)"
+    # unqualified: DuckDB looks in temp first, and an index may not name its schema
+    temp_prefix = ""
+    on_commit_drop = ""
+    deferred_primary_key = False
+    promotes_stage = False
+    proves_keys_by_index = False
+    merge_returns_counts = False
+    room_for_updates = ""
+    array_params = False
+    heartbeat_while_loading = False
+    concurrent_transactions = False
+    json_parsed = False
+    add_column_if_not_exists = True
+    typed_comparisons = True
+    catalog_oids = False
+    triggers_per_table = False
+    before_triggers_set_row = False
+    has_roles = False
+    toggles_triggers = False
+    triggers_call_functions = False
+    instant_type = "TIMESTAMP WITH TIME ZONE"
+    int64_type = "BIGINT"
+    alters_constraints = False
+    hash_joins = True
+    partial_rollback = False
+    has_triggers = False
+    statement_snapshot = True
+    correlated_limit = False  # never asked: the ledger is never inside a DuckDB file
+    replaces_views = True
+    percent_placeholders = False
+    translates_models = False  # models run as written, in DuckDB's PostgreSQL-like SQL
+    reads_page_ranges = False
+    snapshot_statement = None
+    distinct_operator = "IS DISTINCT FROM"
+
+    def column_type(self, sql_type: str) -> str:
+        return duckdb_type(sql_type)
+
+    def json_value(self, expression: str, sql_type: str) -> str:
+        # DuckDB's JSON drops a decimal's scale (-5.00 becomes -5.0) and writes instants
+        # with a space: both as the text PostgreSQL's jsonb holds
+        if sql_type.startswith("numeric("):
+            return f"CAST({expression} AS VARCHAR)"
+        if sql_type == "timestamptz":
+            return f"strftime({expression}, '%Y-%m-%dT%H:%M:%S.%f+00:00')"
+        if sql_type == "timestamp":
+            return f"strftime({expression}, '%Y-%m-%dT%H:%M:%S.%f')"
+        return expression
+
+    def row_text(self, alias: str, columns: Sequence[str]) -> str:
+        values = ", ".join(f"{alias}.{quote(c)}" for c in columns)
+        return f"CAST(ROW({values}) AS VARCHAR)"
+
+    def count_where(self, predicate: str) -> str:
+        return f"count(*) FILTER (WHERE {predicate})"
+
+    def regex_mismatch(self, text: str) -> str:
+        return f"NOT regexp_matches({text}, ?)"
+
+    def json_object(self, pairs: Sequence[tuple[str, str]]) -> str:
+        return "json_object(" + ", ".join(f"{literal(k)}, {v}" for k, v in pairs) + ")"
+
+    def exact_square(self, expression: str) -> str:
+        return f"CAST({expression} AS HUGEINT) * {expression}"
+
+    def utc_day(self, column: str) -> str:
+        return f"strftime({column}, '%Y-%m-%d')"  # sessions run in UTC
+
+    def time_label(self, column: str, unit: TimeUnit) -> str:
+        formats = {"hour": "%Y-%m-%dT%H", "day": "%Y-%m-%d", "month": "%Y-%m"}
+        return f"strftime({column}, '{formats[unit]}')"
+
+    def quotient(self, dividend: str, divisor: str) -> str:
+        return f"{dividend} // {divisor}"  # DuckDB's / divides as floats
+
+    def cast_to(self, expression: str, sql_type: str) -> str:
+        return f"CAST({expression} AS {duckdb_type(sql_type)})"
+
+
 POSTGRES: Dialect = _Postgres()
 SQLITE: Dialect = _Sqlite()
+DUCKDB: Dialect = _Duckdb()

@@ -81,6 +81,11 @@ class Warehouse(Protocol):
         the run's the opening thread works for (:mod:`pipeledger.warehouse.clients`)."""
         ...
 
+    def close(self) -> None:
+        """Close the connections it keeps between sessions (the end of an invocation); it
+        stays usable: a later session opens a new connection."""
+        ...
+
 
 class SourceReader(Protocol):
     """A database read side, used by SQL sources."""

@@ -9,7 +9,9 @@ from collections.abc import Iterator, Sequence
 from typing import TypeVar
 
 from pipeledger.common.columns import Column, TableName
+from pipeledger.errors import WarehouseError
 from pipeledger.warehouse.dialect import STAGE, Dialect, quote
+from pipeledger.warehouse.session import Warehouse
 
 T = TypeVar("T")
 
@@ -29,7 +31,7 @@ def drop_stage(d: Dialect) -> list[str]:
     """Where temporary tables outlive a transaction (SQLite), the last run's stage."""
     if d.on_commit_drop:
         return []
-    return [f"DROP TABLE IF EXISTS {d.stage_unique()}", f"DROP TABLE IF EXISTS {d.stage()}"]
+    return [f"DROP TABLE IF EXISTS {d.stage_unique()}", f"DROP TABLE IF EXISTS {d.temp(STAGE)}"]
 
 
 def copy_stage(columns: Sequence[str], binary: bool = False) -> str:
@@ -38,10 +40,12 @@ def copy_stage(columns: Sequence[str], binary: bool = False) -> str:
     return f"COPY {quote(STAGE)} ({names}) FROM STDIN (FORMAT {'binary' if binary else 'csv'})"
 
 
-def insert_stage(d: Dialect, columns: Sequence[str]) -> str:
+def insert_stage(d: Dialect, columns: Sequence[str], rows: int = 1) -> str:
+    """Where there is no COPY: ``rows`` rows per statement (SQLite: one statement of many
+    rows binds the same values at a third less cost than as many one-row statements)."""
     names = ", ".join(quote(c) for c in columns)
-    marks = ", ".join([d.param] * len(columns))
-    return f"INSERT INTO {d.stage()} ({names}) VALUES ({marks})"
+    row = f"({d.marks(len(columns))})"
+    return f"INSERT INTO {d.stage()} ({names}) VALUES " + ", ".join([row] * rows)
 
 
 STAGE_KEY_INDEX = "_pipeledger_stage_key"
@@ -59,9 +63,11 @@ def unique_key_index(d: Dialect, key: Sequence[str], source: str | None = None) 
     """A unique index on the staged keys: proves there are no duplicates (cheaper than a
     GROUP BY) and lets the merge join the target by merge join or index probes."""
     keys = ", ".join(quote(k) for k in key)
-    table = source or quote(STAGE)
+    table = source or d.stage()
     name = key_index_name(key) + ("" if source in (None, d.stage()) else "_unique")
-    return f"CREATE UNIQUE INDEX IF NOT EXISTS {d.temp(name)} ON {table} ({keys})"
+    # unqualified, the index goes where its table is: a temporary stage's is temporary,
+    # a promotable stage's (SQLite: in main) goes with it
+    return f"CREATE UNIQUE INDEX IF NOT EXISTS {quote(name)} ON {table} ({keys})"
 
 
 def handed_on(items: list[T]) -> Iterator[T]:
@@ -77,3 +83,25 @@ def add_column(d: Dialect, target: TableName, column: Column, if_missing: bool =
     kind = d.column_type(column.sql_type)
     exists = " IF NOT EXISTS" if if_missing and d.add_column_if_not_exists else ""
     return f"ALTER TABLE {d.table(target)} ADD COLUMN{exists} {quote(column.name)} {kind}"
+
+
+_SCHEMA_RACE = (WarehouseError.UNIQUE_VIOLATION, WarehouseError.DUPLICATE_SCHEMA)
+
+
+def ensure_schema(warehouse: Warehouse, target: TableName) -> None:
+    """Create the target's schema in a short transaction of its own, before the load
+    stages: inside the long load transaction, two first loads into one new schema would
+    race, and one would fail on the catalog's unique index. Every table a load makes
+    there (the target, an SCD2 target, its quarantine table) then finds it; pipeledger's
+    own tables (before-images, SCD2 repeats) live in its schema, made by the migrations."""
+    statement = create_schema(warehouse.dialect, target)
+    if statement is None:
+        return
+    for _ in range(2):  # a concurrent creator may win the race once; then it exists
+        try:
+            with warehouse.session() as session:
+                session.execute(statement)
+            return
+        except WarehouseError as exc:
+            if exc.sqlstate not in _SCHEMA_RACE:
+                raise

@@ -104,7 +104,9 @@ class Dashboard:
     def page(self, name: str, build: Callable[[], dict[str, Any]]) -> Response:
         started = time.perf_counter()
         try:
-            return self._render(name, build(), started, 200)
+            with api.shared_reads():  # the page's questions: one connection, not a dozen
+                context = build()
+            return self._render(name, context, started, 200)
         except Exception as exc:
             error = {"error": api.redact(str(exc)), "kind": type(exc).__name__}
             return self._render("error.html", error, started, _status_of(exc))
@@ -120,7 +122,9 @@ class Dashboard:
 
     def document(self, build: Callable[[], Any]) -> Response:
         try:
-            return json_response(build())
+            with api.shared_reads():
+                found = build()
+            return json_response(found)
         except Exception as exc:
             return json_response(_error_json(exc), _status_of(exc))
 

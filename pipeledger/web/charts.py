@@ -25,6 +25,8 @@ STATE_COLOURS = {
     "cancelled": "#868e96",
     "skipped": "#ced4da",
     "running": "#1c7ed6",
+    "queued": "#74c0fc",
+    "rejected": "#5c940d",  # refused, not failed: apart from the reds
 }
 # the order states are stacked and listed in; others follow, by name
 STATE_ORDER = ("running", "success", "partial", "failed", "timed_out", "abandoned", "cancelled")

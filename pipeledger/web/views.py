@@ -171,6 +171,8 @@ def overview(project: Project) -> dict[str, Any]:
         "now": now,
         "lines": lines,
         "health_words": _health_words(lines),
+        "rejected": sum(s.rejected_7d for s in statuses.values()),  # apart from failures
+        "queued": sum(s.queued for s in statuses.values()),
         "strip": work_strip(api.work(located, now=now), now),
         "config_error": config_error,
     }

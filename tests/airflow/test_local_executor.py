@@ -95,7 +95,9 @@ def test_branches_overlap_a_task_run_twice_loads_once_and_a_killed_task_lands_ev
         again = airflow.cli("tasks", "test", DAG, "a_orders", "first", check=False)
         assert again.returncode == 0, again.stdout[-3000:]
         assert "Skipping task" in again.stdout and f"held by run {a.run_id}" in again.stdout
-        assert len(ledger_runs(config, "first")["a_orders"]) == 1
+        # the duplicate is refused, and recorded as refused work (it wrote nothing)
+        done, duplicate = ledger_runs(config, "first")["a_orders"]
+        assert (done.run_id, done.status, duplicate.status) == (a.run_id, "success", "rejected")
         assert project.count("analytics.a_orders") == BRANCH_ROWS
 
         # a worker killed mid-load: Airflow retries it, and every row lands once

@@ -41,13 +41,13 @@ LOAD_CASES = {
     "dedupe_stage of a delete marker pipeline": DEDUPE,
     "dedupe_stage of an SCD2 history (one row per key and cursor)": DEDUPE,
     "dedupe_stage of a snapshot without a cursor": DEDUPE,
-    "stored_hashes of a backfill window": HASHES,
-    "stored_hashes of a slice of a backfill window": HASHES,
+    "stored_hashes_within a range of the target's storage": HASHES,
     "staged_key_hashes": HASHES,
 }
 LEDGER_CASES = {
     "upsert_run": RUNNING,
     "heartbeat": HEARTBEAT,
+    "renew_waiter": HEARTBEAT,  # a queued run's lease (the heartbeat's statement)
     "finish_run": FINAL,
     "insert_task": FINAL,
     "insert_event": FINAL,
@@ -59,6 +59,7 @@ LEDGER_CASES = {
     "insert_dependency": REGISTER,
     "running_runs": WATCHDOG,
     "abandon_run": WATCHDOG,
+    "abandon_dead_waiters": WATCHDOG,  # queued runs whose lease expired (the queue's watchdog)
 }
 Statements = list[tuple[StatementKind, str]]
 

@@ -95,3 +95,18 @@ def test_the_command_ends_with_its_output_flushed_and_its_exit_code(tmp_path: Pa
     done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 2
     assert json.loads(done.stdout)["exit_code"] == 2 and "nosuch" in done.stderr
+
+
+def test_an_unchanged_folder_of_files_is_passed_by_without_the_loader(tmp_path: Path) -> None:
+    """A run of loads alone that finds no new file imports neither the loader nor the SQL
+    parser (only a model's SQL is checked before a DAG run starts)."""
+    project = Project(tmp_path, None)
+    project.configure(orders=orders_pipeline(incremental="files"))
+    for n in range(3):
+        project.write_csv(f"orders_{n}.csv", [order(n, "2024-01-01T10:00:00Z")])
+    assert project.run()["status"] == "success"
+
+    printed, modules = probe(project.root, ["run", "orders"])
+
+    assert "exit 0" in printed and "3 unchanged" in printed
+    assert not [m for m in modules if m.startswith(("sqlglot", "pipeledger.runs.load.loader"))]

@@ -19,8 +19,9 @@ from pipeledger.alerts import events as alert_events
 from pipeledger.alerts import outbox
 from pipeledger.common.columns import ROW_HASH, Column, TableName
 from pipeledger.config.model import ChecksConfig, RangeBound
+from pipeledger.ledger import queue
 from pipeledger.ledger import sql as lsql
-from pipeledger.ledger.reads import activity, queries, runs, sla
+from pipeledger.ledger.reads import activity, health, queries, runs, sla
 from pipeledger.ledger.reads import checks as ledger_checks
 from pipeledger.ledger.tables import ledger_migrations
 from pipeledger.publish import before
@@ -160,9 +161,9 @@ def _w(*parts: str) -> frozenset[str]:
     return frozenset(parts)
 
 
-def _scope(d: Dialect, below: bool = False) -> str:
+def _scope(d: Dialect) -> str:
     """The target rows a backfill over ``updated_at >= ?`` trusts (``load_sql.stored_scope``)."""
-    return load_sql.stored_scope(d, f'"updated_at" >= {d.param}', below)
+    return load_sql.stored_scope(d, f'"updated_at" >= {d.param}')
 
 
 def _merge(d: Dialect, policy: str) -> Golden:
@@ -182,8 +183,8 @@ def _load_sql() -> list[Case]:
         Case(m, "create_target with the primary key deferred",
              lambda d: text(load_sql.create_target(d, spec(), primary_key=False)),
              world=_w("schema")),
-        Case(m, "add_primary_key after a bulk insert",  # deferred_primary_key only
-             lambda d: text(load_sql.add_primary_key(d, spec())), POSTGRES_ONLY,
+        Case(m, "add_primary_key after a bulk insert",
+             lambda d: text(load_sql.add_primary_key(d, spec())),
              world=_w("schema"),
              setup=lambda d: [load_sql.create_target(d, spec(), primary_key=False)]),
         Case(m, "add_column for schema drift",
@@ -198,29 +199,29 @@ def _load_sql() -> list[Case]:
         Case(m, "stage_schema of a run", lambda d: text(load_sql.stage_schema(RUN_ID)),
              POSTGRES_ONLY, runs=False),
         Case(m, "create_promotable_stage",
-             lambda d: texts(load_sql.create_promotable_stage(RUN_ID, COLUMNS, "updated_at")),
-             POSTGRES_ONLY, world=_w("schema")),
+             lambda d: texts(load_sql.create_promotable_stage(
+                 d, RUN_ID, COLUMNS, "updated_at", loaded_at=AT)),
+             world=_w("schema")),
         Case(m, "create_promotable_stage of a policy that updates rows",
-             lambda d: texts(
-                 load_sql.create_promotable_stage(RUN_ID, COLUMNS, "updated_at", True)),
-             POSTGRES_ONLY, world=_w("schema")),
+             lambda d: texts(load_sql.create_promotable_stage(
+                 d, RUN_ID, COLUMNS, "updated_at", loaded_at=AT, updates=True)),
+             world=_w("schema")),
         Case(m, "promote_stage into the target",
-             lambda d: texts(load_sql.promote_stage(spec(), RUN_ID, AT)), POSTGRES_ONLY,
+             lambda d: texts(load_sql.promote_stage(d, spec(), RUN_ID, AT)),
              world=_w("schema"),
-             setup=lambda d: load_sql.create_promotable_stage(RUN_ID, COLUMNS, "updated_at")),
+             setup=lambda d: load_sql.create_promotable_stage(
+                 d, RUN_ID, COLUMNS, "updated_at", loaded_at=AT)),
         Case(m, "drop_promotable_stage",
-             lambda d: texts(load_sql.drop_promotable_stage(RUN_ID)), POSTGRES_ONLY,
+             lambda d: texts(load_sql.drop_promotable_stage(d, RUN_ID)),
              world=_w("schema"),
-             setup=lambda d: load_sql.create_promotable_stage(RUN_ID, COLUMNS, "updated_at")),
-        Case(m, "stored_hashes of a backfill window",
-             lambda d: text(load_sql.stored_hashes(d, TARGET, _scope(d))),
-             world=_w("target"), bind=lambda d: [LOWER, AT, 1001]),
-        Case(m, "stored_hashes of a slice of a backfill window",
-             lambda d: text(load_sql.stored_hashes(d, TARGET, _scope(d, below=True))),
-             world=_w("target"), bind=lambda d: [LOWER, AT, 0, 1001]),
-        Case(m, "count_stored of a backfill window",
-             lambda d: text(load_sql.count_stored(d, TARGET, _scope(d))),
-             world=_w("target"), bind=lambda d: [LOWER, AT, 2001]),
+             setup=lambda d: load_sql.create_promotable_stage(
+                 d, RUN_ID, COLUMNS, "updated_at", loaded_at=AT)),
+        Case(m, "table_extent of a target",
+             lambda d: text(load_sql.table_extent(d, TARGET)), world=_w("target"),
+             bind=lambda d: [d.table(TARGET)] if d.reads_page_ranges else []),
+        Case(m, "stored_hashes_within a range of the target's storage",
+             lambda d: text(load_sql.stored_hashes_within(d, TARGET, _scope(d))),
+             world=_w("target"), bind=lambda d: [LOWER, AT, 0, 100]),
         Case(m, "staged_key_hashes",
              lambda d: text(load_sql.staged_key_hashes(d, spec(), _scope(d))),
              world=_w("target", "stage"), bind=lambda d: [LOWER, AT]),
@@ -790,6 +791,27 @@ def _ledger_sql() -> list[Case]:
     ]
 
 
+def _ledger_queue() -> list[Case]:
+    m = "ledger_queue"
+    builders: dict[str, Callable[[Dialect], str]] = {
+        "lock_tenant": queue.lock_tenant,
+        "abandon_dead_waiters": queue.abandon_dead_waiters,
+        "free_ended": queue.free_ended,
+        "occupancy": queue.occupancy,
+        "first_waiter": queue.first_waiter,
+        "take_slot": queue.take_slot,
+        "start_waiter": queue.start_waiter,
+        "renew_waiter": lambda d: lsql.heartbeat(d, "queued"),
+        "end_waiter": queue.end_waiter,
+        "status_of": queue.status_of,
+        "set_apart_sql (status: rejected and queued runs)": health.set_apart_sql,
+    }
+    return [
+        Case(m, name, partial(_built, build=build), world=_w("ledger"))
+        for name, build in builders.items()
+    ]
+
+
 def _ledger_schema() -> list[Case]:
     return [Case("ledger_schema", "ledger_migrations", lambda d: migrations(ledger_migrations(d)))]
 
@@ -977,10 +999,14 @@ def _ledger_sla() -> list[Case]:
              bind=lambda d: [LOWER]),
         Case(m, "breaches_sql", lambda d: text(sla.breaches_sql(d)), world=_w("ledger"),
              bind=lambda d: [LOWER, LOWER]),
-        Case(m, "p95_sql", lambda d: text(sla.p95_sql(d)), world=_w("ledger"),
-             bind=lambda d: [LOWER]),
+        Case(m, "timed_successes_sql", lambda d: text(sla.timed_successes_sql(d)),
+             world=_w("ledger"),
+             bind=lambda d: [*queries.status_window(AT, timedelta(days=30)), LOWER]),
+        Case(m, "p95_sql", lambda d: text(sla.p95_sql(d, 2)), world=_w("ledger"),
+             bind=lambda d: [LOWER, ["orders", "customers"], [0, 1]] if d.correlated_limit
+             else ["orders", "orders", LOWER, 0, "customers", "customers", LOWER, 1]),
         Case(m, "transitions_sql", lambda d: text(sla.transitions_sql(d)), world=_w("ledger"),
-             bind=lambda d: [LOWER]),
+             bind=lambda d: [LOWER, LOWER, LOWER]),
     ]  # fmt: skip
 
 
@@ -1190,6 +1216,7 @@ CASES: tuple[Case, ...] = (
     *_quality_quarantine(),
     *_ledger_sql(),
     *_ledger_schema(),
+    *_ledger_queue(),
     *_extract_sql(),
     *_ledger_queries(),
     *_ledger_reads(),
@@ -1213,6 +1240,7 @@ MODULES = {
     "quality_quarantine": "pipeledger.quality.quarantine",
     "ledger_sql": "pipeledger.ledger.sql",
     "ledger_schema": "pipeledger.ledger.tables (migrations)",
+    "ledger_queue": "pipeledger.ledger.queue",
     "extract_sql": "pipeledger.sources.sql",
     "ledger_queries": "pipeledger.ledger.reads.queries",
     "ledger_reads": "pipeledger.ledger.reads (runs, checks, activity)",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from pipeledger.common.columns import Column, TableName
 from pipeledger.publish import merge_sql as sql
 from pipeledger.warehouse.dialect import POSTGRES, SQLITE
@@ -44,7 +46,10 @@ def test_targets_of_policies_that_update_leave_room_on_each_page() -> None:
     assert sql.create_target(POSTGRES, ignore).endswith("\n)")
     assert sql.create_target(SQLITE, SPEC).endswith("\n)")
     run_id = "00000000-0000-4000-8000-000000000000"
-    stage = sql.create_promotable_stage(run_id, SPEC.columns, "updated_at", updates=True)
+    at = datetime(2024, 1, 1, tzinfo=UTC)
+    stage = sql.create_promotable_stage(
+        POSTGRES, run_id, SPEC.columns, "updated_at", loaded_at=at, updates=True
+    )
     assert stage[-1].endswith(") WITH (fillfactor = 90)")
 
 

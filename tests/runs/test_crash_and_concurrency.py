@@ -71,6 +71,34 @@ def test_sigkill_mid_load_leaves_target_and_watermark_untouched(project: Project
     assert project.count() == BIG + 10
 
 
+def test_sigkill_mid_first_load_leaves_no_target_and_no_stage(project: Project) -> None:
+    """A first load stages into the table it becomes (SQLite: ``main._pipeledger_stage``,
+    PostgreSQL: a schema of the run's own): a kill leaves neither, nor any watermark."""
+    project.configure(orders=orders_pipeline())
+    write_big_orders_csv(
+        project.root / "data" / "orders_1.csv", BIG, 1_000, "2024-01-01T00:00:00+00:00"
+    )
+    process = project.spawn("--verbose", "run")
+    _wait_until_staging(process)
+    process.send_signal(signal.SIGSTOP)
+    assert process.poll() is None, "the load finished before it was killed"
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert not project.exists()
+    if project.backend == "sqlite":
+        tables = project.query("SELECT name FROM sqlite_master WHERE name LIKE '%stage%'")
+    else:
+        tables = project.query(  # the run's own schemas, \_pipeledger\_<uuid>
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE '\\_pipeledger\\_%%'"
+        )
+    assert tables == []
+    assert project.watermarks() == {}
+    result = project.run()
+    assert (result["rows_inserted"], result["rows_updated"]) == (BIG, 0)
+    assert project.count() == BIG
+    assert project.query(f"SELECT count(DISTINCT order_id) FROM {project.table()}") == [(BIG,)]
+
+
 def test_state_can_be_read_from_another_process_while_a_load_runs(project: Project) -> None:
     before = _base(project)
     load = project.spawn("--verbose", "run")

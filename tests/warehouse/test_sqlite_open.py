@@ -39,3 +39,13 @@ def test_runs_opening_a_new_file_together_all_get_in(tmp_path: Path) -> None:
         assert open_together(url) == []
         with open_warehouse(url).session() as session:
             assert session.query("PRAGMA journal_mode") == [("wal",)]
+
+
+def test_a_writer_syncs_its_log_at_each_commit_in_16k_pages(tmp_path: Path) -> None:
+    """``synchronous = FULL`` in WAL mode: a COMMIT that returned is on the disk, so a
+    committed run survives a power loss too. New files get 16 KB pages."""
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    with open_warehouse(url).session() as session:
+        assert session.query("PRAGMA synchronous") == [(2,)]  # FULL
+        assert session.query("PRAGMA journal_mode") == [("wal",)]
+        assert session.query("PRAGMA page_size") == [(16_384,)]

@@ -15,6 +15,7 @@ from typing import Any
 
 from pipeledger.common.durations import span as span
 from pipeledger.ledger.rollup import COMPARES, sample
+from pipeledger.ledger.rollup import FAILURES as FAILURES
 from pipeledger.ledger.tables import RUNS, stored_datetime
 from pipeledger.warehouse.dialect import Dialect
 
@@ -23,7 +24,6 @@ VOLUME_WINDOW_DAYS = 30
 DEFAULT_SLA = timedelta(hours=24)
 FRESHNESS_REASON = "freshness SLA exceeded"
 MIN_PREFIX = 8
-FAILURES = ("failed", "timed_out", "abandoned")  # the states of a run that went wrong
 
 
 class Level(StrEnum):

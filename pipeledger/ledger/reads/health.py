@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
@@ -216,8 +216,10 @@ class PipelineStatus(Answer):
     last_failure_at: datetime | None
     last_failure_status: str | None
     last_failure_error: str | None
-    runs_7d: int
+    runs_7d: int  # finished: queued, skipped and rejected runs are not among them
     successes_7d: int
+    rejected_7d: int  # work refused in 7 days (a limit, a full queue, a refused range, a duplicate)
+    queued: int  # runs waiting for a slot now
     success_rate_7d: float | None
     avg_rows_7d: float | None
     last_success_at: datetime | None
@@ -433,6 +435,8 @@ def _status(row: Sequence[Any], now: datetime, min_history: int) -> PipelineStat
         last_failure_error=failure_error,
         runs_7d=finished,
         successes_7d=succeeded,
+        rejected_7d=0,
+        queued=0,
         success_rate_7d=succeeded / finished if finished else None,
         avg_rows_7d=int(success_rows or 0) / succeeded if succeeded else None,
         last_success_at=last_success_at,
@@ -462,4 +466,28 @@ def pipeline_status(
     sql, params = pipeline_status_sql(session.dialect, now, pipeline)
     rows = session.query(sql, params)
     known = [row for row in rows if pipeline is None or row[1] is not None or row[11] is not None]
-    return [_status(row, now, min_history) for row in known]
+    apart = set_apart(session, now - STATUS_WINDOW)
+    statuses = [_status(row, now, min_history) for row in known]
+    return [
+        replace(
+            s, rejected_7d=apart.get(s.pipeline, (0, 0))[0], queued=apart.get(s.pipeline, (0, 0))[1]
+        )
+        for s in statuses
+    ]
+
+
+def set_apart_sql(d: Dialect) -> str:
+    """Per pipeline, the rejected runs since a moment and the runs queued now (from the
+    index on status: both are rare)."""
+    return (
+        "SELECT pipeline, sum(CASE WHEN status = 'rejected' THEN 1 ELSE 0 END), "
+        "sum(CASE WHEN status = 'queued' THEN 1 ELSE 0 END) "
+        f"FROM {d.table(RUNS)} WHERE status = 'queued' OR "
+        f"(status = 'rejected' AND started_at >= {d.param}) GROUP BY pipeline"
+    )
+
+
+def set_apart(session: Session, since: datetime) -> dict[str, tuple[int, int]]:
+    """What status counts apart from failures: (rejected work, runs queued) per pipeline."""
+    rows = session.query(set_apart_sql(session.dialect), [since])
+    return {str(p): (int(rejected or 0), int(queued or 0)) for p, rejected, queued in rows}

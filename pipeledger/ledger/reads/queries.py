@@ -93,8 +93,8 @@ from pipeledger.ledger.reads.answers import (
     Answer,
     Health,
     Level,
-    _as_float,
     _as_json,
+    _day,
     _day_start,
     _latest,
     span,
@@ -134,6 +134,7 @@ from pipeledger.ledger.tables import (
     RECONCILIATIONS,
     RUNS,
     SNAPSHOTS,
+    TASK_DAYS,
     TASKS,
     stored_datetime,
 )
@@ -158,20 +159,24 @@ class TaskTrend(Answer):
 def task_trends_sql(
     d: Dialect, now: datetime, pipeline: str | None, days: int
 ) -> tuple[str, list[Any]]:
-    day = d.utc_day("t.started_at")
-    params: list[Any] = [_day_start(now) - timedelta(days=days - 1)]
+    """From the tasks' daily rollup (:func:`pipeledger.ledger.rollup.task_triggers`): the
+    window is whole UTC days, so the days' counts are the tasks' own."""
+    params: list[Any] = [_day(_day_start(now) - timedelta(days=days - 1))]
     condition = ""
     if pipeline is not None:
-        condition = f" AND r.pipeline = {d.param}"
+        condition = f" AND y.pipeline = {d.param}"
         params.append(pipeline)
     sql = (
-        f"SELECT r.pipeline, t.name, {day} AS day, count(*), avg(t.duration_ms), "
-        f"max(t.duration_ms), avg(t.rows_out) FROM {d.table(TASKS)} t "
-        f"JOIN {d.table(RUNS)} r ON r.run_id = t.run_id "
-        f"WHERE t.started_at >= {d.param}{condition} "
-        f"GROUP BY r.pipeline, t.name, {day} ORDER BY r.pipeline, t.name, day"
+        "SELECT y.pipeline, y.task, y.day, y.runs, y.duration_n, y.duration_sum, "
+        f"y.duration_max, y.rows_out_n, y.rows_out_sum FROM {d.table(TASK_DAYS)} y "
+        f"WHERE y.day >= {d.param}{condition} ORDER BY y.pipeline, y.task, y.day"
     )
     return sql, params
+
+
+def _mean(n: Any, total: Any) -> float | None:
+    """``avg`` of the values present: exact integer sums, one rounding (``total / n``)."""
+    return int(total) / int(n) if n else None
 
 
 def task_trends(
@@ -186,11 +191,11 @@ def task_trends(
             task=name,
             day=str(day),
             runs=int(n),
-            avg_duration_ms=_as_float(avg_ms),
+            avg_duration_ms=_mean(dn, ds),
             max_duration_ms=None if mx is None else int(mx),
-            avg_rows_out=_as_float(avg_out),
+            avg_rows_out=_mean(rn, rs),
         )
-        for p, name, day, n, avg_ms, mx, avg_out in session.query(sql, params)
+        for p, name, day, n, dn, ds, mx, rn, rs in session.query(sql, params)
     ]
 
 

@@ -18,12 +18,12 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pipeledger.ledger.reads.answers import FAILURES
+from pipeledger.ledger.reads.health import _recent, status_window
 from pipeledger.ledger.reads.queries import (
     FRESHNESS_REASON,
     Answer,
     PipelineStatus,
     pipeline_status,
-    recent_counts,
     span,
 )
 from pipeledger.ledger.rollup import COMPARES, NOT_FRONTIER
@@ -32,7 +32,7 @@ from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
 
 BreachKind = Literal["freshness", "duration"]
-WINDOWS = (7, 30)  # days of reliability
+WINDOWS = (7, 30)  # days of reliability: a short window, and the long one that holds it
 _COLUMNS = BREACH_TABLE.column_names
 
 
@@ -191,32 +191,105 @@ class Reliability(Answer):
     late_s: float  # time spent in breach (freshness), within the window
 
 
-def p95_sql(d: Dialect) -> str:
-    """Per pipeline, the nearest-rank 95th percentile duration of the successful runs that
-    started since the parameter (loads: a reconcile's duration is another job's)."""
+def timed_successes_sql(d: Dialect) -> str:
+    """Per pipeline, of its runs that started since the window's start: how many finished
+    and succeeded (:func:`recent_counts`: from the daily rollup), and how many of the
+    successes have a duration (less those without one: a probe of an empty range, as a
+    rule). Parameters: :func:`status_window`, then the start."""
+    without = (
+        f"SELECT count(*) FROM {d.table(RUNS)} z WHERE z.pipeline = rc.pipeline "
+        f"AND z.status = 'success' AND z.trigger_type <> {COMPARES} "
+        f"AND z.started_at >= {d.param} AND z.duration_ms IS NULL"
+    )
     return (
-        "SELECT x.pipeline, x.duration_ms FROM (SELECT r.pipeline, r.duration_ms, "
-        "row_number() OVER (PARTITION BY r.pipeline ORDER BY r.duration_ms) AS position, "
-        "count(*) OVER (PARTITION BY r.pipeline) AS n "
-        f"FROM {d.table(RUNS)} r WHERE r.status = 'success' AND r.started_at >= {d.param} "
-        f"AND r.trigger_type <> {COMPARES} AND r.duration_ms IS NOT NULL) x "
-        "WHERE x.position = (95 * x.n + 99) / 100"
+        f"WITH {_recent(d)} SELECT rc.pipeline, rc.finished, rc.succeeded, "
+        f"rc.succeeded - ({without}) FROM recent rc ORDER BY rc.pipeline"
     )
 
 
-def transitions_sql(d: Dialect) -> str:
-    """Runs that started since the parameter (successes and failures, no backfills or
-    replays) where a pipeline went from succeeding to failing or back, in start order."""
-    failing = "CASE WHEN r.status = 'success' THEN 0 ELSE 1 END"
-    kinds = ", ".join(f"'{s}'" for s in ("success", *FAILURES))
+P95_CHUNK = 200  # pipelines per statement (SQLite allows 500 terms in a UNION ALL)
+
+
+def _percentile(d: Dialect, pipeline: str, offset: str) -> str:
     return (
-        "SELECT x.pipeline, x.failing, x.ended_at FROM (SELECT r.pipeline, r.started_at, "
-        f"r.run_id, r.ended_at, {failing} AS failing, lag({failing}) OVER "
-        "(PARTITION BY r.pipeline ORDER BY r.started_at, r.run_id) AS before "
-        f"FROM {d.table(RUNS)} r WHERE r.started_at >= {d.param} AND r.status IN ({kinds}) "
+        f"(SELECT r.duration_ms FROM {d.table(RUNS)} r WHERE r.pipeline = {pipeline} "
+        "AND r.status = 'success' AND r.duration_ms IS NOT NULL "
+        f"AND r.started_at >= {d.param} AND r.trigger_type <> {COMPARES} "
+        f"ORDER BY r.duration_ms DESC LIMIT 1 OFFSET {offset})"
+    )
+
+
+def p95_sql(d: Dialect, pipelines: int = 1) -> str:
+    """The nearest-rank 95th percentile duration of each pipeline's successful runs that
+    started since the window's start (loads: a reconcile's duration is another job's),
+    given how many there are (:func:`timed_successes_sql`): the one at offset ``n -
+    rank`` from the longest, read from the end of the (pipeline, status, duration) index,
+    about 5% of a pipeline's successes, never its every run.
+
+    Parameters: where a correlated subquery's OFFSET may name the outer query (and arrays
+    bind), the start, then the pipelines and their offsets as two arrays (one statement
+    for every pipeline; ``pipelines`` is ignored). Elsewhere one probe per pipeline in a
+    UNION ALL of ``pipelines``: its name twice, the start, its offset."""
+    p = d.param
+    if d.correlated_limit and d.array_params:
+        return (
+            f"SELECT c.pipeline, {_percentile(d, 'c.pipeline', 'c.skip')} "
+            f"FROM unnest(CAST({p} AS text[]), CAST({p} AS bigint[])) AS c(pipeline, skip)"
+        )
+    probe = f"SELECT CAST({p} AS text) AS pipeline, {_percentile(d, p, p)} AS duration_ms"
+    return " UNION ALL ".join([probe] * pipelines)
+
+
+def nearest_rank_offset(n: int) -> int:
+    """The offset from the longest of ``n`` durations of their nearest-rank 95th
+    percentile (rank ``ceil(0.95 n)`` from the shortest)."""
+    return n - (95 * n + 99) // 100
+
+
+def _p95_statements(
+    d: Dialect, since: datetime, asked: Sequence[tuple[str, int]]
+) -> list[tuple[str, list[Any]]]:
+    if d.correlated_limit and d.array_params:
+        names, skips = [p for p, _ in asked], [nearest_rank_offset(n) for _, n in asked]
+        return [(p95_sql(d), [since, names, skips])]
+    chunks = [asked[i : i + P95_CHUNK] for i in range(0, len(asked), P95_CHUNK)]
+    return [
+        (p95_sql(d, len(c)), [v for p, n in c for v in (p, p, since, nearest_rank_offset(n))])
+        for c in chunks
+    ]
+
+
+def _p95(session: Session, since: datetime, timed: dict[str, int]) -> dict[str, int]:
+    asked = [(pipeline, n) for pipeline, n in timed.items() if n > 0]
+    found: dict[str, int] = {}
+    for sql, params in _p95_statements(session.dialect, since, asked) if asked else []:
+        rows = session.query(sql, params)
+        found.update({str(p): int(ms) for p, ms in rows if ms is not None})
+    return found
+
+
+def transitions_sql(d: Dialect) -> str:
+    """Runs that started since the first parameter (successes and failures, no backfills
+    or replays), in start order, where a pipeline went from succeeding to failing or back
+    (``turn``), and the first of those that started since the second parameter (a shorter
+    window: ``opens``; ``short``: started in it). One read of the long window answers
+    both: the short window's runs are the end of the long one's, in the same order."""
+    p = d.param
+    failing = "CASE WHEN r.status = 'success' THEN 0 ELSE 1 END"
+    short = f"CASE WHEN r.started_at >= {p} THEN 1 ELSE 0 END"
+    order = "OVER (PARTITION BY r.pipeline ORDER BY r.started_at, r.run_id)"
+    kinds = ", ".join(f"'{s}'" for s in ("success", *FAILURES))
+    turn = "x.before IS NULL OR x.before <> x.failing"
+    opens = "x.short = 1 AND (x.before_short IS NULL OR x.before_short = 0)"
+    return (
+        f"SELECT x.pipeline, x.failing, x.ended_at, CASE WHEN {turn} THEN 1 ELSE 0 END, "
+        f"x.short, CASE WHEN {opens} THEN 1 ELSE 0 END FROM (SELECT r.pipeline, "
+        f"r.started_at, r.run_id, r.ended_at, {failing} AS failing, "
+        f"lag({failing}) {order} AS before, {short} AS short, "
+        f"lag({short}) {order} AS before_short "
+        f"FROM {d.table(RUNS)} r WHERE r.started_at >= {p} AND r.status IN ({kinds}) "
         f"AND r.trigger_type NOT IN {NOT_FRONTIER}) x "
-        "WHERE x.before IS NULL OR x.before <> x.failing "
-        "ORDER BY x.pipeline, x.started_at, x.run_id"
+        f"WHERE {turn} OR ({opens}) ORDER BY x.pipeline, x.started_at, x.run_id"
     )
 
 
@@ -228,7 +301,8 @@ class _Recovery:
 
 def _recoveries(rows: Sequence[Sequence[Any]]) -> dict[str, _Recovery]:
     """Per pipeline, how long each failure episode took to recover, and whether one is
-    still open (the module docstring's mean time to recovery)."""
+    still open (the module docstring's mean time to recovery), from the runs where it
+    went from succeeding to failing or back (pipeline, failing, ended_at), in order."""
     found: dict[str, _Recovery] = defaultdict(lambda: _Recovery([]))
     for pipeline, failing, ended in rows:
         state, at = found[pipeline], stored_datetime(ended)
@@ -240,17 +314,40 @@ def _recoveries(rows: Sequence[Sequence[Any]]) -> dict[str, _Recovery]:
     return found
 
 
+def _both_recoveries(
+    session: Session, since: datetime, short_since: datetime
+) -> tuple[dict[str, _Recovery], dict[str, _Recovery]]:
+    """The recoveries of the long window and of the short one, from one read."""
+    rows = session.query(transitions_sql(session.dialect), [short_since, short_since, since])
+    long = [(p, failing, ended) for p, failing, ended, turn, _, _ in rows if int(turn)]
+    short = [
+        (p, failing, ended)
+        for p, failing, ended, turn, inside, opens in rows
+        if int(inside) and (int(turn) or int(opens))
+    ]
+    return _recoveries(long), _recoveries(short)
+
+
 def _time_late(found: Sequence[Breach], since: datetime, now: datetime) -> float:
     """Seconds of freshness breach inside ``[since, now]``."""
     spans = [(max(b.due_at, since), b.ended_at or now) for b in found if b.kind == "freshness"]
     return sum(max((end - start).total_seconds(), 0.0) for start, end in spans)
 
 
-def _window(session: Session, now: datetime, days: int, found: Sequence[Breach]) -> list[Any]:
+def _window(
+    session: Session,
+    now: datetime,
+    days: int,
+    found: Sequence[Breach],
+    recovered: dict[str, _Recovery],
+) -> list[Any]:
     d, since = session.dialect, now - timedelta(days=days)
-    counts = recent_counts(session, now, timedelta(days=days))
-    p95 = {p: int(ms) for p, ms in session.query(p95_sql(d), [since])}
-    recovered = _recoveries(session.query(transitions_sql(d), [since]))
+    params = [*status_window(now, timedelta(days=days)), since]
+    counts, timed = {}, {}
+    for pipeline, finished, succeeded, n in session.query(timed_successes_sql(d), params):
+        counts[pipeline] = (int(finished), int(succeeded))
+        timed[pipeline] = int(n)
+    p95 = _p95(session, since, timed)
     mine: dict[str, list[Breach]] = defaultdict(list)
     for b in found:
         if b.open or b.due_at >= since:
@@ -280,8 +377,11 @@ def _window(session: Session, now: datetime, days: int, found: Sequence[Breach])
 def reliability(session: Session, now: datetime) -> list[Reliability]:
     """Per pipeline, over its last 7 and 30 days: runs, success rate, mean time to
     recovery, p95 duration of successes, breaches and time spent late."""
-    found = breaches(session, now, max(WINDOWS))
-    rows = [row for days in WINDOWS for row in _window(session, now, days, found)]
+    short, long = WINDOWS
+    found = breaches(session, now, long)
+    recovered = _both_recoveries(session, now - timedelta(days=long), now - timedelta(days=short))
+    by_days = {long: recovered[0], short: recovered[1]}
+    rows = [row for days in WINDOWS for row in _window(session, now, days, found, by_days[days])]
     return sorted(rows, key=lambda r: (r.pipeline, r.days))
 
 

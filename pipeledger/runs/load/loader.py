@@ -25,7 +25,7 @@ import itertools
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
@@ -58,8 +58,9 @@ from pipeledger.publish.merge import first_load, merge_staged, pipeline_shape, p
 from pipeledger.quality.gate import GateSpec, recheck_keys, run_gate
 from pipeledger.quality.report import GateReport
 from pipeledger.runs.load.files import FilesPlan
-from pipeledger.runs.load.known import KnownRows
+from pipeledger.runs.load.known import KnownRows, reread_batches
 from pipeledger.runs.load.late import LateWatch
+from pipeledger.runs.load.limits import RunLimits, check_limits
 from pipeledger.runs.load.request import (
     LoadRequest,
     ProgressCallback,
@@ -90,9 +91,9 @@ from pipeledger.warehouse.dialect import quote
 from pipeledger.warehouse.session import Session, Warehouse
 from pipeledger.warehouse.stage import (
     add_column,
-    create_schema,
     create_stage,
     drop_stage,
+    ensure_schema,
     handed_on,
 )
 
@@ -113,6 +114,7 @@ class Load:
     began: float = field(default_factory=time.monotonic)
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     bytes_read: int = 0
+    bytes_staged: int = 0  # of the Arrow batches read into the window (max_bytes)
     before: dict[str, CursorValue] | None = None  # None: not read yet
     after: dict[str, CursorValue] = field(default_factory=dict)
     window: Window | None = None
@@ -136,9 +138,11 @@ class Load:
     fingerprints: int = 0  # sync = "full": the sum of the rows' fingerprints read
     snapshot: SnapshotState | None = None  # sync = "full": as this run leaves it
     target: TableName = field(init=False)
+    limits: RunLimits = field(init=False)
 
     def __post_init__(self) -> None:
         self.target = self.pipeline.target_name
+        self.limits = RunLimits.of(self.config, self.name)
         self.window = self.request.window
 
     @property
@@ -282,12 +286,48 @@ class Load:
         if not head and self._snapshot and self.shape is not None:
             with self.clock.measure("load"):  # an empty snapshot: every key is lacking
                 self._start_stage(session, self.shape)
-        if not head or self.shape is None:
+        if head and self.shape is not None:
+            with self.clock.measure("load"):
+                self.promotable = self.new_target and session.dialect.promotes_stage and self._plain
+                self._start_stage(session, self.shape)
+                session.stage(itertools.chain(handed_on(head), batches))
+        if self.known is not None:
+            self._read_again(session, window, only)
+
+    def _read_again(self, session: Session, window: Window, only: Collection[str] | None) -> None:
+        """The backfill shortcut's second read (``load.known``): only when the first found
+        buckets of rows that differ from the target's, and then only their rows staged."""
+        known, shape = self.known, self.shape
+        assert known is not None and shape is not None, "a backfill of an existing target"
+        known.finish()
+        if not known.rereads:
             return
-        with self.clock.measure("load"):
-            self.promotable = self.new_target and session.dialect.promotes_stage and self._plain
-            self._start_stage(session, self.shape)
-            session.stage(itertools.chain(handed_on(head), batches))
+        known.hold_pending(session, self.target)
+        source = open_source(self.pipeline, self.config, only)
+        rows = reread_batches(known, self._reconformed(session, source, window))
+        head = list(itertools.islice(rows, 1))
+        if head:
+            with self.clock.measure("load"):
+                if not self.stage_started:
+                    self._start_stage(session, shape)
+                session.stage(itertools.chain(handed_on(head), rows))
+        known.check_reread(self.name, self.consequence)
+
+    def _reconformed(
+        self, session: Session, source: Source, window: Window
+    ) -> Iterator[pa.RecordBatch]:
+        """The source's batches in the window read again, conformed as the first read
+        conformed them (counted, observed and watched by that read already)."""
+        items = iter(source.batches(self._read_spec(window)))
+        while True:
+            with self.clock.measure("extract"):
+                item = next(items, None)
+            if item is None:
+                return
+            if item.batch.num_rows == 0 or item.outside:
+                continue
+            with self.clock.measure("transform"):
+                yield self._transform(session, item)
 
     @property
     def _plain(self) -> bool:
@@ -328,6 +368,8 @@ class Load:
                 self.late.observe(batch)
             self._count(item.origin, batch)
             self.rows_read += batch.num_rows
+            self.bytes_staged += batch.nbytes
+            check_limits(self.limits, self.name, self.run_id, self.rows_read, self.bytes_staged)
             if self.on_progress:
                 self.on_progress(self.name, self.rows_read)
             if self.known is not None:
@@ -569,8 +611,10 @@ class Load:
         self.target = _qualified(session, self.target)
         ensure_schema(self.warehouse, self.target)
         updates = self._merge_spec(shape).updates
-        cursor = shape.cursor or ""
-        for statement in sql.create_promotable_stage(self.run_id, columns, cursor, updates):
+        promotable = sql.create_promotable_stage(
+            d, self.run_id, columns, shape.cursor or "", loaded_at=self.started_at, updates=updates
+        )
+        for statement in promotable:
             session.execute(statement)
 
     def steps(self, failed: bool = False) -> list[StepResult]:
@@ -692,32 +736,10 @@ def _instant(value: date) -> datetime:
 
 def _qualified(session: Session, target: TableName) -> TableName:
     """``target`` with the schema an unqualified CREATE TABLE would put it in."""
-    if target.schema is not None:
+    if target.schema is not None or not session.dialect.has_schemas:
         return target
     rows = session.query("SELECT current_schema()")
     return TableName(str(rows[0][0] or "public"), target.table)
-
-
-_SCHEMA_RACE = (WarehouseError.UNIQUE_VIOLATION, WarehouseError.DUPLICATE_SCHEMA)
-
-
-def ensure_schema(warehouse: Warehouse, target: TableName) -> None:
-    """Create the target's schema in a short transaction of its own, before the load
-    stages: inside the long load transaction, two first loads into one new schema would
-    race, and one would fail on the catalog's unique index. Every table a load makes
-    there (the target, an SCD2 target, its quarantine table) then finds it; pipeledger's
-    own tables (before-images, SCD2 repeats) live in its schema, made by the migrations."""
-    statement = create_schema(warehouse.dialect, target)
-    if statement is None:
-        return
-    for _ in range(2):  # a concurrent creator may win the race once; then it exists
-        try:
-            with warehouse.session() as session:
-                session.execute(statement)
-            return
-        except WarehouseError as exc:
-            if exc.sqlstate not in _SCHEMA_RACE:
-                raise
 
 
 def _window_texts(window: Window | None) -> tuple[str | None, str | None]:

@@ -67,6 +67,11 @@ class LoadResult:
     ledger_error: str | None = None  # committed, but the ledger could not record it
 
     @property
+    def changed_target(self) -> bool:
+        """Whether the run left anything in its target for the models reading it."""
+        return self.target_created or self.counts.wrote
+
+    @property
     def late_rows_dropped(self) -> int:
         """Rows later than the lateness buffer that this run found (an incremental run: in
         files new to it, which it therefore did not load; a backfill: that it loads)."""

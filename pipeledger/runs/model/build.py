@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pipeledger.common.columns import (
     DELETED_AT_COLUMN,
@@ -71,17 +71,19 @@ from pipeledger.publish.before import before_table, ensure_before_table, keep_be
 from pipeledger.publish.counts import MergeCounts
 from pipeledger.publish.deletes import Vanished, find_vanished
 from pipeledger.publish.merge import first_load, merge_staged
-from pipeledger.quality.gate import GateSpec, run_gate
 from pipeledger.quality.report import GateReport
 from pipeledger.runs.model import sql
 from pipeledger.runs.model.columns import output_columns
 from pipeledger.runs.steps import StepClock, StepResult
 from pipeledger.state.tables import pending_runs, record_input
 from pipeledger.state.watermark import Window
-from pipeledger.transform.conform import Shape
+from pipeledger.transform.shape import Shape
 from pipeledger.warehouse.dialect import Dialect, quote
 from pipeledger.warehouse.session import Session
 from pipeledger.warehouse.stage import create_schema, create_stage, drop_stage
+
+if TYPE_CHECKING:  # the gate is Arrow's: imported only by models with checks
+    from pipeledger.quality.gate import GateSpec
 
 log = logging.getLogger("pipeledger.model")
 ModelMode = Literal["incremental", "full_refresh", "backfill"]
@@ -121,6 +123,12 @@ class ModelResult:
     def exit_code(self) -> int:
         """0, or 5 when the rows committed but the ledger could not record the run."""
         return 5 if self.ledger_error else 0
+
+    @property
+    def changed_target(self) -> bool:
+        """Whether the run left anything in its target for the models reading it (a view's
+        readers read its SQL in its place, but its run counts as a change, to be safe)."""
+        return self.target_created or self.materialized == "view" or self.counts.wrote
 
     def with_ledger_error(self, message: str) -> ModelResult:
         return replace(self, ledger_error=message)
@@ -257,6 +265,8 @@ class Model:
             self._find_vanished(session, existing)
         self.clock.finish("extract", "transform")
         if self.model.checks is not None:
+            from pipeledger.quality.gate import run_gate  # Arrow's: only with checks
+
             with self.clock.measure("quality"):
                 self.report = run_gate(session, self._gate_spec())
         with self.clock.measure("load"):
@@ -356,14 +366,14 @@ class Model:
             for u in self._changed
             for part in self._touched_by(session, u, coverage)
         )
-        if len(group) == 1:
-            values = [row[0] for row in session.query(sql.touched(group, changed))]
-            self.touched = len(values)
-            if len(values) <= _BIND_LIMIT:
-                return Scope(group, values=values)
+        # the touched values are computed once, into a temporary table (reading them into
+        # Python first and, when there are many, computing them again cost a whole pass)
         keyed = [c for c in self.columns if c.name in group]
         session.execute(sql.create_touched(d, keyed, changed))
         self.touched = int(session.query(f"SELECT count(*) FROM {d.temp(sql.TOUCHED)}")[0][0])
+        if len(group) == 1 and self.touched <= _BIND_LIMIT:  # bound: the planner prunes
+            values = session.query(sql.touched(group, f"SELECT * FROM {d.temp(sql.TOUCHED)}"))
+            return Scope(group, values=[row[0] for row in values])
         return Scope(group)
 
     @property
@@ -381,7 +391,6 @@ class Model:
         """Queries (the warehouse's SQL) yielding the scope values ``upstream``'s changed
         rows touch: its traced columns, or the model's query over those rows, one read of
         the upstream at a time, every other changed upstream with its old versions too."""
-        flat = not session.dialect.has_schemas
         name = str(upstream.name)
         if name in coverage.traced:
             columns = coverage.traced[name]
@@ -389,11 +398,7 @@ class Model:
                 f"{quote(c)} AS {quote(s)}" for c, s in zip(columns, coverage.scope, strict=True)
             )
             rows = self._delta(session, upstream)
-            return [
-                ModelSql(f"SELECT {selected} FROM ({rows}) AS d", "").render(
-                    flat, session.table_columns
-                )
-            ]
+            return [_render(session, ModelSql(f"SELECT {selected} FROM ({rows}) AS d", ""))]
         tree = inline_ctes(self.query.tree)
         others = {str(u.name): self._with_old(session, u) for u in self._changed}
         reads = sum(1 for t in upstream_reads(tree) if table_name(t) == name)
@@ -407,11 +412,7 @@ class Model:
 
             group = ", ".join(f"q.{quote(c)}" for c in coverage.scope)
             text = substitute(tree, choose, READ)
-            queries.append(
-                ModelSql(f"SELECT {group} FROM ({text}) AS q", "").render(
-                    flat, session.table_columns
-                )
-            )
+            queries.append(_render(session, ModelSql(f"SELECT {group} FROM ({text}) AS q", "")))
         return queries
 
     def _new_rows(self, upstream: Upstream) -> str:
@@ -734,6 +735,8 @@ class Model:
 
     # -- result -----------------------------------------------------------------------
     def _gate_spec(self) -> GateSpec:
+        from pipeledger.quality.gate import GateSpec
+
         m = self.model
         key = tuple(m.key) or (self.columns[0].name,)
         cursor = m.cursor or m.partition_by or self.columns[0].name
@@ -779,4 +782,5 @@ class Model:
 
 def _render(session: Session, query: ModelSql) -> str:
     """The query in the warehouse's SQL, translated with the upstreams' column types."""
-    return query.render(session.dialect.translates_models, session.table_columns)
+    d = session.dialect
+    return query.render(not d.has_schemas, session.table_columns, translate=d.translates_models)

@@ -87,7 +87,9 @@ def check_model(config: Config, session: Session, name: str) -> ModelCheck:
         )
 
     try:
-        rendered = query.render(d.translates_models, session.table_columns)
+        rendered = query.render(
+            not d.has_schemas, session.table_columns, translate=d.translates_models
+        )
     except UntranslatableSql as exc:
         return found("refused", str(exc), construct=exc.construct, line=exc.line)
     missing = tuple(str(t) for t in query.tables if session.table_columns(t) is None)

@@ -4,12 +4,12 @@ keeps of it: counts, tasks, the upstream runs it consumed, audit events and a sn
 from __future__ import annotations
 
 from pipeledger.ledger.run import Run
-from pipeledger.runs.load.loader import ensure_schema
 from pipeledger.runs.model.build import Model, ModelRequest, ModelResult
 from pipeledger.runs.record import Written, record_events, record_quality, take_snapshot, task_from
 from pipeledger.runs.site import Site
-from pipeledger.transform.conform import Shape
+from pipeledger.transform.shape import Shape
 from pipeledger.warehouse.session import Session
+from pipeledger.warehouse.stage import ensure_schema
 
 
 class ModelJob:

@@ -184,13 +184,14 @@ class Reconcile:
         staged once (the usual case), the staged rows themselves, and ``label`` is returned
         (what labels them with their windows); else the ranked rows, kept as a table."""
         d = session.dialect
-        try:
-            with session.savepoint():
-                session.execute(rsql.unique_source_keys(d, shape.key))
-            return label
-        except WarehouseError as exc:
-            if exc.sqlstate != WarehouseError.UNIQUE_VIOLATION:
-                raise
+        if d.partial_rollback:  # else a failed index would lose the transaction: rank at once
+            try:
+                with session.savepoint():
+                    session.execute(rsql.unique_source_keys(d, shape.key))
+                return label
+            except WarehouseError as exc:
+                if exc.sqlstate != WarehouseError.UNIQUE_VIOLATION:
+                    raise
         ids = [c.name for c in shape.identity]
         for statement in rsql.current_source(d, ids, shape.key, shape.cursor, label):
             session.execute(statement)

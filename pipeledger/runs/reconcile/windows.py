@@ -66,7 +66,8 @@ class Grain:
         if self.unit is not None:
             return d.time_label(column, self.unit)
         n = int(self.width or 1)  # a validated integer, inlined
-        floor = f"(CASE WHEN {column} >= 0 THEN {column} / {n} ELSE ({column} + 1) / {n} - 1 END)"
+        up, down = d.quotient(column, str(n)), d.quotient(f"({column} + 1)", str(n))
+        floor = f"(CASE WHEN {column} >= 0 THEN {up} ELSE {down} - 1 END)"
         return f"CAST({floor} * {n} AS TEXT)"
 
     def bounds(self, label: str) -> tuple[CursorValue, CursorValue] | None:

@@ -16,7 +16,8 @@ def _scheme(url: str) -> str:
 
 
 def open_warehouse(url: str, client: str | None = None, wait: timedelta | None = None) -> Warehouse:
-    """A warehouse for ``postgresql://...`` or ``sqlite:///path`` (the embedded default).
+    """A warehouse for ``postgresql://...``, ``sqlite:///path`` (the embedded default) or
+    ``duckdb:///path`` (embedded, one process at a time).
     ``client``: the name its sessions carry where the database shows it (a run's, from
     :func:`pipeledger.warehouse.clients.client_name`). ``wait``: the longest any one statement may
     take, lock waits included, before it fails as transient (PostgreSQL; SQLite's wait for
@@ -30,7 +31,18 @@ def open_warehouse(url: str, client: str | None = None, wait: timedelta | None =
         from pipeledger.warehouse.adapters.sqlite import SqliteWarehouse
 
         return SqliteWarehouse(url)
-    raise ConfigError(f"warehouse url {redact(url)!r}: use postgresql://... or sqlite:///path")
+    if scheme == "duckdb":
+        try:
+            from pipeledger.warehouse.adapters.duckdb import DuckdbWarehouse
+        except ModuleNotFoundError as exc:
+            raise ConfigError(
+                f"warehouse url {redact(url)!r}: a DuckDB warehouse needs the duckdb package "
+                "(pip install 'pipeledger[duckdb]'); nothing was read or written"
+            ) from exc
+        return DuckdbWarehouse(url)
+    raise ConfigError(
+        f"warehouse url {redact(url)!r}: use postgresql://..., sqlite:///path or duckdb:///path"
+    )
 
 
 def open_reader(url: str) -> SourceReader:

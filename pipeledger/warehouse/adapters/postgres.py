@@ -6,7 +6,9 @@ import contextlib
 import io
 import itertools
 import logging
+import threading
 import time
+import weakref
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -17,6 +19,7 @@ import psycopg
 from psycopg import errors as pgerrors
 from psycopg.abc import Buffer
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.pq import TransactionStatus
 from psycopg.types.datetime import IntervalLoader
 from psycopg.types.string import TextLoader
 
@@ -63,6 +66,7 @@ DEAD_HOLDER_WAIT_S = 30.0
 # server that accepts and never answers fails like one that is down
 CONNECT_TIMEOUT_S = 10
 _POLL_S = 0.1
+_IDLE_MAX = 4  # idle connections kept per warehouse: one per DAG thread (default 4)
 
 # psycopg logs a warning when it abandons a COPY on a lost connection; the error raised
 # next says the same, so the warning shows only where logging is configured (--verbose)
@@ -107,16 +111,45 @@ def _connect(url: str, settings: dict[str, str]) -> psycopg.Connection[Any]:
         conn = psycopg.connect(url, autocommit=False, connect_timeout=timeout)
     except psycopg.Error as exc:
         raise _translate(exc, f"connect to {redact(url)}") from exc
-    version = conn.info.server_version
-    known = {k: v for k, v in settings.items() if version >= _SINCE.get(k, 0)}
-    calls = ", ".join("set_config(%s, %s, false)" for _ in known)
+    # a connection serves many sessions (PostgresWarehouse keeps it), each ended by DISCARD
+    # ALL, which drops server-side prepared statements under psycopg's cache of them: no
+    # automatic prepares (a session's statements rarely repeat 5 times, the threshold)
+    conn.prepare_threshold = None
     try:
-        conn.execute(f"SELECT {calls}", [v for pair in known.items() for v in pair])
-        conn.commit()  # the settings last the session; the run's transaction starts afresh
+        _apply(conn, settings)
     except psycopg.Error as exc:
         conn.close()
         raise _translate(exc, f"connect to {redact(url)}") from exc
     return conn
+
+
+def _apply(conn: psycopg.Connection[Any], settings: dict[str, str]) -> None:
+    """The session's ``settings``, in one round trip."""
+    version = conn.info.server_version
+    known = {k: v for k, v in settings.items() if version >= _SINCE.get(k, 0)}
+    calls = ", ".join("set_config(%s, %s, false)" for _ in known)
+    conn.execute(f"SELECT {calls}", [v for pair in known.items() for v in pair])
+    conn.commit()  # the settings last the session; the run's transaction starts afresh
+
+
+def _discard(conn: psycopg.Connection[Any]) -> bool:
+    """Make an ended session's connection as a new one is (``DISCARD ALL``: no temporary
+    table, setting, prepared statement or session lock survives); False if it cannot be."""
+    if conn.closed or conn.broken or conn.info.transaction_status != TransactionStatus.IDLE:
+        return False
+    try:
+        conn.autocommit = True
+        conn.execute("DISCARD ALL")
+        conn.autocommit = False
+    except psycopg.Error:
+        return False
+    return True
+
+
+def _close_all(idle: list[psycopg.Connection[Any]]) -> None:
+    while idle:
+        with contextlib.suppress(psycopg.Error):
+            idle.pop().close()
 
 
 def _commit(conn: psycopg.Connection[Any]) -> None:
@@ -344,13 +377,20 @@ class PostgresWarehouse:
         self.url = url
         self.client = client
         self.wait = wait
+        # connections of sessions that ended cleanly, reset (``_discard``) for the next:
+        # a node of a DAG run opens 3-4 sessions, and a new connection costs the server a
+        # process and the client 5-20 ms (more on a busy machine); closed at collection/exit
+        self._idle: list[psycopg.Connection[Any]] = []
+        self._idle_lock = threading.Lock()
+        weakref.finalize(self, _close_all, self._idle)
 
     @contextmanager
     def session(
         self, write: bool = True, *, wait: timedelta | None = None
     ) -> Iterator[PostgresSession]:
         name = self.client or current_client()
-        conn = _connect(self.url, _warehouse_settings(name, wait or self.wait))
+        conn = self._checkout(_warehouse_settings(name, wait or self.wait))
+        clean = False
         try:
             session = PostgresSession(conn)
             yield session
@@ -359,6 +399,7 @@ class PostgresWarehouse:
                 _rollback(conn)
             else:
                 _commit(conn)
+            clean = not session.interrupted
         except BaseException:
             # an interrupt can land mid-COPY, when the connection cannot take a ROLLBACK;
             # closing it makes the server roll back, and the first error is the one to keep
@@ -366,6 +407,34 @@ class PostgresWarehouse:
                 conn.rollback()
             raise
         finally:
+            self._checkin(conn, clean)
+
+    def close(self) -> None:
+        with self._idle_lock:
+            _close_all(self._idle)
+
+    def _checkout(self, settings: dict[str, str]) -> psycopg.Connection[Any]:
+        """An idle connection with ``settings`` applied, else a new one."""
+        while True:
+            with self._idle_lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                return _connect(self.url, settings)
+            try:
+                _apply(conn, settings)
+                return conn
+            except psycopg.Error:  # gone meanwhile (a restart, a terminated backend)
+                with contextlib.suppress(psycopg.Error):
+                    conn.close()
+
+    def _checkin(self, conn: psycopg.Connection[Any], clean: bool) -> None:
+        """Keep the connection of a session that ended cleanly (reset), else close it."""
+        if clean and _discard(conn):
+            with self._idle_lock:
+                if len(self._idle) < _IDLE_MAX:
+                    self._idle.append(conn)
+                    return
+        with contextlib.suppress(psycopg.Error):
             conn.close()
 
 

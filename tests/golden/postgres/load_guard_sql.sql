@@ -1,4 +1,4 @@
--- Golden SQL of pipeledger.load.guard_sql on PostgreSQL, for the inputs in
+-- Golden SQL of pipeledger.state.guard_sql on PostgreSQL, for the inputs in
 -- tests/golden/cases.py. Not edited by hand: after changing a builder, run
 -- `.venv/bin/python -m pytest tests/golden --update-golden` and review the diff.
 

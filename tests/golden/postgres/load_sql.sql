@@ -67,14 +67,11 @@ DROP TABLE "_pipeledger_6f1c7f0e3c554b7e9a55"."_pipeledger_stage";
 DROP SCHEMA "_pipeledger_6f1c7f0e3c554b7e9a55";
 SET LOCAL search_path TO DEFAULT;
 
--- case: stored_hashes of a backfill window
-SELECT "_pipeledger_row_hash" FROM "analytics"."orders" WHERE "updated_at" >= %s AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= %s LIMIT %s;
+-- case: table_extent of a target
+SELECT 0, pg_relation_size(%s::regclass) / current_setting('block_size')::int, (current_setting('block_size')::int - 24) / 28;
 
--- case: stored_hashes of a slice of a backfill window
-SELECT "_pipeledger_row_hash" FROM "analytics"."orders" WHERE "updated_at" >= %s AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= %s AND "_pipeledger_row_hash" < %s LIMIT %s;
-
--- case: count_stored of a backfill window
-SELECT count(*) FROM (SELECT 1 FROM "analytics"."orders" WHERE "updated_at" >= %s AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= %s LIMIT %s) AS counted;
+-- case: stored_hashes_within a range of the target's storage
+SELECT "_pipeledger_row_hash" FROM "analytics"."orders" WHERE "updated_at" >= %s AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= %s AND ctid >= ('(' || %s::text || ',0)')::tid AND ctid < ('(' || %s::text || ',0)')::tid;
 
 -- case: staged_key_hashes
 SELECT t."_pipeledger_row_hash" FROM (SELECT * FROM "analytics"."orders" WHERE "updated_at" >= %s AND "_pipeledger_row_hash" IS NOT NULL AND "_pipeledger_loaded_at" >= %s) AS t JOIN "_pipeledger_stage" AS s ON t."order_id" = s."order_id";

@@ -1,4 +1,4 @@
--- Golden SQL of pipeledger.load.history_sql on SQLite, for the inputs in
+-- Golden SQL of pipeledger.publish.scd2_sql on SQLite, for the inputs in
 -- tests/golden/cases.py. Not edited by hand: after changing a builder, run
 -- `.venv/bin/python -m pytest tests/golden --update-golden` and review the diff.
 
@@ -24,10 +24,10 @@ INSERT INTO temp."_pipeledger_items" ("order_id", "updated_at", "_pipeledger_tom
 INSERT INTO temp."_pipeledger_items" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_tombstone", "_pipeledger_origin") SELECT r."order_id", t."region", t."amount", t."status", r."updated_at", r."_pipeledger_tombstone", 0 FROM "pipeledger.repeats__analytics__orders" AS r JOIN temp."_pipeledger_affected" AS a ON a."order_id" = r."order_id" AND r."updated_at" >= a."_pipeledger_since" LEFT JOIN "analytics.orders" AS t ON r."_pipeledger_tombstone" = 0 AND t."order_id" = r."order_id" AND t."valid_from" <= r."updated_at" AND (t."valid_to" IS NULL OR r."updated_at" < t."valid_to");
 
 -- case: staged_items of a delete marker pipeline
-INSERT INTO temp."_pipeledger_items" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_tombstone", "_pipeledger_origin") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", s."_pipeledger_row_hash", CASE WHEN s."_pipeledger_deleted" THEN 1 ELSE 0 END, 1 FROM temp."_pipeledger_stage" AS s WHERE s."_pipeledger_deleted" OR NOT EXISTS (SELECT 1 FROM "analytics.orders" AS t WHERE t."order_id" = s."order_id" AND t."valid_from" = s."updated_at" AND t."is_current" AND NOT ((t."region", t."amount", t."status", t."updated_at") IS NOT (s."region", s."amount", s."status", s."updated_at")));
+INSERT INTO temp."_pipeledger_items" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_tombstone", "_pipeledger_origin") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", s."_pipeledger_row_hash", CASE WHEN s."_pipeledger_deleted" THEN 1 ELSE 0 END, 1 FROM "_pipeledger_stage" AS s WHERE s."_pipeledger_deleted" OR NOT EXISTS (SELECT 1 FROM "analytics.orders" AS t WHERE t."order_id" = s."order_id" AND t."valid_from" = s."updated_at" AND t."is_current" AND NOT ((t."region", t."amount", t."status", t."updated_at") IS NOT (s."region", s."amount", s."status", s."updated_at")));
 
 -- case: staged_items without markers
-INSERT INTO temp."_pipeledger_items" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_tombstone", "_pipeledger_origin") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", s."_pipeledger_row_hash", 0, 1 FROM temp."_pipeledger_stage" AS s WHERE NOT EXISTS (SELECT 1 FROM "analytics.orders" AS t WHERE t."order_id" = s."order_id" AND t."valid_from" = s."updated_at" AND t."is_current" AND NOT ((t."region", t."amount", t."status", t."updated_at") IS NOT (s."region", s."amount", s."status", s."updated_at")));
+INSERT INTO temp."_pipeledger_items" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash", "_pipeledger_tombstone", "_pipeledger_origin") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", s."_pipeledger_row_hash", 0, 1 FROM "_pipeledger_stage" AS s WHERE NOT EXISTS (SELECT 1 FROM "analytics.orders" AS t WHERE t."order_id" = s."order_id" AND t."valid_from" = s."updated_at" AND t."is_current" AND NOT ((t."region", t."amount", t."status", t."updated_at") IS NOT (s."region", s."amount", s."status", s."updated_at")));
 
 -- case: snapshot_deletions
 INSERT INTO temp."_pipeledger_items" ("order_id", "updated_at", "_pipeledger_tombstone", "_pipeledger_origin") SELECT v."order_id", ?, 1, 2 FROM temp."_pipeledger_vanished" AS v;

@@ -1,9 +1,9 @@
--- Golden SQL of pipeledger.load.replay (quarantine replay) on SQLite, for the inputs in
+-- Golden SQL of pipeledger.runs.replay (quarantine replay) on SQLite, for the inputs in
 -- tests/golden/cases.py. Not edited by hand: after changing a builder, run
 -- `.venv/bin/python -m pytest tests/golden --update-golden` and review the diff.
 
 -- case: failing_ids
-SELECT s."_pipeledger_quarantine_id" FROM temp."_pipeledger_stage" AS s WHERE s."status" NOT IN (?, ?);
+SELECT s."_pipeledger_quarantine_id" FROM "_pipeledger_stage" AS s WHERE s."status" NOT IN (?, ?);
 -- params: ['completed', 'shipped']
 
 -- case: keep_entries of two entries

@@ -3,11 +3,11 @@
 -- `.venv/bin/python -m pytest tests/golden --update-golden` and review the diff.
 
 -- case: current_source by day
-CREATE TEMP TABLE "_pipeledger_reconcile_source" AS SELECT v."order_id", v."updated_at", v."region", v."_pipeledger_row_hash", substr(v."updated_at", 1, 10) AS "_pipeledger_window", CASE WHEN v.n = 1 THEN 1 ELSE 0 END AS "_pipeledger_pick" FROM (SELECT "order_id", "updated_at", "region", "_pipeledger_row_hash", rank() OVER (PARTITION BY "order_id" ORDER BY "updated_at" DESC) AS r, row_number() OVER (PARTITION BY "order_id" ORDER BY "updated_at" DESC, "_pipeledger_row_hash" DESC) AS n FROM temp."_pipeledger_stage" WHERE "_pipeledger_side" = 's') AS v WHERE v.r = 1;
+CREATE TEMP TABLE "_pipeledger_reconcile_source" AS SELECT v."order_id", v."updated_at", v."region", v."_pipeledger_row_hash", substr(v."updated_at", 1, 10) AS "_pipeledger_window", CASE WHEN v.n = 1 THEN 1 ELSE 0 END AS "_pipeledger_pick" FROM (SELECT "order_id", "updated_at", "region", "_pipeledger_row_hash", rank() OVER (PARTITION BY "order_id" ORDER BY "updated_at" DESC) AS r, row_number() OVER (PARTITION BY "order_id" ORDER BY "updated_at" DESC, "_pipeledger_row_hash" DESC) AS n FROM "_pipeledger_stage" WHERE "_pipeledger_side" = 's') AS v WHERE v.r = 1;
 CREATE INDEX temp."_pipeledger_reconcile_source_key" ON "_pipeledger_reconcile_source" ("order_id");
 
 -- case: current_source of a whole snapshot (no cursor)
-CREATE TEMP TABLE "_pipeledger_reconcile_source" AS SELECT v."order_id", v."_pipeledger_row_hash", CAST('all' AS TEXT) AS "_pipeledger_window", CASE WHEN v.n = 1 THEN 1 ELSE 0 END AS "_pipeledger_pick" FROM (SELECT "order_id", "_pipeledger_row_hash", rank() OVER (PARTITION BY "order_id") AS r, row_number() OVER (PARTITION BY "order_id" ORDER BY "_pipeledger_row_hash" DESC) AS n FROM temp."_pipeledger_stage" WHERE "_pipeledger_side" = 's') AS v WHERE v.r = 1;
+CREATE TEMP TABLE "_pipeledger_reconcile_source" AS SELECT v."order_id", v."_pipeledger_row_hash", CAST('all' AS TEXT) AS "_pipeledger_window", CASE WHEN v.n = 1 THEN 1 ELSE 0 END AS "_pipeledger_pick" FROM (SELECT "order_id", "_pipeledger_row_hash", rank() OVER (PARTITION BY "order_id") AS r, row_number() OVER (PARTITION BY "order_id" ORDER BY "_pipeledger_row_hash" DESC) AS n FROM "_pipeledger_stage" WHERE "_pipeledger_side" = 's') AS v WHERE v.r = 1;
 CREATE INDEX temp."_pipeledger_reconcile_source_key" ON "_pipeledger_reconcile_source" ("order_id");
 
 -- case: source_windows
@@ -17,20 +17,20 @@ SELECT "_pipeledger_window", count(*), sum("_pipeledger_row_hash" >> 32), sum("_
 CREATE UNIQUE INDEX temp."_pipeledger_reconcile_source_unique" ON "_pipeledger_stage" ("order_id") WHERE "_pipeledger_side" = 's';
 
 -- case: staged_source_windows
-SELECT substr(v."updated_at", 1, 10), count(*), sum(v."_pipeledger_row_hash" >> 32), sum(v."_pipeledger_row_hash" & 4294967295) FROM temp."_pipeledger_stage" AS v WHERE v."_pipeledger_side" = 's' GROUP BY substr(v."updated_at", 1, 10);
+SELECT substr(v."updated_at", 1, 10), count(*), sum(v."_pipeledger_row_hash" >> 32), sum(v."_pipeledger_row_hash" & 4294967295) FROM "_pipeledger_stage" AS v WHERE v."_pipeledger_side" = 's' GROUP BY substr(v."updated_at", 1, 10);
 
 -- case: staged_source_windows of a whole snapshot (no cursor)
-SELECT CAST('all' AS TEXT), count(*), sum(v."_pipeledger_row_hash" >> 32), sum(v."_pipeledger_row_hash" & 4294967295) FROM temp."_pipeledger_stage" AS v WHERE v."_pipeledger_side" = 's' GROUP BY CAST('all' AS TEXT);
+SELECT CAST('all' AS TEXT), count(*), sum(v."_pipeledger_row_hash" >> 32), sum(v."_pipeledger_row_hash" & 4294967295) FROM "_pipeledger_stage" AS v WHERE v."_pipeledger_side" = 's' GROUP BY CAST('all' AS TEXT);
 
 -- case: staged_source of the windows that differ
-CREATE TEMP TABLE "_pipeledger_reconcile_source" AS SELECT v."order_id", v."updated_at", v."region", v."_pipeledger_row_hash", substr(v."updated_at", 1, 10) AS "_pipeledger_window", 1 AS "_pipeledger_pick" FROM temp."_pipeledger_stage" AS v WHERE v."_pipeledger_side" = 's' AND substr(v."updated_at", 1, 10) IN (SELECT "_pipeledger_window" FROM temp."_pipeledger_reconcile_windows");
+CREATE TEMP TABLE "_pipeledger_reconcile_source" AS SELECT v."order_id", v."updated_at", v."region", v."_pipeledger_row_hash", substr(v."updated_at", 1, 10) AS "_pipeledger_window", 1 AS "_pipeledger_pick" FROM "_pipeledger_stage" AS v WHERE v."_pipeledger_side" = 's' AND substr(v."updated_at", 1, 10) IN (SELECT "_pipeledger_window" FROM temp."_pipeledger_reconcile_windows");
 CREATE INDEX temp."_pipeledger_reconcile_source_key" ON "_pipeledger_reconcile_source" ("order_id");
 
 -- case: target_rows with stored fingerprints, up to the watermark
 SELECT t."order_id", t."updated_at", t."region", substr(t."updated_at", 1, 10) AS "_pipeledger_window", t."_pipeledger_row_hash" AS "_pipeledger_row_hash" FROM (SELECT * FROM "analytics.orders" WHERE "updated_at" <= ?) AS t;
 
 -- case: target_rows with fingerprints made for rows without
-SELECT t."order_id", t."updated_at", t."region", substr(t."updated_at", 1, 10) AS "_pipeledger_window", coalesce(t."_pipeledger_row_hash", f."_pipeledger_row_hash") AS "_pipeledger_row_hash" FROM (SELECT * FROM "analytics.orders" WHERE 1=1) AS t LEFT JOIN (SELECT "order_id", "_pipeledger_row_hash" FROM temp."_pipeledger_stage" WHERE "_pipeledger_side" = 't') AS f ON f."order_id" = t."order_id";
+SELECT t."order_id", t."updated_at", t."region", substr(t."updated_at", 1, 10) AS "_pipeledger_window", coalesce(t."_pipeledger_row_hash", f."_pipeledger_row_hash") AS "_pipeledger_row_hash" FROM (SELECT * FROM "analytics.orders" WHERE 1=1) AS t LEFT JOIN (SELECT "order_id", "_pipeledger_row_hash" FROM "_pipeledger_stage" WHERE "_pipeledger_side" = 't') AS f ON f."order_id" = t."order_id";
 
 -- case: target_windows
 SELECT v."_pipeledger_window", count(*), sum(v."_pipeledger_row_hash" >> 32), sum(v."_pipeledger_row_hash" & 4294967295) FROM (SELECT t."order_id", t."updated_at", t."region", substr(t."updated_at", 1, 10) AS "_pipeledger_window", t."_pipeledger_row_hash" AS "_pipeledger_row_hash" FROM (SELECT * FROM "analytics.orders" WHERE 1=1) AS t) AS v GROUP BY v."_pipeledger_window";

@@ -1,4 +1,4 @@
--- Golden SQL of pipeledger.reconcile.windows on SQLite, for the inputs in
+-- Golden SQL of pipeledger.runs.reconcile.windows on SQLite, for the inputs in
 -- tests/golden/cases.py. Not edited by hand: after changing a builder, run
 -- `.venv/bin/python -m pytest tests/golden --update-golden` and review the diff.
 

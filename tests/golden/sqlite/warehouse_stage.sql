@@ -13,7 +13,7 @@ DROP TABLE IF EXISTS temp."_pipeledger_stage_unique";
 DROP TABLE IF EXISTS temp."_pipeledger_stage";
 
 -- case: insert_stage
-INSERT INTO temp."_pipeledger_stage" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash") VALUES (?, ?, ?, ?, ?, ?);
+INSERT INTO "_pipeledger_stage" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_row_hash") VALUES (?, ?, ?, ?, ?, ?);
 
 -- case: unique_key_index on the stage
-CREATE UNIQUE INDEX IF NOT EXISTS temp."_pipeledger_stage_key_ca13a6b2" ON "_pipeledger_stage" ("order_id");
+CREATE UNIQUE INDEX IF NOT EXISTS "_pipeledger_stage_key_ca13a6b2" ON "_pipeledger_stage" ("order_id");

@@ -1,41 +1,18 @@
-"""Dashboard benchmark: every page of ``pipeledger ui`` over a big ledger (a script, not a
-test).
+"""The synthetic ledger the dashboard benchmark reads (:mod:`bench.web`).
 
-A synthetic ledger of ``--runs`` (100,000) runs of ``--nodes`` (500) nodes (four in five
-loads, the rest models reading two loads each) over 30 days, ending now: statuses,
-triggers and volumes mixed, 3 tasks per finished run, 3 check results per run of every
-fourth load, one DAG run (correlation id) per round of the schedule across all nodes, a
-watermark per load, alerts of the failures of the last 7 days. It is written with
-set-based SQL into PostgreSQL (the ledger's triggers keep the daily rollup as the runs go
-in), then copied into an embedded SQLite file; the config of the 500 nodes goes beside
-each. For each backend the dashboard serves on a free port of 127.0.0.1 in this process,
-and each page is fetched ``--calls`` times after a warm-up (the wall time a browser waits
-for the HTML: the queries, the rendering and HTTP): median, p95 and max, against the
-target of 200 ms. On PostgreSQL every statement the pages ran is then EXPLAINed with the
-values it ran with: none may read ``pipeline_runs`` with a sequential scan.
-
-Results go to the "Web dashboard" block of ``bench/RESULTS.md`` (between ``<!-- BEGIN
-WEB -->`` and ``<!-- END WEB -->``).
-
-Usage::
-
-    .venv/bin/python bench/web_bench.py                       # ~3 min
-    .venv/bin/python bench/web_bench.py --runs 20000 --calls 3 --no-write
+``runs`` runs of ``nodes`` nodes (four in five loads, the rest models reading two loads
+each) over 30 days, ending now: statuses, triggers and volumes mixed, 3 tasks per finished
+run, 3 check results per run of every fourth load, one DAG run (correlation id) per round
+of the schedule across all nodes, a watermark per load, alerts of the failures of the last
+7 days. It is written with set-based SQL into PostgreSQL (the ledger's triggers keep the
+daily rollup as the runs go in), then copied into an embedded SQLite file; the config of
+the nodes goes beside each.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sqlite3
-import statistics
-import sys
-import tempfile
-import time
-import urllib.request
-import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -47,10 +24,6 @@ import psycopg
 
 from pipeledger import api
 
-HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "RESULTS.md"
-BEGIN, END = "<!-- BEGIN WEB -->", "<!-- END WEB -->"
-TARGET_MS = 200.0
 DAYS = 30
 LOAD_SHARE = 0.8  # of the nodes; the rest are models
 TABLES = (
@@ -298,6 +271,7 @@ def pages(url: str, loads: int, nodes: int, depth: int) -> dict[str, str]:
             depth,
         )
     node = f"/node/{quote(checked)}"
+    named = f"?name={quote(checked)}"
     return {
         "overview": "/",
         f"node ({checked}: checks, schedule, watermark)": node,
@@ -307,8 +281,24 @@ def pages(url: str, loads: int, nodes: int, depth: int) -> dict[str, str]:
         f"run (partial, checks; its DAG run of {nodes} nodes)": f"/run/{failed}",
         "dag": "/dag",
         "alerts and SLAs": "/alerts",
-        "/api/status (JSON)": "/api/status",
-        "/api/runs (JSON, 50 newest)": "/api/runs",
+        "/api/status": "/api/status",
+        "/api/anomalies": "/api/anomalies",
+        "/api/blocked": "/api/blocked",
+        "/api/runs (50 newest)": "/api/runs",
+        f"/api/runs?name={checked}": f"/api/runs{named}",
+        "/api/show/{run}": f"/api/show/{failed}",
+        f"/api/checks/{checked}": f"/api/checks/{quote(checked)}",
+        "/api/dag": "/api/dag",
+        "/api/schedule": "/api/schedule",
+        "/api/state": "/api/state",
+        f"/api/quarantine/{checked}": f"/api/quarantine/{quote(checked)}",
+        "/api/sla": "/api/sla",
+        "/api/alerts": "/api/alerts",
+        "/api/tasks": "/api/tasks",
+        f"/api/tasks?name={checked}": f"/api/tasks{named}",
+        "/api/work": "/api/work",
+        "/api/volumes": "/api/volumes",
+        f"/api/volumes?name={checked}": f"/api/volumes{named}",
     }
 
 
@@ -366,204 +356,3 @@ def copy_to_sqlite(source: Ledger, folder: Path, nodes: int) -> Ledger:
     target.execute("ANALYZE")
     target.close()
     return Ledger(config, url, source.pages)
-
-
-# --------------------------------------------------------------------------- measuring
-
-
-@dataclass
-class Timing:
-    page: str
-    path: str
-    status: int
-    bytes: int
-    ms: list[float]
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.ms)
-
-    @property
-    def p95(self) -> float:
-        ordered = sorted(self.ms)
-        return ordered[max(0, min(len(ordered) - 1, -(-95 * len(ordered) // 100) - 1))]
-
-    @property
-    def ok(self) -> bool:
-        return self.status == 200 and self.p95 < TARGET_MS
-
-
-def fetch(url: str) -> tuple[int, int, float]:
-    started = time.perf_counter()
-    with urllib.request.urlopen(url, timeout=120) as response:
-        body = response.read()
-        status = response.status
-    return status, len(body), (time.perf_counter() - started) * 1000
-
-
-def measure(ledger: Ledger, calls: int, warmup: int) -> list[Timing]:
-    running = api.start_ui(ledger.config, port=0)
-    try:
-        found = []
-        for page, path in ledger.pages.items():
-            for _ in range(warmup):
-                fetch(running.url + path)
-            results = [fetch(running.url + path) for _ in range(calls)]
-            status, size = results[-1][0], results[-1][1]
-            found.append(Timing(page, path, status, size, [ms for _, _, ms in results]))
-        return found
-    finally:
-        running.stop()
-
-
-@contextmanager
-def statements() -> Iterator[list[tuple[str, tuple[Any, ...]]]]:
-    """Every statement PostgreSQL sessions of this process query while the block runs."""
-    from pipeledger.warehouse.adapters.postgres import PostgresSession
-
-    seen: list[tuple[str, tuple[Any, ...]]] = []
-    original = PostgresSession.query
-
-    def query(self: PostgresSession, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        seen.append((sql, tuple(params)))
-        return original(self, sql, params)
-
-    PostgresSession.query = query  # type: ignore[assignment,method-assign]
-    try:
-        yield seen
-    finally:
-        PostgresSession.query = original  # type: ignore[method-assign]
-
-
-def _scans(plan: dict[str, Any]) -> Iterator[tuple[str, str]]:
-    yield str(plan.get("Node Type")), str(plan.get("Relation Name", ""))
-    for child in plan.get("Plans", []):
-        yield from _scans(child)
-
-
-def sequential_scans(url: str, seen: Sequence[tuple[str, tuple[Any, ...]]]) -> dict[str, Any]:
-    """EXPLAIN each distinct statement that names the runs table: which read it whole."""
-    distinct = {sql: params for sql, params in seen if "pipeline_runs" in sql}
-    found: list[str] = []
-    with psycopg.connect(url) as conn:
-        for sql, params in distinct.items():
-            row = conn.execute(f"EXPLAIN (FORMAT JSON) {sql}", list(params)).fetchone()
-            assert row is not None
-            plan = row[0][0]["Plan"]
-            if ("Seq Scan", "pipeline_runs") in set(_scans(plan)):
-                found.append(sql[:160])
-    return {"explained": len(distinct), "statements": len(seen), "seq_scans": found}
-
-
-# --------------------------------------------------------------------------- the report
-
-
-def table(timings: Sequence[Timing]) -> list[str]:
-    lines = [
-        "| page | median ms | p95 ms | max ms | KB | < 200 ms |",
-        "| --- | ---: | ---: | ---: | ---: | --- |",
-    ]
-    for t in timings:
-        mark = "PASS" if t.ok else f"FAIL (HTTP {t.status})" if t.status != 200 else "FAIL"
-        lines.append(
-            f"| {t.page} | {t.median:.1f} | {t.p95:.1f} | {max(t.ms):.1f} | "
-            f"{t.bytes / 1024:.0f} | {mark} |"
-        )
-    return lines
-
-
-def report(
-    args: argparse.Namespace,
-    built: dict[str, float],
-    results: dict[str, list[Timing]],
-    scans: dict[str, Any],
-) -> str:
-    lines = [
-        BEGIN,
-        "## Web dashboard (`bench/web_bench.py`)",
-        "",
-        f"{args.runs:,} runs of {args.nodes} nodes over {DAYS} days (3 tasks per finished run, "
-        "3 check results per run of every fourth load, one DAG run per round across all nodes); "
-        f"each page fetched {args.calls} times after {args.warmup} warm-up(s), the wall time "
-        "of the whole request (queries, rendering, HTTP) from a client on the same host. "
-        f"Built in {built['postgres']:.0f} s (PostgreSQL) and copied to SQLite in "
-        f"{built['sqlite']:.0f} s. Target: every page < {TARGET_MS:.0f} ms (p95).",
-        "",
-    ]
-    for backend, timings in results.items():
-        lines += [f"**{backend}**", "", *table(timings), ""]
-    verdict = "none" if not scans["seq_scans"] else f"{len(scans['seq_scans'])}: FAIL"
-    lines += [
-        f"EXPLAIN on PostgreSQL of the {scans['explained']} distinct statements that name "
-        f"`pipeline_runs` (of {scans['statements']} the pages ran): sequential scans of the runs "
-        f"table: {verdict}.",
-        *[f"- `{sql}`" for sql in scans["seq_scans"]],
-        END,
-    ]
-    return "\n".join(lines)
-
-
-def replace_block(path: Path, block: str) -> None:
-    old = path.read_text() if path.exists() else ""
-    if BEGIN in old and END in old:
-        head, rest = old.split(BEGIN, 1)
-        new = head + block + rest.split(END, 1)[1]
-    else:
-        new = old.rstrip() + "\n\n" + block + "\n"
-    path.write_text(new)
-
-
-@contextmanager
-def postgres(given: str | None) -> Iterator[str]:
-    """A fresh database: on the server at ``given``, or on a throwaway server."""
-    if given:
-        yield _database(given)
-        return
-    from pipeledger.testing.postgres import ThrowawayPostgres
-
-    with ThrowawayPostgres() as server:
-        yield _database(server.url)
-
-
-def _database(server: str) -> str:
-    name = f"web_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return f"{server.rpartition('/')[0]}/{name}"
-
-
-def timed(step: Callable[[], Ledger]) -> tuple[Ledger, float]:
-    started = time.perf_counter()
-    return step(), time.perf_counter() - started
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--runs", type=int, default=100_000)
-    parser.add_argument("--nodes", type=int, default=500)
-    parser.add_argument("--calls", type=int, default=7)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--postgres-url", help="a server to make the database on")
-    parser.add_argument("--no-write", action="store_true", help="leave bench/RESULTS.md alone")
-    args = parser.parse_args(argv)
-    now = datetime.now(UTC)
-    with postgres(args.postgres_url) as url, tempfile.TemporaryDirectory() as work:
-        folder = Path(work)
-        (folder / "pg").mkdir()
-        (folder / "sqlite").mkdir()
-        pg, pg_s = timed(lambda: build_postgres(url, folder / "pg", args.runs, args.nodes, now))
-        lite, lite_s = timed(lambda: copy_to_sqlite(pg, folder / "sqlite", args.nodes))
-        with statements() as seen:
-            results = {"PostgreSQL": measure(pg, args.calls, args.warmup)}
-        results["SQLite"] = measure(lite, args.calls, args.warmup)
-        scans = sequential_scans(url, seen)
-    block = report(args, {"postgres": pg_s, "sqlite": lite_s}, results, scans)
-    print(block)
-    if not args.no_write:
-        replace_block(RESULTS, block)
-    failed = [t for timings in results.values() for t in timings if not t.ok]
-    return 1 if failed or scans["seq_scans"] else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,3 @@
+from bench.models.main import main
+
+main()
