@@ -38,6 +38,7 @@ PROFILES = {
         "max_wal_size": "'1GB'",
         "checkpoint_timeout": "'5min'",
         "shared_buffers": "'128MB'",
+        "jit": "on",  # the throwaway server turns it off
     },
 }
 # each log line names its session (application_name), so a step's statements are its own

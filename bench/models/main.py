@@ -9,27 +9,15 @@ from pathlib import Path
 import bench.models
 from bench.common.machine import machine
 from bench.common.orders import SEED, generate_in_child, incremental_sizes, link_source
-from bench.common.postgres import fresh_database, server
+from bench.common.postgres import PROFILES, fresh_database, server
 from bench.common.process import WORK, compile_bytecode, use_snapshot
 from bench.common.results import RESULTS
 from bench.models import dbt as dbt_tool
 from bench.models import overhead, report
 from bench.models.steps import PHASES, Step, load_bronze, run_phase, write_projects
 
-# PostgreSQL's own defaults (what a production server starts from), over the throwaway
-# server's durability-off settings: fsync, synchronous commits, full-page writes and a
-# replica WAL on; 128 MB of shared buffers; JIT on
-DEFAULT_PROFILE = {
-    "fsync": "on",
-    "synchronous_commit": "on",
-    "full_page_writes": "on",
-    "wal_level": "replica",
-    "max_wal_senders": "10",
-    "max_wal_size": "'1GB'",
-    "checkpoint_timeout": "'5min'",
-    "shared_buffers": "'128MB'",
-    "jit": "on",
-}
+# PostgreSQL's own defaults (what a production server starts from): fsync on (bench.common)
+DEFAULT_PROFILE = PROFILES["default"]
 DATABASE = "models_bench"
 
 
