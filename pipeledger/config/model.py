@@ -33,7 +33,10 @@ from pipeledger.common.http import endpoint
 from pipeledger.common.secrets import redact, register_secret
 from pipeledger.config.locate import (
     DEFAULT_CONFIG,
+    DEFAULT_TENANT,
     EMBEDDED_DIR,
+    TENANT_ENV,
+    check_tenant,
     embedded_url,
     interpolate,
     read_document,
@@ -656,6 +659,14 @@ class LedgerConfig(_Strict):
     write_timeout: timedelta = timedelta(seconds=10)  # then the ledger counts as down
     environment: str = "production"
     spool: str = f"{EMBEDDED_DIR}/ledger-spool.jsonl"
+    # PIPELEDGER_TENANT overrides it (config.locate.tenant_of)
+    tenant: str = Field(default=DEFAULT_TENANT, validate_default=True)
+
+    @field_validator("tenant", mode="before")
+    @classmethod
+    def _tenant(cls, value: Any) -> Any:
+        override = os.environ.get(TENANT_ENV)
+        return check_tenant(override or value, TENANT_ENV if override else "ledger.tenant")
 
     @field_validator("lease", "heartbeat", "write_timeout", mode="before")
     @classmethod

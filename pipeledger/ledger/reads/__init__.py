@@ -16,12 +16,15 @@ from pipeledger.warehouse.session import Session
 
 
 @contextmanager
-def reading(url: str, *, write: bool = False, current: bool = False) -> Iterator[Session | None]:
+def reading(
+    url: str, *, write: bool = False, current: bool = False, tenant: str = "default"
+) -> Iterator[Session | None]:
     """A session on the ledger database at ``url``, or None while it has no ledger tables.
     ``current``: the question reads tables of ledger migration 6 (rollups, alerts, SLA
     breaches), which a ledger made by an earlier release lacks until it is migrated.
-    ``write``: a session that may change the ledger (pruning)."""
-    with open_warehouse(url).session(write=write) as session:
+    ``write``: a session that may change the ledger (pruning). ``tenant``: whose rows the
+    session sees."""
+    with open_warehouse(url, tenant=tenant).session(write=write) as session:
         if not is_migrated(session, LEDGER):
             yield None
             return

@@ -15,21 +15,24 @@ def _scheme(url: str) -> str:
     return url.split(":", 1)[0].lower()
 
 
-def open_warehouse(url: str, client: str | None = None, wait: timedelta | None = None) -> Warehouse:
+def open_warehouse(
+    url: str, client: str | None = None, wait: timedelta | None = None, tenant: str = "default"
+) -> Warehouse:
     """A warehouse for ``postgresql://...`` or ``sqlite:///path`` (the embedded default).
     ``client``: the name its sessions carry where the database shows it (a run's, from
     :func:`pipeledger.warehouse.clients.client_name`). ``wait``: the longest any one statement may
     take, lock waits included, before it fails as transient (PostgreSQL; SQLite's wait for
-    its write lock is always bounded)."""
+    its write lock is always bounded). ``tenant``: whose ledger rows its sessions see and
+    write (PostgreSQL: row-level security; SQLite: a filter, see ``SqliteWarehouse``)."""
     scheme = _scheme(url)
     if scheme in ("postgresql", "postgres"):
         from pipeledger.warehouse.adapters.postgres import PostgresWarehouse
 
-        return PostgresWarehouse(url, client, wait)
+        return PostgresWarehouse(url, client, wait, tenant)
     if scheme == "sqlite":
         from pipeledger.warehouse.adapters.sqlite import SqliteWarehouse
 
-        return SqliteWarehouse(url)
+        return SqliteWarehouse(url, tenant)
     raise ConfigError(f"warehouse url {redact(url)!r}: use postgresql://... or sqlite:///path")
 
 

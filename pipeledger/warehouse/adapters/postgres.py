@@ -337,13 +337,21 @@ def _csv_column(column: pa.Array) -> pa.Array:
 class PostgresWarehouse:
     dialect = POSTGRES
 
-    def __init__(self, url: str, client: str | None = None, wait: timedelta | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        client: str | None = None,
+        wait: timedelta | None = None,
+        tenant: str = "default",
+    ) -> None:
         """``client``: the name its sessions carry (default: the run the opening thread
         works for, else this process's); ``wait``: the longest a statement may take
-        (``adapters.open_warehouse``)."""
+        (``adapters.open_warehouse``); ``tenant``: the ledger tenant every transaction
+        declares (the ledger's row-level security lets the writer see only its rows)."""
         self.url = url
         self.client = client
         self.wait = wait
+        self.tenant = tenant
 
     @contextmanager
     def session(
@@ -352,6 +360,7 @@ class PostgresWarehouse:
         name = self.client or current_client()
         conn = _connect(self.url, _warehouse_settings(name, wait or self.wait))
         try:
+            _declare_tenant(conn, self.tenant)
             session = PostgresSession(conn)
             yield session
             session._check()  # an interrupted run never commits
@@ -367,6 +376,16 @@ class PostgresWarehouse:
             raise
         finally:
             conn.close()
+
+
+def _declare_tenant(conn: psycopg.Connection[Any], tenant: str) -> None:
+    """``SET LOCAL pipeledger.tenant``: the first statement of every transaction, so that
+    the ledger's policies (ledger migration 10) show and take this tenant's rows only, and
+    a new row's ``tenant`` defaults to it. Local: a pooled connection keeps nothing."""
+    try:
+        conn.execute("SELECT set_config('pipeledger.tenant', %s, true)", [tenant])
+    except psycopg.Error as exc:
+        raise _translate(exc, f"declare tenant {tenant!r}") from exc
 
 
 # PostgreSQL type oids and the canonical SQL type (pipeledger.common.columns) their values load as
