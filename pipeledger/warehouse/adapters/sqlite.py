@@ -280,7 +280,8 @@ def _scope_to_tenant(conn: sqlite3.Connection, tenant: str, write: bool) -> None
             conn.execute(
                 f"CREATE TEMP TRIGGER IF NOT EXISTS {trigger} AFTER INSERT ON {main} "
                 f"FOR EACH ROW WHEN NEW.tenant IS NOT '{tenant}' BEGIN "
-                f"UPDATE {main} SET tenant = '{tenant}' WHERE rowid = NEW.rowid; END"
+                # unqualified (SQLite's rule in triggers): a writer has no shadowing views
+                f"UPDATE {scoped} SET tenant = '{tenant}' WHERE rowid = NEW.rowid; END"
             )
 
 
