@@ -643,7 +643,9 @@ SECURITY_INVOKER_VIEWS = (
     "FOR v IN SELECT c.oid::regclass AS name FROM pg_catalog.pg_class AS c "
     f"JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace "
     f"WHERE n.nspname = '{SCHEMA}' AND c.relkind = 'v' "
-    "LOOP EXECUTE format('ALTER VIEW %s SET (security_invoker = true)', v.name); END LOOP; END $$"
+    # the regclass prints quoted and schema-qualified (no % here: it would read as a parameter)
+    "LOOP EXECUTE 'ALTER VIEW ' || v.name::text || ' SET (security_invoker = true)'; "
+    "END LOOP; END $$"
 )
 
 

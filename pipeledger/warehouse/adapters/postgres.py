@@ -358,9 +358,9 @@ class PostgresWarehouse:
         self, write: bool = True, *, wait: timedelta | None = None
     ) -> Iterator[PostgresSession]:
         name = self.client or current_client()
-        conn = _connect(self.url, _warehouse_settings(name, wait or self.wait))
+        settings = _warehouse_settings(name, wait or self.wait) | _tenant_setting(self.tenant)
+        conn = _connect(self.url, settings)
         try:
-            _declare_tenant(conn, self.tenant)
             session = PostgresSession(conn)
             yield session
             session._check()  # an interrupted run never commits
@@ -378,14 +378,13 @@ class PostgresWarehouse:
             conn.close()
 
 
-def _declare_tenant(conn: psycopg.Connection[Any], tenant: str) -> None:
-    """``SET LOCAL pipeledger.tenant``: the first statement of every transaction, so that
-    the ledger's policies (ledger migration 10) show and take this tenant's rows only, and
-    a new row's ``tenant`` defaults to it. Local: a pooled connection keeps nothing."""
-    try:
-        conn.execute("SELECT set_config('pipeledger.tenant', %s, true)", [tenant])
-    except psycopg.Error as exc:
-        raise _translate(exc, f"declare tenant {tenant!r}") from exc
+def _tenant_setting(tenant: str) -> dict[str, str]:
+    """``pipeledger.tenant``: the ledger's policies (ledger migration 10) show and take
+    this tenant's rows only, and a new row's ``tenant`` defaults to it. Set with the
+    session's other settings, before its transaction, on a connection that is the
+    session's alone (closed with it): a ``SET LOCAL`` at the transaction's start would come
+    before the ``SET TRANSACTION ISOLATION LEVEL`` some sessions need first."""
+    return {"pipeledger.tenant": tenant}
 
 
 # PostgreSQL type oids and the canonical SQL type (pipeledger.common.columns) their values load as
