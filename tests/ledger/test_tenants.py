@@ -1,0 +1,237 @@
+"""Tenants on one ledger: PostgreSQL keeps them apart with row-level security (the writer
+by the tenant its transactions declare, a reader by its membership of the tenant's group
+role); SQLite filters; an existing ledger moves to tenants with nothing lost.
+
+The PostgreSQL tests connect pipeledger and the reader as ordinary login roles of their
+own: the suite's superuser would bypass every policy."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+
+from pipeledger.ledger.tables import LEDGER, RUNS, TENANT_TABLES, ledger_migrations
+from pipeledger.ledger.tenants import grant_reader
+from pipeledger.warehouse.adapters import open_warehouse
+from pipeledger.warehouse.dialect import POSTGRES
+from pipeledger.warehouse.migrations import Component, migrate
+from tests.helpers import Project, order, orders_pipeline
+from tests.ledger.test_rollup import mixed_runs
+from tests.ledger_fixtures import LedgerBuilder
+
+TABLES = [POSTGRES.table(t.name) for t in TENANT_TABLES]
+# the ledger as the release before tenants left it: every migration but 13
+BEFORE_TENANTS = Component(
+    "ledger", lambda d: [m for m in ledger_migrations(d) if m[0] != 13], RUNS
+)
+
+
+def as_role(url: str, role: str) -> str:
+    """``url`` with ``role`` (password = its name) in place of the superuser."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{role}:{role}@{host}"))
+
+
+@pytest.fixture
+def roles(postgres_url: str, postgres_server: str) -> Iterator[dict[str, str]]:
+    """A writer (may create objects in the database and roles) and a reader, both
+    ordinary roles, and two tenant names no other test uses (roles are cluster-wide)."""
+    tag = uuid.uuid4().hex[:8]
+    made = {"writer": f"pl_writer_{tag}", "reader": f"pl_reader_{tag}"}
+    tenants = {"a": f"a_{tag}", "b": f"b_{tag}"}
+    database = urlsplit(postgres_url).path.lstrip("/")
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {made['writer']} LOGIN CREATEROLE PASSWORD '{made['writer']}'")
+        conn.execute(f"CREATE ROLE {made['reader']} LOGIN PASSWORD '{made['reader']}'")
+        conn.execute(f'GRANT CREATE ON DATABASE "{database}" TO {made["writer"]}')
+    yield {**made, **tenants}
+    with psycopg.connect(postgres_server, autocommit=True) as conn:  # roles outlive databases
+        conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        for role in [*made.values(), *(f"pipeledger_tenant_{t}" for t in tenants.values())]:
+            conn.execute(f"DROP ROLE IF EXISTS {role}")
+
+
+def tenant_project(root: Path, url: str | None, tenant: str, pipeline: str) -> Project:
+    """A project of its own (folder, config, CSV) writing ``pipeline`` as ``tenant``."""
+    root.mkdir()
+    project = Project(root, url)
+    project.write_csv(f"{pipeline}.csv", [order(i, f"2024-01-0{i}T00:00:00") for i in (1, 2, 3)])
+    body = orders_pipeline(source={"kind": "csv", "path": f"data/{pipeline}.csv"})
+    body["target"] = f"analytics.{pipeline}"
+    shared = "" if url else f'[warehouse]\nurl = "sqlite:///{root.parent / "shared.db"}"\n'
+    project.configure(f'{shared}[ledger]\ntenant = "{tenant}"\n', **{pipeline: body})
+    return project
+
+
+def two_tenants(tmp_path: Path, url: str | None, a: str, b: str) -> tuple[Project, Project]:
+    first = tenant_project(tmp_path / "a", url, a, "orders_a")
+    second = tenant_project(tmp_path / "b", url, b, "orders_b")
+    for project, pipeline in ((first, "orders_a"), (second, "orders_b")):
+        for _ in range(2):  # a run that loads, and one that finds nothing new
+            assert project.run(pipeline)["status"] == "success"
+    return first, second
+
+
+def runs_seen(project: Project) -> set[str]:
+    return {row["pipeline"] for row in project.run_json("runs")}
+
+
+def seen_tenants(conn: psycopg.Connection[tuple[object, ...]], table: str) -> set[object]:
+    return {row[0] for row in conn.execute(f"SELECT DISTINCT tenant FROM {table}")}
+
+
+def test_a_reader_sees_only_its_tenants_rows_with_raw_sql(
+    tmp_path: Path, postgres_url: str, roles: dict[str, str]
+) -> None:
+    writer_url = as_role(postgres_url, roles["writer"])
+    a, b = roles["a"], roles["b"]
+    first, second = two_tenants(tmp_path, writer_url, a, b)
+    assert runs_seen(first) == {"orders_a"} and runs_seen(second) == {"orders_b"}
+
+    code, out, err = first.cli("ledger", "grant-reader", roles["reader"], "--tenant", a, "--json")
+    assert code == 0, err
+    assert json.loads(out)["tenant_role"] == f"pipeledger_tenant_{a}"
+    with psycopg.connect(writer_url, autocommit=True) as owner:  # a plain view, made later
+        owner.execute("CREATE VIEW pipeledger.all_runs AS SELECT * FROM pipeledger.pipeline_runs")
+    assert first.cli("ledger", "grant-reader", roles["reader"], "--tenant", a)[0] == 0
+
+    with psycopg.connect(postgres_url) as superuser:  # bypasses row-level security
+        everything = {t: seen_tenants(superuser, t) for t in TABLES}
+    written = [t for t, found in everything.items() if found == {a, b}]
+    assert len(written) >= 6, everything  # runs, tasks, events, snapshots, pipelines, days
+
+    with psycopg.connect(as_role(postgres_url, roles["reader"]), autocommit=True) as reader:
+        for setting in ("", f"SET pipeledger.tenant = '{b}'", "SET ROLE NONE"):
+            if setting:
+                reader.execute(setting)
+            for table in [*TABLES, "pipeledger.all_runs"]:
+                assert seen_tenants(reader, table) <= {a}, (setting, table)
+            for table in written:
+                assert seen_tenants(reader, table) == {a}, (setting, table)
+            rows = reader.execute("SELECT DISTINCT pipeline FROM pipeledger.all_runs").fetchall()
+            assert rows == [("orders_a",)]
+        reader.execute("SET row_security = off")  # refused, not obeyed, by the next query
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            reader.execute("SELECT count(*) FROM pipeledger.pipeline_runs")
+        reader.execute("RESET row_security")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            reader.execute(f"DELETE FROM pipeledger.pipeline_runs WHERE tenant = '{a}'")
+
+    with psycopg.connect(postgres_url) as superuser:
+        views = superuser.execute(
+            "SELECT c.relname, coalesce(c.reloptions, '{}') FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'pipeledger' AND c.relkind = 'v'"
+        ).fetchall()
+        forced = superuser.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'pipeledger' AND c.relrowsecurity AND c.relforcerowsecurity"
+        ).fetchall()
+    assert views == [("all_runs", ["security_invoker=true"])]
+    assert {f"pipeledger.{name}" for (name,) in forced} == {t.replace('"', "") for t in TABLES}
+
+
+def test_the_writer_sees_only_the_tenant_it_declares(
+    tmp_path: Path, postgres_url: str, roles: dict[str, str]
+) -> None:
+    writer_url = as_role(postgres_url, roles["writer"])
+    a, b = roles["a"], roles["b"]
+    two_tenants(tmp_path, writer_url, a, b)
+    with psycopg.connect(writer_url) as writer:  # the owner: forced security holds it too
+        assert writer.execute("SELECT count(*) FROM pipeledger.pipeline_runs").fetchone() == (0,)
+        writer.execute("SELECT set_config('pipeledger.tenant', %s, true)", [b])
+        assert seen_tenants(writer, "pipeledger.pipeline_runs") == {b}
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # WITH CHECK: not a's
+            writer.execute(
+                "UPDATE pipeledger.pipeline_runs SET tenant = %s WHERE pipeline = 'orders_b'", [a]
+            )
+
+
+def test_runs_by_tenant_pipeline_and_time_use_an_index_at_100k_rows_per_tenant(
+    postgres_url: str, roles: dict[str, str]
+) -> None:
+    writer_url = as_role(postgres_url, roles["writer"])
+    a, b = roles["a"], roles["b"]
+    with open_warehouse(writer_url, tenant=a).session() as session:
+        migrate(session, LEDGER)
+    with psycopg.connect(postgres_url) as superuser:  # seeds both tenants past the policies
+        for tenant in (a, b):
+            superuser.execute(
+                "INSERT INTO pipeledger.pipelines (tenant, name, version, created_at, "
+                "updated_at) SELECT %s, %s || '_p' || i, 'v1', now(), now() "
+                "FROM generate_series(1, 100) AS i",
+                [tenant, tenant],
+            )
+            superuser.execute(
+                "INSERT INTO pipeledger.pipeline_runs (tenant, run_id, logical_run_id, attempt, "
+                "pipeline, trigger_type, status, started_at) "
+                "SELECT %s, %s || i, %s || i, 1, %s || '_p' || (i %% 100 + 1), 'schedule', "
+                "'success', now() - i * interval '1 minute' FROM generate_series(1, 100000) AS i",
+                [tenant, tenant, tenant, tenant],
+            )
+        superuser.execute("ANALYZE pipeledger.pipeline_runs")
+    question = (
+        "EXPLAIN SELECT run_id, status FROM pipeledger.pipeline_runs WHERE pipeline = %s "
+        "AND started_at > now() - interval '1 day' ORDER BY started_at DESC LIMIT 50"
+    )
+    with open_warehouse(writer_url).session() as session:
+        grant_reader(session, roles["reader"], a)
+    for url, declare in ((writer_url, a), (as_role(postgres_url, roles["reader"]), None)):
+        with psycopg.connect(url) as conn:
+            if declare:
+                conn.execute("SELECT set_config('pipeledger.tenant', %s, true)", [declare])
+            plan = "\n".join(str(row[0]) for row in conn.execute(question, [f"{a}_p7"]))
+            # an index of the runs led by the tenant (the history index of migration 12 or
+            # the (pipeline, started_at) one, whichever the planner finds cheaper)
+            index = r"(Index (Only )?Scan( Backward)? using|Bitmap Index Scan on) pipeline_runs_"
+            assert re.search(index, plan), plan
+            assert re.search(r"Index Cond: \(+tenant = ", plan), plan
+            assert "Seq Scan on pipeline_runs" not in plan, plan
+
+
+def test_on_sqlite_each_tenant_reads_its_own_runs(tmp_path: Path) -> None:
+    """One SQLite file, two tenants: a filter (README: convenience, not isolation)."""
+    first, second = two_tenants(tmp_path, None, "team_a", "team_b")
+    assert runs_seen(first) == {"orders_a"}
+    assert runs_seen(second) == {"orders_b"}
+    assert {row["pipeline"] for row in first.run_json("status")} == {"orders_a"}
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+def test_an_existing_ledger_with_history_moves_to_tenants_with_nothing_lost(
+    project: Project, warehouse_url: str
+) -> None:
+    """History written on the schema before migration 13, then one command."""
+    database = open_warehouse(warehouse_url)
+    with database.session() as session:
+        migrate(session, BEFORE_TENANTS)
+        builder = LedgerBuilder(session)
+        mixed_runs(builder)
+        builder.depends("orders", "customers")
+    d = database.dialect
+    tables = [d.table(t.name) for t in TENANT_TABLES]
+    before = counts(warehouse_url, tables)
+    assert before[d.table(RUNS)] > 5
+    project.configure(pipelines={"orders": orders_pipeline()})
+    code, out, err = project.cli("ledger", "migrate", "--json")
+    assert code == 0, err
+    assert json.loads(out)["ledger"] == [13]
+    assert counts(warehouse_url, tables) == before
+    with open_warehouse(warehouse_url).session(write=False) as session:
+        for table in tables:
+            found = session.query(f"SELECT DISTINCT tenant FROM {table}")
+            assert found in ([], [("default",)]), table
+    assert len(project.run_json("runs", "--limit", "1000")) == before[d.table(RUNS)]
+
+
+def counts(url: str, tables: list[str]) -> dict[str, int]:
+    with open_warehouse(url).session(write=False) as session:
+        return {t: int(session.query(f"SELECT count(*) FROM {t}")[0][0]) for t in tables}
