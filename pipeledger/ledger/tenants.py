@@ -2,7 +2,7 @@
 
 A reader is keyed on role membership, never on a setting (any role may ``SET`` any custom
 setting): the tenant's group role ``pipeledger_tenant_<T>`` (NOLOGIN) may read the ledger's
-tables and views, and ledger migration 10's ``tenant_reader`` policy shows a role the rows
+tables and views, and ledger migration 13's ``tenant_reader`` policy shows a role the rows
 of each tenant whose group role it is a member of. PostgreSQL only: SQLite has no roles.
 """
 

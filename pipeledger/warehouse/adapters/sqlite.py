@@ -297,7 +297,7 @@ def _close_anchors(anchors: list[sqlite3.Connection]) -> None:
         anchors.pop().close()
 
 
-# pipeledger's tables that carry a tenant (ledger migration 10), found without naming them:
+# pipeledger's tables that carry a tenant (ledger migration 13), found without naming them:
 # the warehouse layer does not know the ledger's tables
 _TENANT_TABLES = (
     "SELECT m.name FROM sqlite_master AS m, pragma_table_info(m.name) AS c "
