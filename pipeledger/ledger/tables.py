@@ -688,10 +688,11 @@ def tenants(d: Dialect) -> list[str]:
     therefore unique across the tenants of a ledger.
 
     PostgreSQL: a new row's tenant is the one its writer's session declares; row-level
-    security, enabled and forced (the owner too), lets the role that applies this migration
-    (the writer) see and write only the declared tenant's rows, and any other role only the
-    rows of the tenants whose reader role (``pipeledger_tenant_<T>``, from ``pipeledger
-    ledger grant-reader``) it is a member of: a reader's own settings count for nothing.
+    security, enabled and forced (the owner too), lets a role that may write the ledger
+    (the migrator, or the runner role it granted the tables to) see and write only the
+    declared tenant's rows, and any other role only the rows of the tenants whose reader
+    role (``pipeledger_tenant_<T>``, from ``pipeledger ledger grant-reader``) it is a
+    member of: a reader's own settings count for nothing.
     SQLite has no roles: the adapter filters (``adapters.sqlite._scope_to_tenant``)."""
     statements: list[str] = []
     for t in TENANT_TABLES:
@@ -730,15 +731,22 @@ def _index_name(d: Dialect, on: TableName, index: str) -> str:
 
 
 def _row_security(table: str) -> list[str]:
-    declared = f"tenant = {_SETTING}"
+    """The writer policy is for every role that may write the table (INSERT, the grant
+    pipeledger's runs need): the migrator, and a runner role it granted the ledger's
+    tables to (README, PostgreSQL notes). Such a role is trusted with the tenant it
+    declares (it could write any tenant's rows as well); a role that may only read it,
+    as ``grant-reader`` makes them, is held by the reader policy, which no setting moves.
+    Both tests are uncorrelated sub-selects: evaluated once per query, the tenant probes
+    the indexes."""
+    writer = f"(SELECT has_table_privilege(current_user, '{table}', 'INSERT'))"
+    declared = f"tenant = {_SETTING} AND {writer}"
     return [
         # a row written by a session that declared nothing (another tool) is 'default''s
         f"ALTER TABLE {table} ALTER COLUMN tenant SET DEFAULT "
         "coalesce(nullif(current_setting('pipeledger.tenant', true), ''), 'default')",
         f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY",
         f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
-        f"CREATE POLICY tenant_writer ON {table} TO CURRENT_USER "
-        f"USING ({declared}) WITH CHECK ({declared})",
+        f"CREATE POLICY tenant_writer ON {table} USING ({declared}) WITH CHECK ({declared})",
         f"CREATE POLICY tenant_reader ON {table} FOR SELECT USING ({_READABLE})",
     ]
 

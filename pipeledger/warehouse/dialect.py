@@ -537,6 +537,7 @@ class _Duckdb(Dialect):
     instant_type = "TIMESTAMP WITH TIME ZONE"
     int64_type = "BIGINT"
     alters_constraints = False
+    row_security = False  # the ledger is never in it
     hash_joins = True
     partial_rollback = False
     has_triggers = False

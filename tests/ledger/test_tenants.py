@@ -51,12 +51,17 @@ def roles(postgres_url: str, postgres_server: str) -> Iterator[dict[str, str]]:
     """A writer (may create objects in the database and roles) and a reader, both
     ordinary roles, and two tenant names no other test uses (roles are cluster-wide)."""
     tag = uuid.uuid4().hex[:8]
-    made = {"writer": f"pl_writer_{tag}", "reader": f"pl_reader_{tag}"}
+    made = {
+        "writer": f"pl_writer_{tag}",
+        "reader": f"pl_reader_{tag}",
+        "runner": f"pl_runner_{tag}",
+    }
     tenants = {"a": f"a_{tag}", "b": f"b_{tag}"}
     database = urlsplit(postgres_url).path.lstrip("/")
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute(f"CREATE ROLE {made['writer']} LOGIN CREATEROLE PASSWORD '{made['writer']}'")
-        conn.execute(f"CREATE ROLE {made['reader']} LOGIN PASSWORD '{made['reader']}'")
+        for role in (made["reader"], made["runner"]):
+            conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{role}'")
         conn.execute(f'GRANT CREATE ON DATABASE "{database}" TO {made["writer"]}')
     yield {**made, **tenants}
     with psycopg.connect(postgres_server, autocommit=True) as conn:  # roles outlive databases
@@ -181,6 +186,38 @@ def test_the_writer_sees_only_the_tenant_it_declares(
             writer.execute(
                 "UPDATE pipeledger.pipeline_runs SET tenant = %s WHERE pipeline = 'orders_b'", [a]
             )
+
+
+def test_a_runner_role_the_owner_granted_the_ledger_writes_only_its_tenant(
+    tmp_path: Path, postgres_url: str, roles: dict[str, str]
+) -> None:
+    """pipeledger run as a role other than the migrator (README, PostgreSQL notes): a
+    writer of the tenant it declares, and of no other."""
+    writer_url = as_role(postgres_url, roles["writer"])
+    a, b = roles["a"], roles["b"]
+    two_tenants(tmp_path, writer_url, a, b)
+    runner = roles["runner"]
+    with psycopg.connect(writer_url, autocommit=True) as owner:
+        for statement in (
+            f"GRANT USAGE, CREATE ON SCHEMA analytics TO {runner}",
+            f"GRANT USAGE ON SCHEMA pipeledger TO {runner}",
+            f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA pipeledger TO {runner}",
+        ):
+            owner.execute(statement)
+    database = urlsplit(postgres_url).path.lstrip("/")
+    with psycopg.connect(postgres_url, autocommit=True) as superuser:  # its staging schema
+        superuser.execute(f'GRANT CREATE ON DATABASE "{database}" TO {runner}')
+    third = tenant_project(tmp_path / "c", as_role(postgres_url, runner), a, "orders_c")
+    assert third.run("orders_c")["status"] == "success"
+    assert runs_seen(third) == {"orders_a", "orders_c"}
+    with psycopg.connect(postgres_url) as superuser:
+        tenants = superuser.execute(
+            "SELECT DISTINCT tenant FROM pipeledger.pipeline_runs WHERE pipeline = 'orders_c'"
+        ).fetchall()
+    assert tenants == [(a,)]
+    with psycopg.connect(as_role(postgres_url, runner)) as conn:  # declares b: sees b only
+        conn.execute("SELECT set_config('pipeledger.tenant', %s, true)", [b])
+        assert seen_tenants(conn, "pipeledger.pipeline_runs") == {b}
 
 
 def test_runs_by_tenant_pipeline_and_time_use_an_index_at_100k_rows_per_tenant(
