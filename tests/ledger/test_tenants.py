@@ -11,6 +11,7 @@ import json
 import re
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -23,7 +24,7 @@ from pipeledger.ledger.tables import table as ledger_table
 from pipeledger.ledger.tenants import grant_reader
 from pipeledger.runs.site import Site
 from pipeledger.warehouse.adapters import open_warehouse
-from pipeledger.warehouse.dialect import POSTGRES
+from pipeledger.warehouse.dialect import POSTGRES, SQLITE
 from pipeledger.warehouse.migrations import MIGRATIONS, Component, migrate
 from pipeledger.warehouse.session import Session
 from pipeledger.web import server
@@ -493,3 +494,20 @@ def test_every_cli_question_and_dashboard_document_sees_only_its_tenant(
     finally:
         for r in running:
             r.stop()
+
+
+def test_a_tenant_from_the_python_api_is_a_quoted_literal_on_sqlite(tmp_path: Path) -> None:
+    """``open_warehouse(tenant=...)`` is not checked like the config's key: the SQLite
+    filter quotes it (its views and triggers take no bound parameter)."""
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    with open_warehouse(url).session() as session:
+        migrate(session, LEDGER)
+        LedgerBuilder(session).run("orders", datetime(2024, 1, 1, tzinfo=UTC), run_id="mine")
+    odd = "o'brien OR 1 = 1"
+    with open_warehouse(url, tenant=odd).session(write=False) as session:
+        assert session.query(f"SELECT count(*) FROM {SQLITE.table(RUNS)}") == [(0,)]
+    with open_warehouse(url, tenant=odd).session() as session:
+        LedgerBuilder(session).run("orders", datetime(2024, 1, 2, tzinfo=UTC), run_id="odd")
+    with open_warehouse(url, tenant=odd).session(write=False) as session:
+        rows = session.query(f"SELECT run_id, tenant FROM {SQLITE.table(RUNS)}")
+    assert rows == [("odd", odd)]

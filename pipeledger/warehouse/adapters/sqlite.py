@@ -45,7 +45,7 @@ from pipeledger.errors import (
     WarehouseBusy,
     WarehouseError,
 )
-from pipeledger.warehouse.dialect import SQLITE, quote, sqlite_instant
+from pipeledger.warehouse.dialect import SQLITE, literal, quote, sqlite_instant
 from pipeledger.warehouse.session import observed
 
 # numpy and pyarrow are imported by the functions that handle Arrow data, so that reading
@@ -310,22 +310,24 @@ def _scope_to_tenant(conn: sqlite3.Connection, tenant: str, write: bool) -> None
     tenant. A reader's temporary views shadow the tables (SQLite resolves an unqualified
     name in ``temp`` first), so every ledger question is filtered without saying so; a
     writer's temporary triggers tag the rows it inserts (the column's default is
-    'default'). ``tenant`` is a validated name (``config.locate.check_tenant``)."""
+    'default'). ``tenant`` is quoted as a literal (a view and a trigger take no bound
+    parameter): from a config it is a validated name, from the Python API any text."""
     tables = [row[0] for row in conn.execute(_TENANT_TABLES)]
+    value = literal(tenant)
     for name in tables:
         main, scoped = f"main.{quote(name)}", quote(name)
         if not write:
             conn.execute(
                 f"CREATE TEMP VIEW IF NOT EXISTS {scoped} AS "
-                f"SELECT * FROM {main} WHERE tenant = '{tenant}'"
+                f"SELECT * FROM {main} WHERE tenant = {value}"
             )
         elif tenant != "default":
             trigger = quote(f"{name}_tenant")
             conn.execute(
                 f"CREATE TEMP TRIGGER IF NOT EXISTS {trigger} AFTER INSERT ON {main} "
-                f"FOR EACH ROW WHEN NEW.tenant IS NOT '{tenant}' BEGIN "
+                f"FOR EACH ROW WHEN NEW.tenant IS NOT {value} BEGIN "
                 # unqualified (SQLite's rule in triggers): a writer has no shadowing views
-                f"UPDATE {scoped} SET tenant = '{tenant}' WHERE rowid = NEW.rowid; END"
+                f"UPDATE {scoped} SET tenant = {value} WHERE rowid = NEW.rowid; END"
             )
 
 
