@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from pipeledger.ledger.reads.sla import Breach as Breach
     from pipeledger.ledger.reads.sla import Reliability as Reliability
     from pipeledger.ledger.reads.sla import SlaReport as SlaReport
+    from pipeledger.ledger.tenants import ReaderGrant as ReaderGrant
     from pipeledger.ledger.vocabulary import RunRecord as RunRecord
     from pipeledger.ledger.vocabulary import RunStatus as RunStatus
     from pipeledger.ledger.vocabulary import TriggerType as TriggerType
@@ -179,6 +180,7 @@ def _located(project: Project) -> Located:
         ledger_url=project.ledger_url,
         pipelines=tuple(project.pipelines),
         models=tuple(project.models),
+        tenant=project.ledger.tenant,
     )
 
 
@@ -503,7 +505,7 @@ def lateness(config: ConfigLike, name: str) -> LatenessReport:
             f"{_whole_read(pipeline.sync)}"
         )
     buffer_s = seconds(pipeline.lateness)
-    with reading(config.ledger_url) as session:
+    with reading(config.ledger_url, tenant=config.ledger.tenant) as session:
         if session is None:
             return report(name, buffer_s, [])
         return lateness_report(session, name, buffer_s)
@@ -518,7 +520,8 @@ def watermarks(project: Project = None, name: str | None = None) -> list[Waterma
     located = _located(project)
     if name is not None:
         located.check_pipeline(name)
-    with open_warehouse(located.warehouse_url).session(write=False) as session:
+    warehouse = open_warehouse(located.warehouse_url, tenant=located.tenant)
+    with warehouse.session(write=False) as session:
         return read(session, name)
 
 
@@ -718,7 +721,10 @@ def cancel(config: ConfigLike, run_id: str, reason: str | None = None) -> RunRec
 def _reading(project: Project, *, current: bool = False, write: bool = False) -> Iterator[Any]:
     from pipeledger.ledger.reads import reading
 
-    with reading(_located(project).ledger_url, current=current, write=write) as session:
+    located = _located(project)
+    with reading(
+        located.ledger_url, current=current, write=write, tenant=located.tenant
+    ) as session:
         yield session
 
 
@@ -937,7 +943,7 @@ def query(
 
     located = _located(project)
     url = located.ledger_url if ledger else located.warehouse_url
-    with open_warehouse(url).session(write=False) as session:
+    with open_warehouse(url, tenant=located.tenant).session(write=False) as session:
         session.mark_rollback()
         return session.query(sql, params)
 
@@ -973,6 +979,23 @@ def migrate(config: ConfigLike) -> dict[str, list[int]]:
             with warehouse.session() as session:
                 applied[component.name] = apply(session, component)
         return applied
+
+
+def grant_reader(config: ConfigLike, role: str, tenant: str) -> ReaderGrant:
+    """Let PostgreSQL role ``role`` read ``tenant``'s ledger rows, and no other tenant's
+    (``pipeledger ledger grant-reader``): its group role ``pipeledger_tenant_<tenant>`` is
+    made when missing (NOLOGIN), may read the ledger's tables and views, and is granted to
+    ``role``. Run it as the ledger's owner (or a role that may create roles and grant)."""
+    from pipeledger.config.locate import check_tenant
+    from pipeledger.ledger.tables import LEDGER
+    from pipeledger.ledger.tenants import grant_reader as grant
+    from pipeledger.warehouse.migrations import migrate as apply
+
+    check_tenant(tenant, "--tenant")
+    database = _site(config).ledger.store.database
+    with database.session() as session:
+        apply(session, LEDGER)  # the policies the grant relies on
+        return grant(session, role, tenant)
 
 
 _LAZY = {

@@ -84,7 +84,7 @@ def deliver(config: Config, deadline: Deadline | None = None) -> int:
 class _Round:
     def __init__(self, config: Config, channels: dict[str, Channel], deadline: Deadline) -> None:
         self.settings = config.alerts
-        self.database = open_warehouse(config.ledger_url)
+        self.database = open_warehouse(config.ledger_url, tenant=config.ledger.tenant)
         self.channels = channels
         self.deadline = deadline
         self.timeout = self.settings.timeout.total_seconds()

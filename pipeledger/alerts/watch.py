@@ -64,7 +64,7 @@ class Look:
 def look_after(config: Config, now: datetime | None = None) -> Look:
     """One look (module docstring) in a transaction of its own."""
     now = now or datetime.now(UTC)
-    database = open_warehouse(config.ledger_url)
+    database = open_warehouse(config.ledger_url, tenant=config.ledger.tenant)
     ensure_migrated(database, LEDGER)
     settings = config.alerts
     with database.session() as session:
@@ -104,7 +104,7 @@ def raise_event(
         run_id=run_id,
         details=details or {},
     )
-    database = open_warehouse(config.ledger_url)
+    database = open_warehouse(config.ledger_url, tenant=config.ledger.tenant)
     ensure_migrated(database, LEDGER)
     with database.session() as session:
         added = outbox.record(session, event, channels, now)

@@ -1,5 +1,5 @@
 """Ledger commands: runs, checks, show, status, anomalies, sla, alerts, tasks, audit,
-blocked, ledger prune/migrate.
+blocked, ledger prune/migrate/grant-reader.
 
 Each command is a few lines over a question of :mod:`pipeledger.api`. Until the ledger's
 tables exist, the read commands say so (``[]`` with ``--json``) instead of failing.
@@ -536,6 +536,25 @@ def _ledger_group() -> click.Group:
             for part, versions in applied.items():
                 done = ", ".join(map(str, versions)) if versions else "none (up to date)"
                 out.print(f"{part}: applied version(s) {done}", highlight=False)
+
+    @ledger.command(name="grant-reader")
+    @click.argument("role")
+    @click.option("--tenant", required=True, help="The tenant whose ledger rows ROLE may read.")
+    @json_option
+    def grant_reader_command(role: str, tenant: str, as_json: bool) -> None:
+        """Let PostgreSQL role ROLE read one tenant's ledger rows, and no other's (row-level
+        security keyed on role membership)."""
+        with reporting(as_json):
+            grant = api.grant_reader(read_config(), role, tenant)
+            if as_json:
+                print_json(grant.to_json())
+                return
+            made = " (created)" if grant.created else ""
+            out.print(
+                f"{role} may read tenant {tenant}'s ledger rows through role "
+                f"{grant.tenant_role}{made}: {grant.tables} table(s) and view(s)",
+                highlight=False,
+            )
 
     return ledger
 

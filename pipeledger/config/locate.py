@@ -24,6 +24,9 @@ from pipeledger.common.secrets import register_secret, register_url
 from pipeledger.errors import ConfigError
 
 DEFAULT_CONFIG = "pipeledger.toml"
+DEFAULT_TENANT = "default"
+TENANT_ENV = "PIPELEDGER_TENANT"
+_TENANT = re.compile(r"[a-z][a-z0-9_]{0,39}")
 EMBEDDED_DIR = ".pipeledger"
 EMBEDDED_FILE = "warehouse.db"
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -116,6 +119,7 @@ class Located:
     ledger_url: str
     pipelines: tuple[str, ...]
     models: tuple[str, ...]
+    tenant: str = DEFAULT_TENANT
 
     def check_pipeline(self, name: str) -> None:
         """Raise ``ConfigError`` when the config has no pipeline ``name``."""
@@ -136,7 +140,27 @@ def locate(path: Path | None = None) -> Located:
         ledger_url=_url(document, "ledger") or default_ledger_url(warehouse),
         pipelines=_names(document, "pipelines"),
         models=_names(document, "models"),
+        tenant=tenant_of(document),
     )
+
+
+def tenant_of(document: Document) -> str:
+    """The tenant whose ledger rows this config reads and writes: ``PIPELEDGER_TENANT``
+    when set (a deployment gives each team's runner its own), else ``[ledger] tenant``."""
+    value = os.environ.get(TENANT_ENV) or _section(document, "ledger").get("tenant", DEFAULT_TENANT)
+    where = TENANT_ENV if os.environ.get(TENANT_ENV) else "ledger.tenant"
+    return check_tenant(value, f"{document.source_file}: {where}")
+
+
+def check_tenant(value: object, where: str) -> str:
+    """``value`` as a tenant name: lowercase letters, digits and ``_``, starting with a
+    letter, at most 40 characters (it becomes part of a role name, pipeledger_tenant_<T>)."""
+    if not isinstance(value, str) or _TENANT.fullmatch(value) is None:
+        raise ConfigError(
+            f"{where} = {value!r} is not a tenant name: use lowercase letters, digits and _, "
+            "starting with a letter, at most 40 characters; nothing was run"
+        )
+    return value
 
 
 def _section(document: Document, name: str) -> dict[str, Any]:

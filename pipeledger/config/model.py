@@ -32,8 +32,11 @@ from pipeledger.common.durations import parse_duration, span
 from pipeledger.common.secrets import redact, register_secret
 from pipeledger.config.locate import (
     DEFAULT_CONFIG,
+    DEFAULT_TENANT,
     DUCKDB_PREFIX,
     EMBEDDED_DIR,
+    TENANT_ENV,
+    check_tenant,
     default_ledger_url,
     embedded_url,
     interpolate,
@@ -661,8 +664,16 @@ class LedgerConfig(_Strict):
     heartbeat: timedelta = timedelta(seconds=30)
     write_timeout: timedelta = timedelta(seconds=10)  # then the ledger counts as down
     environment: str = "production"
-    tenant: str = Field(default="default", min_length=1, max_length=63)
     spool: str = f"{EMBEDDED_DIR}/ledger-spool.jsonl"
+    # whose ledger rows these are (row-level security) and whose slots the queue counts;
+    # PIPELEDGER_TENANT overrides it (config.locate.tenant_of reads it the same way)
+    tenant: str = Field(default=DEFAULT_TENANT, validate_default=True)
+
+    @field_validator("tenant", mode="before")
+    @classmethod
+    def _tenant(cls, value: Any) -> Any:
+        override = os.environ.get(TENANT_ENV)
+        return check_tenant(override or value, TENANT_ENV if override else "ledger.tenant")
 
     @field_validator("lease", "heartbeat", "write_timeout", mode="before")
     @classmethod

@@ -196,7 +196,7 @@ class Ledger:
         self._code_version = code_version or f"pipeledger {__version__}"
         spool_path = Path(spool) if spool else Path(EMBEDDED_DIR) / "ledger-spool.jsonl"
         self.store = st.LedgerStore(
-            database or open_warehouse(self.url),
+            database or open_warehouse(self.url, tenant=tenant),
             st.Spool(spool_path),
             separate=separate,
             on_unavailable=on_unavailable,

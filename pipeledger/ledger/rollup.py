@@ -83,35 +83,41 @@ def fill(d: Dialect, days: str, runs: str) -> str:
     )
 
 
-def _add(d: Dialect, days: str, existing: str) -> str:
-    """One run's counts added to its day (``existing``: how the stored row is named)."""
+def _add(d: Dialect, days: str, existing: str, tenant: bool) -> str:
+    """One run's counts added to its day (``existing``: how the stored row is named;
+    ``tenant``: the day's row carries the run's tenant, ledger migration 13)."""
     pairs = counts(d, "NEW")
     names = ", ".join(name for name, _ in pairs)
     values = ", ".join(expression for _, expression in pairs)
     sets = ", ".join(f"{name} = {existing}{name} + excluded.{name}" for name, _ in pairs)
+    keys, key_values = ("tenant, ", "NEW.tenant, ") if tenant else ("", "")
     return (
-        f"INSERT INTO {days}{' AS t' if existing else ''} (pipeline, day, {names}) "
-        f"VALUES (NEW.pipeline, {d.utc_day('NEW.started_at')}, {values}) "
+        f"INSERT INTO {days}{' AS t' if existing else ''} ({keys}pipeline, day, {names}) "
+        f"VALUES ({key_values}NEW.pipeline, {d.utc_day('NEW.started_at')}, {values}) "
         f"ON CONFLICT (pipeline, day) DO UPDATE SET {sets}"
     )
 
 
-def recreate_triggers(d: Dialect, schema: str, days: str, runs: str) -> list[str]:
+def recreate_triggers(
+    d: Dialect, schema: str, days: str, runs: str, *, tenant: bool = False
+) -> list[str]:
     """Migration 11: the triggers again, now that ``queued`` and ``rejected`` runs are not
-    finished ones (the triggers hold the words of :func:`finished` as they were made)."""
+    finished ones (the triggers hold the words of :func:`finished` as they were made);
+    migration 13 (``tenant``): again, each day's row now the run's tenant's."""
     on = f" ON {runs}" if d.triggers_call_functions else ""
     drops = [f"DROP TRIGGER IF EXISTS {quote(name)}{on}" for name in TRIGGERS]
-    return [*drops, *triggers(d, schema, days, runs)]
+    return [*drops, *triggers(d, schema, days, runs, tenant=tenant)]
 
 
-def triggers(d: Dialect, schema: str, days: str, runs: str) -> list[str]:
-    """The triggers that roll up a run when it is inserted final or leaves ``running``."""
+def triggers(d: Dialect, schema: str, days: str, runs: str, *, tenant: bool = False) -> list[str]:
+    """The triggers that roll up a run when it is inserted final or leaves ``running``
+    (``tenant``: into its tenant's row, from ledger migration 13 on)."""
     insert, update = (quote(name) for name in TRIGGERS)
     new_final = f"({finished('NEW')})"
     left_running = f"OLD.status = 'running' AND {new_final}"
     if d.triggers_call_functions:
         function = f"{quote(schema)}.{quote(FUNCTION)}()"
-        body = f"BEGIN {_add(d, days, 't.')}; RETURN NULL; END"
+        body = f"BEGIN {_add(d, days, 't.', tenant)}; RETURN NULL; END"
         return [
             f"CREATE OR REPLACE FUNCTION {function} RETURNS trigger LANGUAGE plpgsql "
             f"AS $$ {body} $$",
@@ -120,7 +126,8 @@ def triggers(d: Dialect, schema: str, days: str, runs: str) -> list[str]:
             f"CREATE TRIGGER {update} AFTER UPDATE OF status ON {runs} FOR EACH ROW "
             f"WHEN ({left_running}) EXECUTE PROCEDURE {function}",
         ]
-    add = _add(d, days, "")  # a trigger's INSERT takes no alias: bare names are the stored row
+    # a trigger's INSERT takes no alias: bare names are the stored row
+    add = _add(d, days, "", tenant)
     return [
         f"CREATE TRIGGER IF NOT EXISTS {insert} AFTER INSERT ON {runs} FOR EACH ROW "
         f"WHEN {new_final} BEGIN {add}; END",
@@ -167,7 +174,7 @@ def fill_tasks(d: Dialect, task_days: str, tasks: str, runs: str) -> str:
     )
 
 
-def _add_task(d: Dialect, task_days: str, runs: str, existing: str) -> str:
+def _add_task(d: Dialect, task_days: str, runs: str, existing: str, tenant: bool) -> str:
     pairs = task_counts("NEW")
     names = ", ".join(name for name, _ in pairs)
     values = ", ".join(expression for _, expression in pairs)
@@ -181,29 +188,51 @@ def _add_task(d: Dialect, task_days: str, runs: str, existing: str) -> str:
         for name, _ in pairs
     )
     pipeline = f"(SELECT r.pipeline FROM {runs} r WHERE r.run_id = NEW.run_id)"
+    # the run's tenant, not the task row's: on SQLite a writer's own trigger tags the task
+    # row after this one may have run (adapters.sqlite._scope_to_tenant)
+    keys, key_values = (
+        ("tenant, ", f"(SELECT r.tenant FROM {runs} r WHERE r.run_id = NEW.run_id), ")
+        if tenant
+        else ("", "")
+    )
     return (
-        f"INSERT INTO {task_days}{' AS t' if existing else ''} (pipeline, task, day, {names}) "
-        f"SELECT {pipeline}, NEW.name, {d.utc_day('NEW.started_at')}, {values} "
+        f"INSERT INTO {task_days}{' AS t' if existing else ''} "
+        f"({keys}pipeline, task, day, {names}) "
+        f"SELECT {key_values}{pipeline}, NEW.name, {d.utc_day('NEW.started_at')}, {values} "
         f"WHERE {pipeline} IS NOT NULL "
         f"ON CONFLICT (pipeline, task, day) DO UPDATE SET {sets}"
     )
 
 
-def task_triggers(d: Dialect, schema: str, task_days: str, tasks: str, runs: str) -> list[str]:
+def task_triggers(
+    d: Dialect, schema: str, task_days: str, tasks: str, runs: str, *, tenant: bool = False
+) -> list[str]:
     """The trigger that rolls up a task when it is recorded (tasks are inserted once,
-    finished; ``ON CONFLICT DO NOTHING`` of a task recorded twice inserts nothing)."""
+    finished; ``ON CONFLICT DO NOTHING`` of a task recorded twice inserts nothing);
+    ``tenant``: into its run's tenant's row, from ledger migration 13 on."""
     trigger = quote(TASK_TRIGGER)
     if d.triggers_call_functions:
         function = f"{quote(schema)}.{quote(TASK_FUNCTION)}()"
-        body = f"BEGIN {_add_task(d, task_days, runs, 't.')}; RETURN NULL; END"
+        body = f"BEGIN {_add_task(d, task_days, runs, 't.', tenant)}; RETURN NULL; END"
         return [
             f"CREATE OR REPLACE FUNCTION {function} RETURNS trigger LANGUAGE plpgsql "
             f"AS $$ {body} $$",
             f"CREATE TRIGGER {trigger} AFTER INSERT ON {tasks} FOR EACH ROW "
             f"EXECUTE PROCEDURE {function}",
         ]
-    add = _add_task(d, task_days, runs, "")
+    add = _add_task(d, task_days, runs, "", tenant)
     return [
         f"CREATE TRIGGER IF NOT EXISTS {trigger} AFTER INSERT ON {tasks} FOR EACH ROW "
         f"BEGIN {add}; END"
+    ]
+
+
+def recreate_task_triggers(
+    d: Dialect, schema: str, task_days: str, tasks: str, runs: str
+) -> list[str]:
+    """Migration 13: the task trigger again, each day's row now its run's tenant's."""
+    on = f" ON {tasks}" if d.triggers_call_functions else ""
+    return [
+        f"DROP TRIGGER IF EXISTS {quote(TASK_TRIGGER)}{on}",
+        *task_triggers(d, schema, task_days, tasks, runs, tenant=True),
     ]

@@ -439,6 +439,7 @@ def ledger_migrations(d: Dialect) -> list[Migration]:
         (9, "indexes for reading: runs by DAG run, runs by time with what windows sum", _reads(d)),
         (11, "run slots and queues per tenant (max_concurrent_runs)", _slots(d)),
         (12, "reads at scale: task rollup by day, runs' failures, histories, durations", _scale(d)),
+        (13, "tenants: a tenant on every row and first in its indexes; row security", tenants(d)),
     ]
 
 
@@ -601,6 +602,166 @@ def _rebuild_with_foreign_key(d: Dialect, child: LedgerTable) -> list[str]:
         f"ALTER TABLE {rebuilt} RENAME TO {table}",
         *(child.index(d, name) for name, _ in child.indexes),
     ]
+
+
+# every ledger table: migration 13 gives each a tenant (grant-reader grants them to readers;
+# tests/ledger/test_tenants.py fails if the ledger's database holds a table not listed)
+TENANT_TABLES = (
+    PIPELINE_TABLE,
+    RUN_TABLE,
+    TASK_TABLE,
+    AUDIT_TABLE,
+    SNAPSHOT_TABLE,
+    DEPENDENCY_TABLE,
+    QUALITY_TABLE,
+    DAY_TABLE,
+    TASK_DAY_TABLE,
+    ALERT_TABLE,
+    BREACH_TABLE,
+    RECONCILIATION_TABLE,
+    CANCEL_TABLE,
+    QUEUE_TABLE,
+    SLOT_TABLE,
+)
+# the tables migration 11 made with a tenant of their own (the queue's, always given)
+_TENANT_SINCE_11 = (QUEUE_TABLE, SLOT_TABLE)
+TENANT_ROLE_PREFIX = "pipeledger_tenant_"
+# what the writer's sessions declare (the PostgreSQL adapter's ``_tenant_setting``),
+# evaluated once per query (an uncorrelated sub-select: the planner probes the tenant
+# indexes with it instead of filtering every row)
+_SETTING = "(SELECT current_setting('pipeledger.tenant', true))"
+# the tenants whose reader role the current role is a member of: evaluated once per query
+# (an uncorrelated sub-select), compared in the column's collation (a role name's is "C",
+# which would keep the planner off the tenant indexes)
+_READABLE = (
+    "tenant = ANY (ARRAY(SELECT substr(r.rolname::text, "
+    f'{len(TENANT_ROLE_PREFIX) + 1}) COLLATE "default" FROM pg_catalog.pg_roles AS r '
+    f"WHERE r.rolname LIKE '{TENANT_ROLE_PREFIX.replace('_', chr(92) + '_')}%' "
+    "AND pg_has_role(current_user, r.oid, 'MEMBER')))"
+)
+# the indexes of migrations 5, 6, 9 and 12, which the tables above do not list:
+# (name, table, unique, columns after the tenant, predicate)
+_LATER_INDEXES: tuple[tuple[str, TableName, bool, str, str], ...] = (
+    (
+        "pipeline_runs_idempotency",
+        RUNS,
+        True,
+        "pipeline, idempotency_key",
+        "idempotency_key IS NOT NULL AND status IN ({holds})",
+    ),
+    ("pipeline_runs_ended", RUNS, False, "ended_at", ""),
+    ("sla_breaches_open", BREACHES, True, "pipeline, kind", "ended_at IS NULL"),
+    ("pipeline_runs_correlation", RUNS, False, "correlation_id", "correlation_id IS NOT NULL"),
+    (
+        "pipeline_runs_window",
+        RUNS,
+        False,
+        "started_at, pipeline, status, trigger_type, run_id, ended_at, duration_ms",
+        "",
+    ),
+    ("pipeline_runs_failures", RUNS, False, "pipeline, started_at, run_id", "status IN ({failed})"),
+    (
+        "pipeline_runs_history",
+        RUNS,
+        False,
+        "pipeline, started_at, run_id, status, trigger_type, ended_at",
+        "",
+    ),
+    (
+        "pipeline_runs_durations",
+        RUNS,
+        False,
+        "pipeline, status, duration_ms, started_at, trigger_type",
+        "",
+    ),
+)
+
+
+def tenants(d: Dialect) -> list[str]:
+    """Migration 13: every ledger row belongs to a tenant; the rows already recorded to
+    'default' (the queue's tables of migration 11 had their tenant already). Every index
+    is made again with the tenant first, so that one tenant's questions read only its part
+    of each index; the rollups' triggers are made again to give each day's row its run's
+    tenant. The primary keys stay as they were: they are referenced by the foreign keys of
+    migration 4 and named by the writers' ``ON CONFLICT``, and the generated ids (runs,
+    tasks, events, results) are unique across tenants anyway; a pipeline's name is
+    therefore unique across the tenants of a ledger.
+
+    PostgreSQL: a new row's tenant is the one its writer's session declares; row-level
+    security, enabled and forced (the owner too), lets a role that may write the ledger
+    (the migrator, or the runner role it granted the tables to) see and write only the
+    declared tenant's rows, and any other role only the rows of the tenants whose reader
+    role (``pipeledger_tenant_<T>``, from ``pipeledger ledger grant-reader``) it is a
+    member of: a reader's own settings count for nothing.
+    SQLite has no roles: the adapter filters (``adapters.sqlite._scope_to_tenant``)."""
+    statements: list[str] = []
+    for t in TENANT_TABLES:
+        name = d.table(t.name)
+        if t not in _TENANT_SINCE_11:
+            statements.append(
+                f"ALTER TABLE {name} ADD COLUMN tenant text NOT NULL DEFAULT 'default'"
+            )
+        if d.row_security:
+            statements += _row_security(name)
+        for index, columns in t.indexes:
+            if columns.startswith("tenant,"):
+                continue  # led by the tenant already (run_slots_tenant)
+            statements += [f"DROP INDEX IF EXISTS {_index_name(d, t.name, index)}"]
+            statements.append(f"CREATE INDEX {quote(index)} ON {name} (tenant, {columns})")
+    holds = ", ".join(f"'{status}'" for status in HOLDS_KEY)
+    failed = ", ".join(f"'{status}'" for status in rollup.FAILURES)
+    for index, on, unique, columns, where in _LATER_INDEXES:
+        kind = "UNIQUE INDEX" if unique else "INDEX"
+        predicate = f" WHERE {where.format(holds=holds, failed=failed)}" if where else ""
+        statements += [
+            f"DROP INDEX IF EXISTS {_index_name(d, on, index)}",
+            f"CREATE {kind} {quote(index)} ON {d.table(on)} (tenant, {columns}){predicate}",
+        ]
+    days, runs, tasks, task_days = (d.table(n) for n in (DAYS, RUNS, TASKS, TASK_DAYS))
+    statements += rollup.recreate_triggers(d, SCHEMA, days, runs, tenant=True)
+    statements += rollup.recreate_task_triggers(d, SCHEMA, task_days, tasks, runs)
+    if d.row_security:
+        statements.append(SECURITY_INVOKER_VIEWS)
+    return statements
+
+
+def _index_name(d: Dialect, on: TableName, index: str) -> str:
+    """An index as DROP INDEX names it: in the table's schema on PostgreSQL."""
+    return f"{quote(on.schema)}.{quote(index)}" if d.has_schemas and on.schema else quote(index)
+
+
+def _row_security(table: str) -> list[str]:
+    """The writer policy is for every role that may write the table (INSERT, the grant
+    pipeledger's runs need): the migrator, and a runner role it granted the ledger's
+    tables to (README, PostgreSQL notes). Such a role is trusted with the tenant it
+    declares (it could write any tenant's rows as well); a role that may only read it,
+    as ``grant-reader`` makes them, is held by the reader policy, which no setting moves.
+    Both tests are uncorrelated sub-selects: evaluated once per query, the tenant probes
+    the indexes."""
+    writer = f"(SELECT has_table_privilege(current_user, '{table}', 'INSERT'))"
+    declared = f"tenant = {_SETTING} AND {writer}"
+    return [
+        # a row written by a session that declared nothing (another tool) is 'default''s
+        f"ALTER TABLE {table} ALTER COLUMN tenant SET DEFAULT "
+        "coalesce(nullif(current_setting('pipeledger.tenant', true), ''), 'default')",
+        f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY",
+        f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
+        f"CREATE POLICY tenant_writer ON {table} USING ({declared}) WITH CHECK ({declared})",
+        f"CREATE POLICY tenant_reader ON {table} FOR SELECT USING ({_READABLE})",
+    ]
+
+
+# a plain view reads with its owner's rights, so its owner's policies: every view in the
+# ledger's schema reads with the rights of whoever queries it (PostgreSQL 15 and later)
+SECURITY_INVOKER_VIEWS = (
+    "DO $$ DECLARE v record; BEGIN "
+    "FOR v IN SELECT c.oid::regclass AS name FROM pg_catalog.pg_class AS c "
+    f"JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace "
+    f"WHERE n.nspname = '{SCHEMA}' AND c.relkind = 'v' "
+    # the regclass prints quoted and schema-qualified (no % here: it would read as a parameter)
+    "LOOP EXECUTE 'ALTER VIEW ' || v.name::text || ' SET (security_invoker = true)'; "
+    "END LOOP; END $$"
+)
 
 
 LEDGER = Component("ledger", ledger_migrations, RUNS)

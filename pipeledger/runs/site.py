@@ -64,7 +64,8 @@ class Site:
         with self._lock:
             found = self._warehouses.get(url)
             if found is None:
-                found = self._warehouses[url] = open_warehouse(url)
+                tenant = self.config.ledger.tenant
+                found = self._warehouses[url] = open_warehouse(url, tenant=tenant)
             return found
 
     def registration(self, name: str) -> list[Op]:

@@ -116,6 +116,8 @@ class Dialect:
     int64_type: ClassVar[str]
     #: ``ALTER TABLE ... ADD CONSTRAINT`` exists (else a table is rebuilt to gain one)
     alters_constraints: ClassVar[bool]
+    #: roles and row-level security keep tenants apart (else a query filter only does)
+    row_security: ClassVar[bool]
     #: a join or EXISTS on columns without an index is hashed (else it loops over the
     #: other table for every row: such columns need an index)
     hash_joins: ClassVar[bool]
@@ -279,6 +281,7 @@ class _Postgres(Dialect):
     instant_type = "timestamptz"
     int64_type = "bigint"
     alters_constraints = True
+    row_security = True
     hash_joins = True
     replaces_views = True
     partial_rollback = True
@@ -357,6 +360,7 @@ class _Sqlite(Dialect):
     instant_type = "text"
     int64_type = "integer"  # SQLite's INTEGER is 64-bit
     alters_constraints = False
+    row_security = False
     hash_joins = False
     replaces_views = False
     partial_rollback = True
@@ -533,6 +537,7 @@ class _Duckdb(Dialect):
     instant_type = "TIMESTAMP WITH TIME ZONE"
     int64_type = "BIGINT"
     alters_constraints = False
+    row_security = False  # the ledger is never in it
     hash_joins = True
     partial_rollback = False
     has_triggers = False

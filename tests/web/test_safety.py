@@ -15,6 +15,8 @@ from urllib.parse import quote
 import psycopg
 import pytest
 
+from pipeledger.ledger.tenants import grant_reader
+from pipeledger.warehouse.adapters import open_warehouse
 from pipeledger.web import server
 from tests.ledger_fixtures import ledger
 from tests.web import known as k
@@ -99,6 +101,8 @@ def grant_select_only(url: str, role: str) -> None:
         for (schema,) in schemas:
             conn.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
             conn.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"')
+        with open_warehouse(url).session() as session:  # the ledger's rows are per tenant
+            grant_reader(session, role, "default")
 
 
 def test_a_role_that_may_only_select_is_enough(known_postgres: k.Known, tmp_path: Path) -> None:

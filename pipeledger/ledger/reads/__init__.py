@@ -22,8 +22,10 @@ class _Shared:
 
     def __init__(self) -> None:
         self.stack = ExitStack()
-        self.sessions: dict[str, Session | None] = {}
-        self.current: dict[str, bool] = {}  # url -> has the tables of migration 6
+        # (url, tenant) -> its session: a session sees one tenant's rows, so two tenants
+        # asking in one block never share one
+        self.sessions: dict[tuple[str, str], Session | None] = {}
+        self.current: dict[tuple[str, str], bool] = {}  # -> has the tables of migration 6
 
 
 _SHARED: ContextVar[_Shared | None] = ContextVar("pipeledger_shared_reads", default=None)
@@ -52,36 +54,41 @@ def shared_reads() -> Iterator[None]:
         _SHARED.reset(token)
 
 
-def _shared_session(shared: _Shared, url: str, current: bool) -> Session | None:
-    if url not in shared.sessions:
-        opened = shared.stack.enter_context(open_warehouse(url).session(write=False))
-        shared.sessions[url] = opened if is_migrated(opened, LEDGER) else None
-    session = shared.sessions[url]
+def _shared_session(shared: _Shared, url: str, tenant: str, current: bool) -> Session | None:
+    key = (url, tenant)
+    if key not in shared.sessions:
+        warehouse = open_warehouse(url, tenant=tenant)
+        opened = shared.stack.enter_context(warehouse.session(write=False))
+        shared.sessions[key] = opened if is_migrated(opened, LEDGER) else None
+    session = shared.sessions[key]
     if session is not None and current:
-        if url not in shared.current:
-            shared.current[url] = session.table_columns(DAYS) is not None
-        if not shared.current[url]:
+        if key not in shared.current:
+            shared.current[key] = session.table_columns(DAYS) is not None
+        if not shared.current[key]:
             raise ConfigError(_OUTDATED)
     return session
 
 
 @contextmanager
-def reading(url: str, *, write: bool = False, current: bool = False) -> Iterator[Session | None]:
+def reading(
+    url: str, *, write: bool = False, current: bool = False, tenant: str = "default"
+) -> Iterator[Session | None]:
     """A session on the ledger database at ``url``, or None while it has no ledger tables.
     ``current``: the question reads tables of ledger migration 6 (rollups, alerts, SLA
     breaches), which a ledger made by an earlier release lacks until it is migrated.
-    ``write``: a session that may change the ledger (pruning). Inside :func:`shared_reads`
-    a read session is the block's."""
+    ``write``: a session that may change the ledger (pruning). ``tenant``: whose rows the
+    session sees. Inside :func:`shared_reads` a read session is the block's (one per
+    database and tenant)."""
     shared = _SHARED.get()
     if shared is not None and not write:
-        session = _shared_session(shared, url, current)
+        session = _shared_session(shared, url, tenant, current)
         if session is None:
             yield None
             return
         with session.savepoint():
             yield session
         return
-    with open_warehouse(url).session(write=write) as session:
+    with open_warehouse(url, tenant=tenant).session(write=write) as session:
         if not is_migrated(session, LEDGER):
             yield None
             return

@@ -15,22 +15,25 @@ def _scheme(url: str) -> str:
     return url.split(":", 1)[0].lower()
 
 
-def open_warehouse(url: str, client: str | None = None, wait: timedelta | None = None) -> Warehouse:
+def open_warehouse(
+    url: str, client: str | None = None, wait: timedelta | None = None, tenant: str = "default"
+) -> Warehouse:
     """A warehouse for ``postgresql://...``, ``sqlite:///path`` (the embedded default) or
     ``duckdb:///path`` (embedded, one process at a time).
     ``client``: the name its sessions carry where the database shows it (a run's, from
     :func:`pipeledger.warehouse.clients.client_name`). ``wait``: the longest any one statement may
     take, lock waits included, before it fails as transient (PostgreSQL; SQLite's wait for
-    its write lock is always bounded)."""
+    its write lock is always bounded). ``tenant``: whose ledger rows its sessions see and
+    write (PostgreSQL: row-level security; SQLite: a filter, see ``SqliteWarehouse``)."""
     scheme = _scheme(url)
     if scheme in ("postgresql", "postgres"):
         from pipeledger.warehouse.adapters.postgres import PostgresWarehouse
 
-        return PostgresWarehouse(url, client, wait)
+        return PostgresWarehouse(url, client, wait, tenant)
     if scheme == "sqlite":
         from pipeledger.warehouse.adapters.sqlite import SqliteWarehouse
 
-        return SqliteWarehouse(url)
+        return SqliteWarehouse(url, tenant)
     if scheme == "duckdb":
         try:
             from pipeledger.warehouse.adapters.duckdb import DuckdbWarehouse
@@ -39,7 +42,7 @@ def open_warehouse(url: str, client: str | None = None, wait: timedelta | None =
                 f"warehouse url {redact(url)!r}: a DuckDB warehouse needs the duckdb package "
                 "(pip install 'pipeledger[duckdb]'); nothing was read or written"
             ) from exc
-        return DuckdbWarehouse(url)
+        return DuckdbWarehouse(url)  # the ledger is never in it: no tenant to keep
     raise ConfigError(
         f"warehouse url {redact(url)!r}: use postgresql://..., sqlite:///path or duckdb:///path"
     )

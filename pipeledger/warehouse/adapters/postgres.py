@@ -370,13 +370,21 @@ def _csv_column(column: pa.Array) -> pa.Array:
 class PostgresWarehouse:
     dialect = POSTGRES
 
-    def __init__(self, url: str, client: str | None = None, wait: timedelta | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        client: str | None = None,
+        wait: timedelta | None = None,
+        tenant: str = "default",
+    ) -> None:
         """``client``: the name its sessions carry (default: the run the opening thread
         works for, else this process's); ``wait``: the longest a statement may take
-        (``adapters.open_warehouse``)."""
+        (``adapters.open_warehouse``); ``tenant``: the ledger tenant every transaction
+        declares (the ledger's row-level security lets the writer see only its rows)."""
         self.url = url
         self.client = client
         self.wait = wait
+        self.tenant = tenant
         # connections of sessions that ended cleanly, reset (``_discard``) for the next:
         # a node of a DAG run opens 3-4 sessions, and a new connection costs the server a
         # process and the client 5-20 ms (more on a busy machine); closed at collection/exit
@@ -389,7 +397,8 @@ class PostgresWarehouse:
         self, write: bool = True, *, wait: timedelta | None = None
     ) -> Iterator[PostgresSession]:
         name = self.client or current_client()
-        conn = self._checkout(_warehouse_settings(name, wait or self.wait))
+        settings = _warehouse_settings(name, wait or self.wait) | _tenant_setting(self.tenant)
+        conn = self._checkout(settings)
         clean = False
         try:
             session = PostgresSession(conn)
@@ -436,6 +445,17 @@ class PostgresWarehouse:
                     return
         with contextlib.suppress(psycopg.Error):
             conn.close()
+
+
+def _tenant_setting(tenant: str) -> dict[str, str]:
+    """``pipeledger.tenant``: the ledger's policies (ledger migration 13) show and take
+    this tenant's rows only, and a new row's ``tenant`` defaults to it. A setting of the
+    session, applied with its others before its transaction (a ``SET LOCAL`` at the
+    transaction's start would come before the ``SET TRANSACTION ISOLATION LEVEL`` some
+    sessions need first) and again at every checkout of a pooled connection: ``DISCARD
+    ALL`` at checkin resets it to empty, which the writer policy matches to no tenant, so
+    a connection that missed it would see nothing rather than another tenant's rows."""
+    return {"pipeledger.tenant": tenant}
 
 
 # PostgreSQL type oids and the canonical SQL type (pipeledger.common.columns) their values load as
