@@ -59,7 +59,9 @@ def fetch(url: str) -> tuple[int, int, float]:
 
 def pages(ledger: Ledger, calls: int, warmup: int) -> list[Timing]:
     """Each page through a real request to the dashboard serving on a free port."""
-    running = api.start_ui(ledger.config, port=0)
+    from pipeledger.web import server
+
+    running = server.start(ledger.config, port=0)
     try:
         found = []
         for label, path in ledger.pages.items():

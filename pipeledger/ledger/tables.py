@@ -439,6 +439,7 @@ def ledger_migrations(d: Dialect) -> list[Migration]:
         (9, "indexes for reading: runs by DAG run, runs by time with what windows sum", _reads(d)),
         (11, "run slots and queues per tenant (max_concurrent_runs)", _slots(d)),
         (12, "reads at scale: task rollup by day, runs' failures, histories, durations", _scale(d)),
+        (15, "reads at scale: each pipeline's latest scheduled run", _scheduled_reads(d)),
     ]
 
 
@@ -604,3 +605,15 @@ def _rebuild_with_foreign_key(d: Dialect, child: LedgerTable) -> list[str]:
 
 
 LEDGER = Component("ledger", ledger_migrations, RUNS)
+
+
+def _scheduled_reads(d: Dialect) -> list[str]:
+    """Migration 15: each pipeline's latest scheduled run (``pipeledger schedule``, the
+    dashboard's schedule) read from the end of an index of its scheduled runs by interval,
+    one probe per pipeline, not a walk of its every run."""
+    runs = d.table(RUNS)
+    return [
+        f"CREATE INDEX IF NOT EXISTS {quote('pipeline_runs_scheduled')} ON {runs} "
+        "(pipeline, data_interval_end, started_at, run_id) "
+        "WHERE substr(idempotency_key, 1, 9) = 'schedule:'",
+    ]
