@@ -161,6 +161,21 @@ class Dashboard:
         except ValueError as exc:
             raise views.BadRequest(f"since {exc}") from None
 
+    @staticmethod
+    def _count(request: Request, key: str, default: int) -> int:
+        """A whole-number query parameter (``tasks``' ``days`` and ``limit``), at least 1."""
+        text = request.query_params.get(key) or str(default)
+        if not text.isdigit() or int(text) < 1:
+            raise views.BadRequest(f"{key} {text!r}: a whole number, at least 1")
+        return int(text)
+
+    def _tasks(self, request: Request) -> list[dict[str, Any]]:
+        """``pipeledger tasks [NAME] --days --limit --json``."""
+        days = self._count(request, "days", api.TASK_DAYS)
+        limit = self._count(request, "limit", api.TASK_LIMIT)
+        name = request.query_params.get("name") or None
+        return [t.to_json() for t in api.tasks(self.project.located, name, days=days, limit=limit)]
+
     def api_routes(self) -> list[Route]:
         p = self.project
 
@@ -209,7 +224,7 @@ class Dashboard:
                     run_id=r.query_params.get("run") or None,
                 )
             ],
-            "/api/tasks": lambda r: [t.to_json() for t in api.tasks(located(), name(r))],
+            "/api/tasks": self._tasks,
             "/api/work": lambda r: [w.to_json() for w in api.work(located())],
             "/api/volumes": lambda r: [v.to_json() for v in api.volume_days(located(), name(r))],
         }
