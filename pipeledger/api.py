@@ -892,13 +892,14 @@ def volume_days(
     *,
     now: datetime | None = None,
     days: int = 30,
+    among: Sequence[str] = (),
 ) -> list[VolumeDay]:
-    """Per pipeline and UTC day of the last ``days``: its intervals and the rows they wrote
-    (the days behind :func:`anomalies`)."""
+    """Per pipeline (or only ``pipeline``, or those ``among``) and UTC day of the last
+    ``days``: its intervals and the rows they wrote (the days behind :func:`anomalies`)."""
     from pipeledger.ledger.reads.activity import volume_days as days_of
 
     with _reading(project, current=True) as session:
-        return days_of(session, _now(now), pipeline, days) if session else []
+        return days_of(session, _now(now), pipeline, days, among) if session else []
 
 
 TASK_DAYS = 14  # days of ``tasks``, today included

@@ -131,7 +131,10 @@ class Dashboard:
     # -- pages ---------------------------------------------------------------------------
 
     def overview(self, request: Request) -> Response:
-        return self.page("overview.html", lambda: views.overview(self.project))
+        return self.page(
+            "overview.html",
+            lambda: views.overview(self.project, views.OverviewQuery.of(request.query_params)),
+        )
 
     def node(self, request: Request) -> Response:
         name = request.path_params["name"]

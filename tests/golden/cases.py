@@ -1024,6 +1024,13 @@ def _ledger_reads() -> list[Case]:
             world=_w("ledger"),
             bind=lambda d: ["2024-05-17", "orders"],
         ),
+        Case(
+            m,
+            "volume_days_sql of two pipelines (a page of the overview)",
+            lambda d: text(activity.volume_days_sql(d, pipeline=False, among=2)),
+            world=_w("ledger"),
+            bind=lambda d: ["2024-05-17", "orders", "customers"],
+        ),
     ]
 
 
