@@ -151,7 +151,10 @@ class Dashboard:
         return self.page("dag.html", lambda: views.dag(self.project))
 
     def alerts(self, request: Request) -> Response:
-        return self.page("alerts.html", lambda: views.alerts(self.project))
+        return self.page(
+            "alerts.html",
+            lambda: views.alerts(self.project, self._count(request, "limit", views.PAGE_SIZE)),
+        )
 
     # -- documents: each what `pipeledger ... --json` prints -------------------------------
 

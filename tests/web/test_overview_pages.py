@@ -59,3 +59,34 @@ def test_a_filter_it_cannot_take_is_a_bad_request(
 ) -> None:
     status, body = get(sqlite_dashboard + "/?" + query)
     assert status == 400, body
+
+
+def reliability_nodes(body: str) -> list[str]:
+    table = body.split('<table id="reliability">', 1)[1].split("</table>", 1)[0]
+    from urllib.parse import unquote
+
+    return [unquote(n) for n in re.findall(r'<tr><td><a href="/node/([^"]+)">', table)]
+
+
+def test_the_alerts_page_shows_the_least_reliable_nodes_and_the_newest_alerts(
+    known_sqlite: k.Known, sqlite_dashboard: str
+) -> None:
+    import json
+
+    report = json.loads(known_sqlite.project.cli("sla", "--json")[1])
+    short = {r["pipeline"]: r for r in report["reliability"] if r["days"] == 7}
+    failing = sorted(p for p, r in short.items() if r["failing_since"])
+    status, whole = get(sqlite_dashboard + "/alerts")
+    assert status == 200
+    names = list(dict.fromkeys(reliability_nodes(whole)))
+    assert sorted(names) == sorted(short) and len(reliability_nodes(whole)) == 2 * len(short)
+    assert names[: len(failing)] == failing  # still failing first
+    rates = [short[n]["success_rate"] for n in names[len(failing) :]]
+    assert rates == sorted(rates, key=lambda r: 2.0 if r is None else r)
+    status, one = get(sqlite_dashboard + "/alerts?limit=1")
+    assert status == 200 and reliability_nodes(one) == [names[0], names[0]]
+    assert f"the 1 of {len(short)} nodes" in one
+    alerts = json.loads(known_sqlite.project.cli("alerts", "--json")[1])
+    assert f'<div class="n">{len(alerts)}</div><div class="muted">alerts in 7 days' in one
+    assert one.split('<table id="alerts">', 1)[1].split("</table>")[0].count("<tr><td") == 1
+    assert get(sqlite_dashboard + "/alerts?limit=0")[0] == 400
