@@ -898,23 +898,39 @@ def volume_days(
     *,
     now: datetime | None = None,
     days: int = 30,
+    among: Sequence[str] = (),
 ) -> list[VolumeDay]:
-    """Per pipeline and UTC day of the last ``days``: its intervals and the rows they wrote
-    (the days behind :func:`anomalies`)."""
+    """Per pipeline (or only ``pipeline``, or those ``among``) and UTC day of the last
+    ``days``: its intervals and the rows they wrote (the days behind :func:`anomalies`)."""
     from pipeledger.ledger.reads.activity import volume_days as days_of
 
     with _reading(project, current=True) as session:
-        return days_of(session, _now(now), pipeline, days) if session else []
+        return days_of(session, _now(now), pipeline, days, among) if session else []
+
+
+TASK_DAYS = 14  # days of ``tasks``, today included
+TASK_LIMIT = 100  # tasks (pipeline and task) in ``tasks``: those that took longest
 
 
 def tasks(
-    project: Project = None, pipeline: str | None = None, *, now: datetime | None = None
+    project: Project = None,
+    pipeline: str | None = None,
+    *,
+    now: datetime | None = None,
+    days: int = TASK_DAYS,
+    limit: int | None = TASK_LIMIT,
 ) -> list[TaskTrend]:
-    """Per task and day (14 days): runs, mean and longest duration, mean rows out."""
+    """Per task and day (``days`` days): runs, mean and longest duration, mean rows out;
+    of the ``limit`` tasks whose longest run in the window took longest (None: every
+    task), each with all its days, ordered by pipeline, task and day."""
     from pipeledger.ledger.reads.queries import task_trends
 
+    if days < 1 or (limit is not None and limit < 1):
+        raise ConfigError(
+            f"tasks: days ({days}) and limit ({limit}) must each be at least 1; nothing was read"
+        )
     with _reading(project) as session:
-        return task_trends(session, _now(now), pipeline) if session else []
+        return task_trends(session, _now(now), pipeline, days, limit) if session else []
 
 
 def audit(project: Project, table: str, *, since: datetime | None = None) -> list[AuditRow]:

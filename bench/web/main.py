@@ -26,14 +26,15 @@ T = TypeVar("T")
 def table(timings: Sequence[Timing], what: str) -> list[str]:
     target = timings[0].target if timings else 0
     lines = [
-        f"| {what} | median ms | p95 ms | max ms | KB | median < {target:.0f} ms |",
-        "| --- | ---: | ---: | ---: | ---: | --- |",
+        f"| {what} | median ms | p95 ms | max ms | KB | statements | median < {target:.0f} ms |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for t in timings:
         mark = "PASS" if t.ok else f"FAIL (HTTP {t.status})" if t.status != 200 else "FAIL"
         lines.append(
             f"| {t.label} | {t.median:.1f} | {t.p95:.1f} | {max(t.ms):.1f} | "
-            f"{t.bytes / 1024:.0f} | {mark} |"
+            f"{t.bytes / 1024:.0f} | {t.statements if t.statements is not None else '-'} | "
+            f"{mark} |"
         )
     return lines
 
@@ -58,7 +59,8 @@ def report(
         "CLI command in-process (click's runner: its work, not the interpreter's start-up). "
         f"Built in {built['postgres']:.0f} s (PostgreSQL) and copied to SQLite in "
         f"{built['sqlite']:.0f} s. Targets: every page < {PAGE_TARGET_MS:.0f} ms, `sla` and "
-        f"`task_trends` < {QUESTION_TARGET_MS:.0f} ms (medians).",
+        f"`task_trends` < {QUESTION_TARGET_MS:.0f} ms (medians). Statements: how many one "
+        "request or call ran (every session of the process; a figure the load leaves alone).",
         "",
         f"Load average (1, 5, 15 min) before measuring: {load[0]}; after: {load[1]}.",
         "",

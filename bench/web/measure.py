@@ -3,6 +3,7 @@ EXPLAINing on PostgreSQL every statement they ran."""
 
 from __future__ import annotations
 
+import functools
 import statistics
 import subprocess
 import sys
@@ -33,6 +34,7 @@ class Timing:
     bytes: int
     ms: list[float]
     target: float
+    statements: int | None = None  # statements one call ran (a figure the load leaves alone)
 
     @property
     def median(self) -> float:
@@ -59,7 +61,9 @@ def fetch(url: str) -> tuple[int, int, float]:
 
 def pages(ledger: Ledger, calls: int, warmup: int) -> list[Timing]:
     """Each page through a real request to the dashboard serving on a free port."""
-    running = api.start_ui(ledger.config, port=0)
+    from pipeledger.web import server
+
+    running = server.start(ledger.config, port=0)
     try:
         found = []
         for label, path in ledger.pages.items():
@@ -68,10 +72,22 @@ def pages(ledger: Ledger, calls: int, warmup: int) -> list[Timing]:
             results = [fetch(running.url + path) for _ in range(calls)]
             status, size = results[-1][0], results[-1][1]
             ms = [ms for _, _, ms in results]
-            found.append(Timing(label, status, size, ms, PAGE_TARGET_MS))
+            ran = count_statements(functools.partial(fetch, running.url + path))
+            found.append(Timing(label, status, size, ms, PAGE_TARGET_MS, ran))
         return found
     finally:
         running.stop()
+
+
+def count_statements(call: Callable[[], object]) -> int:
+    """How many statements the sessions of this process ran during one ``call`` (the
+    dashboard serves on a thread of it)."""
+    from pipeledger.warehouse.session import observe_statements
+
+    seen: list[str] = []
+    with observe_statements(lambda kind, sql, seconds: seen.append(sql)):
+        call()
+    return len(seen)
 
 
 def _timed(label: str, ask: Callable[[], int], calls: int, warmup: int) -> Timing:
@@ -82,7 +98,7 @@ def _timed(label: str, ask: Callable[[], int], calls: int, warmup: int) -> Timin
         started = time.perf_counter()
         size = ask()
         ms.append((time.perf_counter() - started) * 1000)
-    return Timing(label, 200, size, ms, QUESTION_TARGET_MS)
+    return Timing(label, 200, size, ms, QUESTION_TARGET_MS, count_statements(ask))
 
 
 def _cli(config: Path, *args: str) -> Callable[[], int]:

@@ -476,13 +476,28 @@ def register(app: click.Group) -> None:
 
     @app.command()
     @click.argument("name", required=False)
+    @click.option(
+        "--days",
+        type=click.IntRange(min=1),
+        default=api.TASK_DAYS,
+        show_default=True,
+        help="UTC days, today included.",
+    )
+    @click.option(
+        "--limit",
+        type=click.IntRange(min=1),
+        default=api.TASK_LIMIT,
+        show_default=True,
+        help="Tasks shown: those whose longest run in the window took longest.",
+    )
     @json_option
-    def tasks(name: str | None, as_json: bool) -> None:
-        """Per task and day (14 days): runs, mean and longest duration, mean rows out."""
+    def tasks(name: str | None, days: int, limit: int, as_json: bool) -> None:
+        """Per task and day: runs, mean and longest duration, mean rows out (of the
+        slowest --limit tasks, each with all its days)."""
         with reporting(as_json):
             where = locate()
-            rows = api.tasks(where, name)
-            _report(rows, as_json, trend_lines, lambda: _empty(where, "no tasks in 14 days"))
+            rows = api.tasks(where, name, days=days, limit=limit)
+            _report(rows, as_json, trend_lines, lambda: _empty(where, f"no tasks in {days} days"))
 
     @app.command()
     @click.option("--table", required=True, help="Target table, e.g. analytics.orders.")

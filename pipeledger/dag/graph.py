@@ -72,8 +72,10 @@ class Graph:
 
     def select(self, selectors: Sequence[str]) -> list[str]:
         """The selected nodes, in dependency order (ties: by name)."""
+        if not selectors:  # every node (not each one's upstreams, one walk per node)
+            return self.ordered(self.kinds)
         chosen: set[str] = set()
-        for selector in selectors or ["+" + n for n in self.kinds]:
+        for selector in selectors:
             chosen |= self._one(selector)
         return self.ordered(chosen)
 

@@ -172,30 +172,57 @@ def cancel_request(d: Dialect) -> str:
     return f"SELECT requested_by, reason FROM {d.table(CANCELLATIONS)} WHERE run_id = {d.param}"
 
 
-def scheduled_span(d: Dialect) -> str:
-    """The ends of a pipeline's first and latest scheduled intervals whose run holds its
-    key."""
+SCHEDULED = "substr(idempotency_key, 1, 9) = 'schedule:'"  # as migration 15's index says
+
+
+def _names(d: Dialect, column: str, count: int) -> str:
+    """``column`` is one of ``count`` bound names (one array where arrays bind)."""
+    if d.array_params:
+        return f"{column} = ANY(CAST({d.param} AS text[]))"
+    return f"{column} IN ({d.marks(count)})"
+
+
+def scheduled_spans(d: Dialect, pipelines: int) -> str:
+    """Of ``pipelines`` pipelines (bound: one array where arrays bind), the ends of each
+    one's first and latest scheduled intervals whose run holds its key: one statement,
+    read from the partial index of the keys held (migration 5)."""
     return (
-        f"SELECT min(data_interval_end), max(data_interval_end) FROM {d.table(RUNS)} "
-        f"WHERE pipeline = {d.param} "
-        f"AND substr(idempotency_key, 1, 9) = 'schedule:' AND {_holds_key()}"
+        f"SELECT pipeline, min(data_interval_end), max(data_interval_end) FROM {d.table(RUNS)} "
+        f"WHERE {_names(d, 'pipeline', pipelines)} AND idempotency_key IS NOT NULL "
+        f"AND {SCHEDULED} AND {_holds_key()} GROUP BY pipeline"
     )
 
 
-def latest_scheduled(d: Dialect) -> str:
-    """A pipeline's latest scheduled run, whatever its state."""
+def latest_scheduled(d: Dialect, pipelines: int) -> str:
+    """Of ``pipelines`` pipelines (bound as in :func:`scheduled_spans`), each one's latest
+    scheduled run, whatever its state: one probe of migration 15's index each, in one
+    statement."""
+    one = f"SELECT CAST({d.param} AS text) AS pipeline"
+    names = (
+        f"SELECT unnest(CAST({d.param} AS text[])) AS pipeline"
+        if d.array_params
+        else " UNION ALL ".join([one] * pipelines)
+    )
+    latest = (
+        f"(SELECT x.run_id FROM {d.table(RUNS)} x WHERE x.pipeline = n.pipeline "
+        f"AND {SCHEDULED.replace('idempotency_key', 'x.idempotency_key')} "
+        "ORDER BY x.data_interval_end DESC, x.started_at DESC, x.run_id DESC LIMIT 1)"
+    )
     return (
-        f"SELECT run_id, status, data_interval_start, data_interval_end FROM {d.table(RUNS)} "
-        f"WHERE pipeline = {d.param} AND substr(idempotency_key, 1, 9) = 'schedule:' "
-        "ORDER BY data_interval_end DESC, started_at DESC LIMIT 1"
+        f"WITH heads AS (SELECT n.pipeline, {latest} AS run_id FROM ({names}) n) "
+        "SELECT h.pipeline, r.run_id, r.status, r.data_interval_start, r.data_interval_end "
+        f"FROM heads h JOIN {d.table(RUNS)} r ON r.run_id = h.run_id"
     )
 
 
-def held_keys(d: Dialect, count: int) -> str:
-    """Which of ``count`` keys a pipeline's runs hold (parameters: pipeline, the keys)."""
+def held_keys(d: Dialect, pipelines: int, keys: int) -> str:
+    """Which of ``keys`` keys runs of ``pipelines`` pipelines hold (parameters: the
+    pipelines, then the keys; one array each where arrays bind): the caller keeps the
+    (pipeline, key) pairs it asked about."""
     return (
-        f"SELECT idempotency_key FROM {d.table(RUNS)} WHERE pipeline = {d.param} "
-        f"AND idempotency_key IN ({d.marks(count)}) AND {_holds_key()}"
+        f"SELECT pipeline, idempotency_key FROM {d.table(RUNS)} "
+        f"WHERE {_names(d, 'pipeline', pipelines)} AND {_names(d, 'idempotency_key', keys)} "
+        f"AND {_holds_key()}"
     )
 
 

@@ -440,6 +440,7 @@ def ledger_migrations(d: Dialect) -> list[Migration]:
         (11, "run slots and queues per tenant (max_concurrent_runs)", _slots(d)),
         (12, "reads at scale: task rollup by day, runs' failures, histories, durations", _scale(d)),
         (13, "tenants: a tenant on every row and first in its indexes; row security", tenants(d)),
+        (15, "reads at scale: each pipeline's latest scheduled run", _scheduled_reads(d)),
     ]
 
 
@@ -765,3 +766,16 @@ SECURITY_INVOKER_VIEWS = (
 
 
 LEDGER = Component("ledger", ledger_migrations, RUNS)
+
+
+def _scheduled_reads(d: Dialect) -> list[str]:
+    """Migration 15: each pipeline's latest scheduled run (``pipeledger schedule``, the
+    dashboard's schedule) read from the end of an index of its scheduled runs by interval,
+    one probe per pipeline, not a walk of its every run. The tenant leads it, as it leads
+    every index since migration 13 (row security adds the tenant to every read)."""
+    runs = d.table(RUNS)
+    return [
+        f"CREATE INDEX IF NOT EXISTS {quote('pipeline_runs_scheduled')} ON {runs} "
+        "(tenant, pipeline, data_interval_end, started_at, run_id) "
+        "WHERE substr(idempotency_key, 1, 9) = 'schedule:'",
+    ]

@@ -16,7 +16,7 @@ from pipeledger.common import clock
 from pipeledger.common.secrets import redact
 from pipeledger.dag.graph import Graph
 from pipeledger.errors import ConfigError, PipeledgerError, RunCancelled
-from pipeledger.ledger.reads.recent import scheduled_runs
+from pipeledger.ledger.reads.recent import ScheduledRuns, scheduled_runs_of
 from pipeledger.ledger.vocabulary import TriggerType
 from pipeledger.runs.interrupt import interrupt_reset, pause
 from pipeledger.runs.nodes import run_nodes
@@ -63,22 +63,39 @@ def plans(site: Site, selectors: Sequence[str] = (), now: datetime | None = None
     (:mod:`pipeledger.schedule.due`). Nodes without a ``schedule`` are left out; a node
     whose schedule cannot be read has a plan with its ``error`` and nothing due, and the
     others are planned as usual."""
+    return [p for p, _ in _planned(site, selectors, now or clock.now())]
+
+
+def _planned(
+    site: Site, selectors: Sequence[str], moment: datetime
+) -> list[tuple[Plan, ScheduledRuns]]:
+    """:func:`plans`, each with what the ledger knows of the node's scheduled runs, asked
+    of the ledger once for every node (a few statements, not a few per node)."""
     needs_ledger(site, "a schedule")
     config = site.config
-    moment = now or clock.now()
-    out = []
+    among: dict[str, list[Interval]] = {}
+    unreadable: dict[str, str] = {}
+    scheduled = Graph.of(config).select(selectors)
+    for name in scheduled:
+        node = config.node(name)
+        if node.cron is None:
+            continue
+        try:
+            among[name] = candidates(node.cron, node.catchup, node.max_catchup, moment)
+        except Exception as exc:  # one bad schedule never stops the others
+            unreadable[name] = _schedule_error(name, exc)
     with site.ledger.reading() as session:
-        for name in Graph.of(config).select(selectors):
-            node = config.node(name)
-            if node.cron is None:
-                continue
-            try:
-                among = candidates(node.cron, node.catchup, node.max_catchup, moment)
-            except Exception as exc:  # one bad schedule never stops the others
-                out.append(Plan(node=name, candidates=(), error=_schedule_error(name, exc)))
-                continue
-            held = scheduled_runs(session, name, [i.key for i in among])
-            out.append(plan(name, among, node.catchup, held.held_since, held.held_until, held.held))
+        asked = {n: [i.key for i in among.get(n, [])] for n in [*among, *unreadable]}
+        known = scheduled_runs_of(session, asked)
+    out = []
+    for name in scheduled:
+        if name in unreadable:
+            out.append((Plan(node=name, candidates=(), error=unreadable[name]), known[name]))
+        elif name in among:
+            held = known[name]
+            catchup = config.node(name).catchup
+            chosen = plan(name, among[name], catchup, held.held_since, held.held_until, held.held)
+            out.append((chosen, held))
     return out
 
 
@@ -158,12 +175,10 @@ def schedule_status(
     moment = now or clock.now()
     config = site.config
     out = []
-    for p in plans(site, selectors, now=moment):
+    for p, held in _planned(site, selectors, moment):
         node = config.node(p.node)
         assert node.cron is not None
-        with site.ledger.reading() as session:
-            latest = scheduled_runs(session, p.node).latest
-        last = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in latest.items()}
+        last = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in held.latest.items()}
         following = None if p.error else next_wake_of(node.cron, moment)
         out.append(
             {

@@ -131,7 +131,10 @@ class Dashboard:
     # -- pages ---------------------------------------------------------------------------
 
     def overview(self, request: Request) -> Response:
-        return self.page("overview.html", lambda: views.overview(self.project))
+        return self.page(
+            "overview.html",
+            lambda: views.overview(self.project, views.OverviewQuery.of(request.query_params)),
+        )
 
     def node(self, request: Request) -> Response:
         name = request.path_params["name"]
@@ -148,7 +151,10 @@ class Dashboard:
         return self.page("dag.html", lambda: views.dag(self.project))
 
     def alerts(self, request: Request) -> Response:
-        return self.page("alerts.html", lambda: views.alerts(self.project))
+        return self.page(
+            "alerts.html",
+            lambda: views.alerts(self.project, self._count(request, "limit", views.PAGE_SIZE)),
+        )
 
     # -- documents: each what `pipeledger ... --json` prints -------------------------------
 
@@ -160,6 +166,21 @@ class Dashboard:
             return api.parse_moment(text, self.project.now())
         except ValueError as exc:
             raise views.BadRequest(f"since {exc}") from None
+
+    @staticmethod
+    def _count(request: Request, key: str, default: int) -> int:
+        """A whole-number query parameter (``tasks``' ``days`` and ``limit``), at least 1."""
+        text = request.query_params.get(key) or str(default)
+        if not text.isdigit() or int(text) < 1:
+            raise views.BadRequest(f"{key} {text!r}: a whole number, at least 1")
+        return int(text)
+
+    def _tasks(self, request: Request) -> list[dict[str, Any]]:
+        """``pipeledger tasks [NAME] --days --limit --json``."""
+        days = self._count(request, "days", api.TASK_DAYS)
+        limit = self._count(request, "limit", api.TASK_LIMIT)
+        name = request.query_params.get("name") or None
+        return [t.to_json() for t in api.tasks(self.project.located, name, days=days, limit=limit)]
 
     def api_routes(self) -> list[Route]:
         p = self.project
@@ -209,7 +230,7 @@ class Dashboard:
                     run_id=r.query_params.get("run") or None,
                 )
             ],
-            "/api/tasks": lambda r: [t.to_json() for t in api.tasks(located(), name(r))],
+            "/api/tasks": self._tasks,
             "/api/work": lambda r: [w.to_json() for w in api.work(located())],
             "/api/volumes": lambda r: [v.to_json() for v in api.volume_days(located(), name(r))],
         }

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -72,7 +72,7 @@ class NodeLine:
     health: str
     reasons: tuple[str, ...]
     status: api.PipelineStatus | None
-    sparkline: Any
+    sparkline: Any = None  # drawn for the lines of the page shown only
     volume: str
     quarantined: int | None
     blocks: tuple[str, ...]  # downstream of its failure
@@ -133,18 +133,102 @@ def _health_words(lines: Iterable[NodeLine]) -> list[tuple[str, int]]:
     return [(word, counted[word]) for word in HEALTH_ORDER if counted[word]]
 
 
-def overview(project: Project) -> dict[str, Any]:
+@dataclass(frozen=True, kw_only=True)
+class OverviewQuery:
+    """The overview's filter and page, as they stand in its URL: ``health`` (a word),
+    ``q`` (part of a node's name), ``page`` (from 1) of ``limit`` lines, worst first."""
+
+    health: str | None = None
+    q: str | None = None
+    page: int = 1
+    limit: int = PAGE_SIZE
+
+    @classmethod
+    def of(cls, params: Mapping[str, str]) -> OverviewQuery:
+        health, q = params.get("health", "").strip().upper(), params.get("q", "").strip()
+        if health and health not in HEALTH_ORDER:
+            raise BadRequest(f"health {health!r}: one of {', '.join(HEALTH_ORDER)}")
+        page, limit = params.get("page", "1").strip(), params.get("limit", str(PAGE_SIZE))
+        if not page.isdigit() or int(page) < 1:
+            raise BadRequest(f"page {page!r}: a whole number from 1")
+        if not limit.strip().isdigit() or not 1 <= int(limit) <= 1000:
+            raise BadRequest(f"limit {limit!r}: a whole number from 1 to 1000")
+        return cls(health=health or None, q=q or None, page=int(page), limit=int(limit))
+
+    def keeps(self, line: NodeLine) -> bool:
+        wanted = self.health is None or line.health == self.health
+        return wanted and (self.q is None or self.q.lower() in line.name.lower())
+
+    def params(self, **changes: str | None) -> dict[str, str]:
+        """The filter and page as URL parameters (those set), with ``changes``."""
+        values = {
+            "health": self.health,
+            "q": self.q,
+            "page": str(self.page) if self.page != 1 else None,
+            "limit": str(self.limit) if self.limit != PAGE_SIZE else None,
+        }
+        values.update(changes)
+        return {k: v for k, v in values.items() if v}
+
+
+def overview(project: Project, query: OverviewQuery | None = None) -> dict[str, Any]:
+    """Every node's line (the health counts are of them all), and the page of the lines
+    the filter keeps, worst first: only those are drawn (a sparkline each)."""
+    query = query or OverviewQuery()
     located, now = project.located, project.now()
     statuses = {s.pipeline: s for s in api.status(located, now=now)}
     anomalies = {a.pipeline: a for a in api.anomalies(located, now=now)}
-    days: dict[str, list[api.VolumeDay]] = defaultdict(list)
-    for day in api.volume_days(located, now=now):
-        days[day.pipeline].append(day)
     waits: dict[str, list[str]] = defaultdict(list)
     for b in api.blocked(located, now=now):
         waits[b.downstream].append(b.reason)
     graph, config_error = _graph(project)
     counts = api.quarantine_counts(project.config) if config_error is None else {}
+    lines = _lines(graph, statuses, anomalies, counts, waits)
+    kept = [line for line in lines if query.keeps(line)]
+    first = (query.page - 1) * query.limit
+    shown = kept[first : first + query.limit]
+    days: dict[str, list[api.VolumeDay]] = defaultdict(list)
+    if shown:  # the days behind the sparklines: of the page's nodes only
+        for day in api.volume_days(located, now=now, among=[line.name for line in shown]):
+            days[day.pipeline].append(day)
+    drawn = [
+        replace(
+            line, sparkline=_sparkline(line.name, days[line.name], anomalies.get(line.name), now)
+        )
+        for line in shown
+    ]
+    return {
+        "now": now,
+        "lines": lines,
+        "shown": drawn,
+        "kept": len(kept),
+        "first": first,
+        "query": query,
+        "newer": query.params(page=_page(query.page - 1)) if query.page > 1 else None,
+        "older": query.params(page=str(query.page + 1))
+        if first + query.limit < len(kept)
+        else None,
+        "health_order": HEALTH_ORDER,
+        "health_words": _health_words(lines),
+        "rejected": sum(s.rejected_7d for s in statuses.values()),  # apart from failures
+        "queued": sum(s.queued for s in statuses.values()),
+        "strip": work_strip(api.work(located, now=now), now),
+        "config_error": config_error,
+    }
+
+
+def _page(number: int) -> str | None:
+    return str(number) if number > 1 else None  # the first page is the bare URL
+
+
+def _lines(
+    graph: Mapping[str, Any],
+    statuses: Mapping[str, api.PipelineStatus],
+    anomalies: Mapping[str, api.VolumeAnomaly],
+    counts: Mapping[str, int],
+    waits: Mapping[str, list[str]],
+) -> list[NodeLine]:
+    """Every node of the graph and every pipeline of the ledger, worst first."""
     kinds = {n["name"]: n["kind"] for n in graph["nodes"]}
     names = list(kinds) + sorted(set(statuses) - set(kinds))
     lines = []
@@ -159,7 +243,6 @@ def overview(project: Project) -> dict[str, Any]:
                 health=s.health.value if s else "UNKNOWN",
                 reasons=s.reasons if s else ("no run recorded yet",),
                 status=s,
-                sparkline=_sparkline(name, days.get(name, []), anomaly, now),
                 volume=anomaly.reason if anomaly else "no interval yet",
                 quarantined=counts.get(name),
                 blocks=tuple(downstream(graph, name)) if failing else (),
@@ -167,15 +250,7 @@ def overview(project: Project) -> dict[str, Any]:
             )
         )
     lines.sort(key=lambda line: (HEALTH_ORDER.index(line.health), line.name))
-    return {
-        "now": now,
-        "lines": lines,
-        "health_words": _health_words(lines),
-        "rejected": sum(s.rejected_7d for s in statuses.values()),  # apart from failures
-        "queued": sum(s.queued for s in statuses.values()),
-        "strip": work_strip(api.work(located, now=now), now),
-        "config_error": config_error,
-    }
+    return lines
 
 
 def work_strip(hours: Sequence[api.WorkHour], now: datetime) -> dict[str, Any]:
@@ -427,14 +502,43 @@ def dag(project: Project) -> dict[str, Any]:
     }
 
 
-def alerts(project: Project) -> dict[str, Any]:
+def alerts(project: Project, limit: int = PAGE_SIZE) -> dict[str, Any]:
+    """Every breach (open first); the ``limit`` newest alert deliveries; the reliability of
+    the ``limit`` least reliable nodes (the lowest 7-day success rate first, a node still
+    failing before the others), both windows each. The tiles count them all, and the JSON
+    twins (``/api/sla``, ``/api/alerts``) hold the rest."""
     located, now = project.located, project.now()
     report = api.sla(located, now=now)
     breaches = sorted(report.breaches, key=lambda b: (not b.open, -b.due_at.timestamp()))
+    raised = api.recent_alerts(located, since=now - timedelta(days=7))
+    worst = _least_reliable(report.reliability)
+    shown = set(worst[:limit])
     return {
         "now": now,
         "breaches": breaches,
         "open": [b for b in breaches if b.open],
-        "reliability": report.reliability,
-        "alerts": api.recent_alerts(located, since=now - timedelta(days=7)),
+        "reliability": sorted(
+            (r for r in report.reliability if r.pipeline in shown),
+            key=lambda r: (worst.index(r.pipeline), r.days),
+        ),
+        "nodes": len(worst),
+        "alerts": raised[:limit],
+        "raised": len(raised),
+        "limit": limit,
     }
+
+
+def _least_reliable(rows: Sequence[Any]) -> list[str]:
+    """The pipelines of ``rows`` (``Reliability``), least reliable first: still failing,
+    then by the short window's success rate (none: last), then by name."""
+    short: dict[str, Any] = {}
+    for r in rows:  # each pipeline's shortest window
+        if r.pipeline not in short or r.days < short[r.pipeline].days:
+            short[r.pipeline] = r
+
+    def rank(name: str) -> tuple[int, float, str]:
+        r = short[name]
+        rate = r.success_rate if r.success_rate is not None else 2.0
+        return (0 if r.failing_since else 1, rate, name)
+
+    return sorted(short, key=rank)

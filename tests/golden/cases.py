@@ -812,6 +812,43 @@ def _ledger_queue() -> list[Case]:
     ]
 
 
+def _ledger_schedule() -> list[Case]:
+    """What ``pipeledger schedule`` and ``run --due`` ask of every scheduled pipeline at
+    once: two pipelines, two keys (one array each where arrays bind)."""
+    m = "ledger_schedule"
+    names, keys = ["orders", "customers"], ["schedule:2024-06-15T11:00:00+00:00", "manual:x"]
+
+    def names_of(d: Dialect) -> list[Any]:
+        return [names] if d.array_params else list(names)
+
+    def both(d: Dialect) -> list[Any]:
+        return [*names_of(d), *([keys] if d.array_params else keys)]
+
+    return [
+        Case(
+            m,
+            "scheduled_spans of two pipelines",
+            lambda d: text(lsql.scheduled_spans(d, 2)),
+            world=_w("ledger"),
+            bind=names_of,
+        ),
+        Case(
+            m,
+            "held_keys of two pipelines and two keys",
+            lambda d: text(lsql.held_keys(d, 2, 2)),
+            world=_w("ledger"),
+            bind=both,
+        ),
+        Case(
+            m,
+            "latest_scheduled of two pipelines",
+            lambda d: text(lsql.latest_scheduled(d, 2)),
+            world=_w("ledger"),
+            bind=names_of,
+        ),
+    ]
+
+
 def _ledger_schema() -> list[Case]:
     return [Case("ledger_schema", "ledger_migrations", lambda d: migrations(ledger_migrations(d)))]
 
@@ -890,6 +927,10 @@ def _ledger_queries() -> list[Case]:
              world=_w("ledger")),
         Case(m, "task_trends_sql of one pipeline",
              lambda d: bound(*queries.task_trends_sql(d, AT, "orders", 14)), world=_w("ledger")),
+        Case(m, "task_trends_sql of the 100 slowest tasks",
+             lambda d: bound(*queries.task_trends_sql(d, AT, None, 14, 100)), world=_w("ledger")),
+        Case(m, "task_trends_sql of one pipeline's slowest task",
+             lambda d: bound(*queries.task_trends_sql(d, AT, "orders", 14, 1)), world=_w("ledger")),
         Case(m, "dependencies_sql", lambda d: text(queries.dependencies_sql(d)),
              world=_w("ledger")),
         Case(m, "prunable_runs_sql", lambda d: text(queries.prunable_runs_sql(d)),
@@ -982,6 +1023,13 @@ def _ledger_reads() -> list[Case]:
             lambda d: text(activity.volume_days_sql(d, pipeline=True)),
             world=_w("ledger"),
             bind=lambda d: ["2024-05-17", "orders"],
+        ),
+        Case(
+            m,
+            "volume_days_sql of two pipelines (a page of the overview)",
+            lambda d: text(activity.volume_days_sql(d, pipeline=False, among=2)),
+            world=_w("ledger"),
+            bind=lambda d: ["2024-05-17", "orders", "customers"],
         ),
     ]
 
@@ -1219,6 +1267,7 @@ CASES: tuple[Case, ...] = (
     *_ledger_sql(),
     *_ledger_schema(),
     *_ledger_queue(),
+    *_ledger_schedule(),
     *_extract_sql(),
     *_ledger_queries(),
     *_ledger_reads(),
@@ -1243,6 +1292,7 @@ MODULES = {
     "ledger_sql": "pipeledger.ledger.sql",
     "ledger_schema": "pipeledger.ledger.tables (migrations)",
     "ledger_queue": "pipeledger.ledger.queue",
+    "ledger_schedule": "pipeledger.ledger.sql (scheduled runs of every pipeline at once)",
     "extract_sql": "pipeledger.sources.sql",
     "ledger_queries": "pipeledger.ledger.reads.queries",
     "ledger_reads": "pipeledger.ledger.reads (runs, checks, activity)",

@@ -201,6 +201,7 @@ def _statements(session: Session) -> list[tuple[str, str, Sequence[Any]]]:
         ("sla recoveries", sla.transitions_sql(d), [short, short, since]),
         ("tasks", *queries.task_trends_sql(d, NOW, None, 14)),
         ("tasks of one", *queries.task_trends_sql(d, NOW, "p01", 14)),
+        ("tasks, the slowest", *queries.task_trends_sql(d, NOW, None, 14, 5)),
     ]
 
 

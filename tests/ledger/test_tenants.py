@@ -34,10 +34,9 @@ from tests.ledger_fixtures import LedgerBuilder
 from tests.web.conftest import get
 
 TABLES = [POSTGRES.table(t.name) for t in TENANT_TABLES]
-# the ledger as the release before tenants left it: every migration but 13
-BEFORE_TENANTS = Component(
-    "ledger", lambda d: [m for m in ledger_migrations(d) if m[0] != 13], RUNS
-)
+# the ledger as the release before tenants left it: the migrations before 13 (the later
+# ones index the tenant column)
+BEFORE_TENANTS = Component("ledger", lambda d: [m for m in ledger_migrations(d) if m[0] < 13], RUNS)
 
 
 def as_role(url: str, role: str) -> str:
@@ -289,7 +288,7 @@ def test_an_existing_ledger_with_history_moves_to_tenants_with_nothing_lost(
     project.configure(pipelines={"orders": orders_pipeline()})
     code, out, err = project.cli("ledger", "migrate", "--json")
     assert code == 0, err
-    assert json.loads(out)["ledger"] == [13]
+    assert json.loads(out)["ledger"] == [13, 15]
     assert counts(warehouse_url, tables) == before
     with open_warehouse(warehouse_url).session(write=False) as session:
         for table in tables:
@@ -377,7 +376,7 @@ def test_a_ledger_of_the_release_before_tenants_migrates_to_the_same_catalog(
         migrate(session, BEFORE_TENANTS)
         assert untenanted(session) != []  # the check sees what is missing
     with database.session() as session:
-        assert migrate(session, LEDGER) == [13]
+        assert migrate(session, LEDGER) == [13, 15]
         assert untenanted(session) == []
 
 

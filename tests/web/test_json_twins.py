@@ -59,6 +59,7 @@ def twins(known: k.Known) -> list[tuple[str, list[str]]]:
         ),
         ("/api/tasks", ["tasks"]),
         ("/api/tasks?name=payments", ["tasks", "payments"]),
+        ("/api/tasks?days=3&limit=2", ["tasks", "--days", "3", "--limit", "2"]),
     ]
     pairs += [(f"/api/show/{run_id}", ["show", run_id]) for run_id in runs.values()]
     return pairs
@@ -99,6 +100,8 @@ def test_every_document_is_the_clis_json(known_project: k.Known, dashboard: str)
         ("/api/runs?status=bogus", 400),
         ("/api/runs?since=yesterday-ish", 400),
         ("/api/state?name=nosuch", 400),
+        ("/api/tasks?limit=0", 400),
+        ("/api/tasks?days=many", 400),
     ],
 )
 def test_a_question_it_cannot_answer_is_the_clis_error_document(

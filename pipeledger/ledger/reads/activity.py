@@ -11,6 +11,7 @@ per hour and state) and :func:`volume_days` (rows per interval, per pipeline and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -64,9 +65,12 @@ class VolumeDay(Answer):
         return self.rows / self.samples if self.samples else None
 
 
-def volume_days_sql(d: Dialect, pipeline: bool) -> str:
-    """Parameters: the first day, then the pipeline if ``pipeline``."""
+def volume_days_sql(d: Dialect, pipeline: bool, among: int = 0) -> str:
+    """Parameters: the first day, then the pipeline if ``pipeline``, else the ``among``
+    pipelines if any (the overview's page of nodes: their days, not every node's)."""
     only = f" AND pipeline = {d.param}" if pipeline else ""
+    if among and not pipeline:
+        only = f" AND pipeline IN ({d.marks(among)})"
     return (
         f"SELECT pipeline, day, samples, sample_rows FROM {d.table(DAYS)} "
         f"WHERE day >= {d.param}{only} AND samples > 0 ORDER BY pipeline, day"
@@ -74,13 +78,20 @@ def volume_days_sql(d: Dialect, pipeline: bool) -> str:
 
 
 def volume_days(
-    session: Session, now: datetime, pipeline: str | None = None, days: int = 30
+    session: Session,
+    now: datetime,
+    pipeline: str | None = None,
+    days: int = 30,
+    among: Sequence[str] = (),
 ) -> list[VolumeDay]:
-    """Per pipeline (or one) and UTC day of the last ``days`` (today included) that had
-    intervals: how many, and the rows they wrote."""
+    """Per pipeline (or one, or those ``among``) and UTC day of the last ``days`` (today
+    included) that had intervals: how many, and the rows they wrote."""
     first: list[Any] = [_day(now - timedelta(days=days - 1))]
     params = first if pipeline is None else [*first, pipeline]
-    rows = session.query(volume_days_sql(session.dialect, pipeline is not None), params)
+    if pipeline is None and among:
+        params += list(among)
+    sql = volume_days_sql(session.dialect, pipeline is not None, 0 if pipeline else len(among))
+    rows = session.query(sql, params)
     return [
         VolumeDay(pipeline=str(p), day=str(day), samples=int(n), rows=int(total))
         for p, day, n, total in rows

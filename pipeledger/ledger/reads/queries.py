@@ -157,21 +157,41 @@ class TaskTrend(Answer):
 
 
 def task_trends_sql(
-    d: Dialect, now: datetime, pipeline: str | None, days: int
+    d: Dialect, now: datetime, pipeline: str | None, days: int, limit: int | None = None
 ) -> tuple[str, list[Any]]:
     """From the tasks' daily rollup (:func:`pipeledger.ledger.rollup.task_triggers`): the
-    window is whole UTC days, so the days' counts are the tasks' own."""
-    params: list[Any] = [_day(_day_start(now) - timedelta(days=days - 1))]
+    window is whole UTC days, so the days' counts are the tasks' own. With ``limit``, only
+    the ``limit`` (pipeline, task) series that took longest in the window (the longest
+    ``duration_max`` of their days; ties by name), each with all its days."""
+    first = _day(_day_start(now) - timedelta(days=days - 1))
+    params: list[Any] = [first]
     condition = ""
     if pipeline is not None:
         condition = f" AND y.pipeline = {d.param}"
         params.append(pipeline)
-    sql = (
-        "SELECT y.pipeline, y.task, y.day, y.runs, y.duration_n, y.duration_sum, "
-        f"y.duration_max, y.rows_out_n, y.rows_out_sum FROM {d.table(TASK_DAYS)} y "
-        f"WHERE y.day >= {d.param}{condition} ORDER BY y.pipeline, y.task, y.day"
+    columns = (
+        "y.pipeline, y.task, y.day, y.runs, y.duration_n, y.duration_sum, "
+        "y.duration_max, y.rows_out_n, y.rows_out_sum"
     )
-    return sql, params
+    order = "ORDER BY y.pipeline, y.task, y.day"
+    if limit is None:
+        sql = (
+            f"SELECT {columns} FROM {d.table(TASK_DAYS)} y "
+            f"WHERE y.day >= {d.param}{condition} {order}"
+        )
+        return sql, params
+    series = (
+        f"SELECT y.pipeline, y.task FROM {d.table(TASK_DAYS)} y "
+        f"WHERE y.day >= {d.param}{condition} GROUP BY y.pipeline, y.task "
+        "ORDER BY coalesce(max(y.duration_max), -1) DESC, y.pipeline, y.task "
+        f"LIMIT {int(limit)}"
+    )
+    sql = (
+        f"WITH series AS ({series}) SELECT {columns} FROM {d.table(TASK_DAYS)} y "
+        "JOIN series s ON s.pipeline = y.pipeline AND s.task = y.task "
+        f"WHERE y.day >= {d.param} {order}"
+    )
+    return sql, [*params, first]
 
 
 def _mean(n: Any, total: Any) -> float | None:
@@ -180,11 +200,16 @@ def _mean(n: Any, total: Any) -> float | None:
 
 
 def task_trends(
-    session: Session, now: datetime, pipeline: str | None = None, days: int = 14
+    session: Session,
+    now: datetime,
+    pipeline: str | None = None,
+    days: int = 14,
+    limit: int | None = None,
 ) -> list[TaskTrend]:
     """Per pipeline, task and UTC day of the last ``days`` days (today included): how many
-    times the task ran, its mean and longest duration, its mean rows out."""
-    sql, params = task_trends_sql(session.dialect, now, pipeline, days)
+    times the task ran, its mean and longest duration, its mean rows out. ``limit``: of
+    the ``limit`` tasks that took longest in the window (:func:`task_trends_sql`)."""
+    sql, params = task_trends_sql(session.dialect, now, pipeline, days, limit)
     return [
         TaskTrend(
             pipeline=p,

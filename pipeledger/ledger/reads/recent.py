@@ -6,7 +6,7 @@ answers as if it had no runs."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -16,6 +16,9 @@ from pipeledger.ledger.tables import LEDGER, RUNS, SNAPSHOTS, stored_datetime
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.migrations import is_migrated
 from pipeledger.warehouse.session import Session
+
+NAMES_CHUNK = 400  # pipelines per statement where each name is a term of a UNION ALL
+HELD_KEYS_CHUNK = 30_000  # keys per statement beside at most NAMES_CHUNK names (SQLite)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,28 +34,78 @@ class ScheduledRuns:
 def scheduled_runs(session: Session, pipeline: str, keys: Sequence[str] = ()) -> ScheduledRuns:
     """The pipeline's scheduled runs: the span of intervals held, which of ``keys`` runs
     hold, and its latest scheduled run."""
-    d = session.dialect
+    return scheduled_runs_of(session, {pipeline: keys})[pipeline]
+
+
+def scheduled_runs_of(
+    session: Session, asked: Mapping[str, Sequence[str]]
+) -> dict[str, ScheduledRuns]:
+    """:func:`scheduled_runs` of every pipeline of ``asked`` (pipeline: its keys) in three
+    statements for all of them (per chunk of names where arrays do not bind), never three
+    per pipeline: ``pipeledger schedule`` of 100 scheduled nodes asked 700."""
     columns = session.table_columns(RUNS) or []
-    if "idempotency_key" not in {name for name, _ in columns}:
-        return ScheduledRuns()
-    since, until = session.query(lsql.scheduled_span(d), [pipeline])[0]
-    held = session.query(lsql.held_keys(d, len(keys)), [pipeline, *keys]) if keys else []
-    latest = session.query(lsql.latest_scheduled(d), [pipeline])
-    last: dict[str, Any] = {}
-    if latest:
-        run_id, status, start, end = latest[0]
-        last = {
+    if not asked or "idempotency_key" not in {name for name, _ in columns}:
+        return {name: ScheduledRuns() for name in asked}
+    names = list(asked)
+    chunks = [names] if session.dialect.array_params else _chunks(names)
+    spans: dict[str, tuple[Any, Any]] = {}
+    held: set[tuple[str, str]] = set()
+    latest: dict[str, dict[str, Any]] = {}
+    for chunk in chunks:
+        spans |= _spans(session, chunk)
+        held |= _held(session, {name: asked[name] for name in chunk})
+        latest |= _latest_scheduled(session, chunk)
+    return {
+        name: ScheduledRuns(
+            held_since=stored_datetime(spans.get(name, (None, None))[0]),
+            held_until=stored_datetime(spans.get(name, (None, None))[1]),
+            held=frozenset(key for key in asked[name] if (name, key) in held),
+            latest=latest.get(name, {}),
+        )
+        for name in names
+    }
+
+
+def _chunks(names: Sequence[str], size: int | None = None) -> list[list[str]]:
+    size = size or NAMES_CHUNK
+    return [list(names[i : i + size]) for i in range(0, len(names), size)]
+
+
+def _bound(session: Session, values: Sequence[str]) -> list[Any]:
+    """Names bound as one array where arrays bind, else one parameter each."""
+    return [list(values)] if session.dialect.array_params else list(values)
+
+
+def _spans(session: Session, names: Sequence[str]) -> dict[str, tuple[Any, Any]]:
+    rows = session.query(lsql.scheduled_spans(session.dialect, len(names)), _bound(session, names))
+    return {str(name): (since, until) for name, since, until in rows}
+
+
+def _held(session: Session, asked: Mapping[str, Sequence[str]]) -> set[tuple[str, str]]:
+    keys = sorted({key for keys in asked.values() for key in keys})
+    if not keys:
+        return set()
+    d, names = session.dialect, [name for name, keys in asked.items() if keys]
+    found: set[tuple[str, str]] = set()
+    # SQLite binds at most 32766 parameters: the keys go in chunks beside the names
+    for part in [keys] if d.array_params else _chunks(keys, HELD_KEYS_CHUNK):
+        sql = lsql.held_keys(d, len(names), len(part))
+        rows = session.query(sql, [*_bound(session, names), *_bound(session, part)])
+        found |= {(str(name), str(key)) for name, key in rows}
+    return found
+
+
+def _latest_scheduled(session: Session, names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    rows = session.query(lsql.latest_scheduled(session.dialect, len(names)), _bound(session, names))
+    return {
+        str(name): {
             "run_id": str(run_id),
             "status": str(status),
             "start": stored_datetime(start),
             "end": stored_datetime(end),
         }
-    return ScheduledRuns(
-        held_since=stored_datetime(since),
-        held_until=stored_datetime(until),
-        held=frozenset(str(r[0]) for r in held),
-        latest=last,
-    )
+        for name, run_id, status, start, end in rows
+    }
 
 
 def attempts_since(session: Session, pipeline: str, since: datetime) -> int:
@@ -76,9 +129,6 @@ def volume_history(session: Session, pipeline: str, runs: int = 30) -> list[int]
         [pipeline],
     )
     return [int(r[0]) for r in rows]
-
-
-NAMES_CHUNK = 400  # pipelines per statement where each name is a term of a UNION ALL
 
 
 def latest_runs_sql(d: Dialect, count: int) -> str:

@@ -30,3 +30,6 @@ SELECT pipeline, day, samples, sample_rows FROM "pipeledger"."pipeline_days" WHE
 
 -- case: volume_days_sql of one pipeline
 SELECT pipeline, day, samples, sample_rows FROM "pipeledger"."pipeline_days" WHERE day >= %s AND pipeline = %s AND samples > 0 ORDER BY pipeline, day;
+
+-- case: volume_days_sql of two pipelines (a page of the overview)
+SELECT pipeline, day, samples, sample_rows FROM "pipeledger"."pipeline_days" WHERE day >= %s AND pipeline IN (%s, %s) AND samples > 0 ORDER BY pipeline, day;

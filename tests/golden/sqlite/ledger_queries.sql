@@ -34,6 +34,14 @@ SELECT y.pipeline, y.task, y.day, y.runs, y.duration_n, y.duration_sum, y.durati
 SELECT y.pipeline, y.task, y.day, y.runs, y.duration_n, y.duration_sum, y.duration_max, y.rows_out_n, y.rows_out_sum FROM "pipeledger.task_days" y WHERE y.day >= ? AND y.pipeline = ? ORDER BY y.pipeline, y.task, y.day;
 -- params: ['2024-06-02', 'orders']
 
+-- case: task_trends_sql of the 100 slowest tasks
+WITH series AS (SELECT y.pipeline, y.task FROM "pipeledger.task_days" y WHERE y.day >= ? GROUP BY y.pipeline, y.task ORDER BY coalesce(max(y.duration_max), -1) DESC, y.pipeline, y.task LIMIT 100) SELECT y.pipeline, y.task, y.day, y.runs, y.duration_n, y.duration_sum, y.duration_max, y.rows_out_n, y.rows_out_sum FROM "pipeledger.task_days" y JOIN series s ON s.pipeline = y.pipeline AND s.task = y.task WHERE y.day >= ? ORDER BY y.pipeline, y.task, y.day;
+-- params: ['2024-06-02', '2024-06-02']
+
+-- case: task_trends_sql of one pipeline's slowest task
+WITH series AS (SELECT y.pipeline, y.task FROM "pipeledger.task_days" y WHERE y.day >= ? AND y.pipeline = ? GROUP BY y.pipeline, y.task ORDER BY coalesce(max(y.duration_max), -1) DESC, y.pipeline, y.task LIMIT 1) SELECT y.pipeline, y.task, y.day, y.runs, y.duration_n, y.duration_sum, y.duration_max, y.rows_out_n, y.rows_out_sum FROM "pipeledger.task_days" y JOIN series s ON s.pipeline = y.pipeline AND s.task = y.task WHERE y.day >= ? ORDER BY y.pipeline, y.task, y.day;
+-- params: ['2024-06-02', 'orders', '2024-06-02']
+
 -- case: dependencies_sql
 SELECT e.downstream, e.upstream, (SELECT ls.ended_at FROM "pipeledger.pipeline_runs" ls WHERE ls.run_id = (SELECT r.run_id FROM "pipeledger.pipeline_runs" r WHERE r.pipeline = e.upstream AND r.status = 'success' AND r.trigger_type <> 'reconcile' ORDER BY r.started_at DESC, r.run_id DESC LIMIT 1)), pl.freshness_sla_s FROM "pipeledger.pipeline_dependencies" e LEFT JOIN "pipeledger.pipelines" pl ON pl.name = e.upstream ORDER BY e.downstream, e.upstream;
 
