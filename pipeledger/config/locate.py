@@ -116,6 +116,7 @@ class Located:
     ledger_url: str
     pipelines: tuple[str, ...]
     models: tuple[str, ...]
+    tenant: str = "default"  # [ledger] tenant: whose runs and reads these are
 
     def check_pipeline(self, name: str) -> None:
         """Raise ``ConfigError`` when the config has no pipeline ``name``."""
@@ -136,6 +137,7 @@ def locate(path: Path | None = None) -> Located:
         ledger_url=_url(document, "ledger") or default_ledger_url(warehouse),
         pipelines=_names(document, "pipelines"),
         models=_names(document, "models"),
+        tenant=_tenant(document),
     )
 
 
@@ -160,6 +162,16 @@ def _url(document: Document, section: str) -> str | None:
     if url is not None:
         register_url(url)
     return url
+
+
+def _tenant(document: Document) -> str:
+    """``[ledger] tenant`` as the validated config reads it (``default`` without one)."""
+    value = interpolate(_section(document, "ledger").get("tenant", "default"), "ledger.tenant")
+    if not isinstance(value, str) or not value:
+        raise ConfigError(
+            f"{document.source_file}: invalid configuration: ledger.tenant is a non-empty string"
+        )
+    return value
 
 
 def _names(document: Document, section: str) -> tuple[str, ...]:

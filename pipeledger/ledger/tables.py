@@ -63,6 +63,7 @@ RECONCILIATIONS = table("reconciliations")
 CANCELLATIONS = table("run_cancellations")
 QUEUES = table("run_queues")
 SLOTS = table("run_slots")
+ACCESS = table("access_reads")
 # the states in which a run holds its idempotency key (a key of any other may be reused)
 HOLDS_KEY = ("running", "success", "partial")
 
@@ -387,6 +388,31 @@ SLOT_TABLE = LedgerTable(
     indexes=(("run_slots_tenant", "tenant, queued_at, run_id"),),
 )
 
+# Migration 14 (:mod:`pipeledger.ledger.access`): who read the ledger, one row per UTC
+# minute and reader, with how many reads it made in that minute. Not an audit_events row:
+# those belong to runs (and go with them when a run is pruned), while a read belongs to no
+# run and arrives every few seconds from a polling dashboard. Every key column is NOT NULL
+# ('' for "none": no pipeline, no database role, no client address) so that the primary
+# key, which leads with the tenant and the minute, is the upsert's conflict target.
+ACCESS_TABLE = LedgerTable(
+    ACCESS,
+    columns=(
+        ("tenant", "text NOT NULL"),
+        ("minute", "{ts} NOT NULL"),
+        ("via", "text NOT NULL"),
+        ("what", "text NOT NULL"),
+        ("pipeline", "text NOT NULL"),
+        ("db_role", "text NOT NULL"),
+        ("os_user", "text NOT NULL"),
+        ("client", "text NOT NULL"),
+        ("reads", "{big} NOT NULL"),
+        ("first_at", "{ts} NOT NULL"),
+        ("last_at", "{ts} NOT NULL"),
+    ),
+    constraints=("PRIMARY KEY (tenant, minute, via, what, pipeline, db_role, os_user, client)",),
+)
+ACCESS_KEY = ("tenant", "minute", "via", "what", "pipeline", "db_role", "os_user", "client")
+
 # the tables with a foreign key, parents before children (migration 4 rebuilds them so)
 CHILDREN = (RUN_TABLE, TASK_TABLE, AUDIT_TABLE, SNAPSHOT_TABLE, QUALITY_TABLE)
 
@@ -439,6 +465,7 @@ def ledger_migrations(d: Dialect) -> list[Migration]:
         (9, "indexes for reading: runs by DAG run, runs by time with what windows sum", _reads(d)),
         (11, "run slots and queues per tenant (max_concurrent_runs)", _slots(d)),
         (12, "reads at scale: task rollup by day, runs' failures, histories, durations", _scale(d)),
+        (14, "access audit: reads of the ledger per minute and reader", [ACCESS_TABLE.create(d)]),
     ]
 
 

@@ -134,6 +134,10 @@ class Dialect:
     #: a table is read in ranges of its heap pages (PostgreSQL's ctid, a TID range scan);
     #: else in ranges of its rowid (SQLite), each a range of the table's own b-tree
     reads_page_ranges: ClassVar[bool]
+    #: the statement after which this transaction's lock waits fail at once instead of
+    #: waiting (None: its waits are short anyway). SQLite's one write lock is held by a
+    #: load for its whole run: a reader's access record must not wait behind it
+    no_lock_wait: ClassVar[str | None]
 
     def __repr__(self) -> str:
         return f"Dialect({self.name!r})"
@@ -288,6 +292,7 @@ class _Postgres(Dialect):
     distinct_operator = "IS DISTINCT FROM"
     percent_placeholders = True
     translates_models = False
+    no_lock_wait = None  # row locks, held by other readers' records for one statement
 
     def index_lookup(self, schema: str | None, name: str) -> tuple[str, list[str]]:
         # an index lives in its table's schema (a table without one: the search path's)
@@ -366,6 +371,7 @@ class _Sqlite(Dialect):
     distinct_operator = "IS NOT"
     percent_placeholders = False
     translates_models = True
+    no_lock_wait = "PRAGMA busy_timeout = 0"
 
     def explain(self, query: str) -> str:
         return f"EXPLAIN QUERY PLAN {query}"
@@ -536,6 +542,7 @@ class _Duckdb(Dialect):
     hash_joins = True
     partial_rollback = False
     has_triggers = False
+    no_lock_wait = None  # one process writes the file: there is no lock to wait for
     statement_snapshot = True
     correlated_limit = False  # never asked: the ledger is never inside a DuckDB file
     replaces_views = True

@@ -10,6 +10,7 @@ from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
 
 from pipeledger.errors import ConfigError
+from pipeledger.ledger.access import Access, record
 from pipeledger.ledger.tables import DAYS, LEDGER
 from pipeledger.warehouse.adapters import open_warehouse
 from pipeledger.warehouse.migrations import is_migrated
@@ -24,6 +25,14 @@ class _Shared:
         self.stack = ExitStack()
         self.sessions: dict[str, Session | None] = {}
         self.current: dict[str, bool] = {}  # url -> has the tables of migration 6
+        # url -> the accesses its questions were asked for, recorded as the block ends
+        self.accesses: dict[str, list[tuple[Access, str]]] = {}
+
+    def record(self, url: str) -> None:
+        session = self.sessions[url]
+        for access, tenant in self.accesses.pop(url, []):
+            if session is not None:
+                record(session, access, url=url, tenant=tenant)
 
 
 _SHARED: ContextVar[_Shared | None] = ContextVar("pipeledger_shared_reads", default=None)
@@ -56,6 +65,7 @@ def _shared_session(shared: _Shared, url: str, current: bool) -> Session | None:
     if url not in shared.sessions:
         opened = shared.stack.enter_context(open_warehouse(url).session(write=False))
         shared.sessions[url] = opened if is_migrated(opened, LEDGER) else None
+        shared.stack.callback(shared.record, url)  # the session's last statements
     session = shared.sessions[url]
     if session is not None and current:
         if url not in shared.current:
@@ -66,12 +76,21 @@ def _shared_session(shared: _Shared, url: str, current: bool) -> Session | None:
 
 
 @contextmanager
-def reading(url: str, *, write: bool = False, current: bool = False) -> Iterator[Session | None]:
+def reading(
+    url: str,
+    *,
+    write: bool = False,
+    current: bool = False,
+    access: Access | None = None,
+    tenant: str = "default",
+) -> Iterator[Session | None]:
     """A session on the ledger database at ``url``, or None while it has no ledger tables.
     ``current``: the question reads tables of ledger migration 6 (rollups, alerts, SLA
     breaches), which a ledger made by an earlier release lacks until it is migrated.
     ``write``: a session that may change the ledger (pruning). Inside :func:`shared_reads`
-    a read session is the block's."""
+    a read session is the block's. ``access``: the read to record in ``tenant``'s access
+    audit (:mod:`pipeledger.ledger.access`) as the session's last statement, when the
+    question answered; inside :func:`shared_reads`, as the block ends."""
     shared = _SHARED.get()
     if shared is not None and not write:
         session = _shared_session(shared, url, current)
@@ -80,6 +99,8 @@ def reading(url: str, *, write: bool = False, current: bool = False) -> Iterator
             return
         with session.savepoint():
             yield session
+        if access is not None:
+            shared.accesses.setdefault(url, []).append((access, tenant))
         return
     with open_warehouse(url).session(write=write) as session:
         if not is_migrated(session, LEDGER):
@@ -88,3 +109,5 @@ def reading(url: str, *, write: bool = False, current: bool = False) -> Iterator
         if current and session.table_columns(DAYS) is None:
             raise ConfigError(_OUTDATED)
         yield session
+        if access is not None:
+            record(session, access, url=url, tenant=tenant)

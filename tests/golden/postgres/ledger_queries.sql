@@ -48,3 +48,6 @@ WITH recent AS (SELECT x.pipeline, sum(x.finished) AS finished, sum(x.succeeded)
 
 -- case: lateness_sql
 SELECT extra FROM "pipeledger"."pipeline_runs" WHERE pipeline = %s AND status IN ('success', 'partial') AND extra IS NOT NULL ORDER BY started_at, run_id;
+
+-- case: prune_access_sql
+DELETE FROM "pipeledger"."access_reads" WHERE minute < %s;
