@@ -239,6 +239,12 @@ def test_a_role_that_may_only_select_reads_and_is_not_recorded(
     assert "permission denied" in refused.getMessage()
     assert rows(ran) == []
 
+    with psycopg.connect(postgres_url, autocommit=True) as conn:  # the README's one grant
+        conn.execute(f'GRANT INSERT, UPDATE ON pipeledger.access_reads TO "{reader}"')
+    audit._REFUSED.clear()  # as a minute later
+    api.recent_runs(folder / "pipeledger.toml")
+    assert [(row.what, row.db_role) for row in rows(ran)] == [("api.recent_runs", reader)]
+
 
 def tenant_a(project: Project) -> Project:
     project.configure(f'[ledger]\ntenant = "{TENANT}"\n', orders=orders_pipeline())
