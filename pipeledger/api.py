@@ -1021,7 +1021,10 @@ def query(
     url = located.ledger_url if ledger else located.warehouse_url
     with open_warehouse(url).session(write=False) as session:
         session.mark_rollback()
-        return session.query(sql, params)
+        found = session.query(sql, params)
+    if ledger:  # a read of the ledger like any other (its own session wrote nothing)
+        _answered_elsewhere(located, "query")
+    return found
 
 
 # -- looking after the ledger -----------------------------------------------------------

@@ -178,5 +178,5 @@ def _refused(url: str) -> bool:
         return False
     if time.monotonic() - refused < REFUSED_FOR:
         return True
-    del _REFUSED[url]
+    _REFUSED.pop(url, None)  # the dashboard's threads may both find it stale
     return False

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import sqlite3
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -22,9 +25,9 @@ from starlette.routing import Match, Route
 from pipeledger import api
 from pipeledger.common.who import who
 from pipeledger.ledger import access as audit
+from pipeledger.ledger import tables
 from pipeledger.ledger.reads import reading
 from pipeledger.ledger.reads.access import access_rows
-from pipeledger.ledger.tables import ACCESS
 from pipeledger.warehouse.dialect import POSTGRES, SQLITE
 from pipeledger.warehouse.session import observe_statements
 from pipeledger.web.app import Dashboard
@@ -116,7 +119,9 @@ class FixedProject(WebProject):
 def get(board: Dashboard, path: str, client: str = "10.0.0.7") -> int:
     """A GET of ``path`` from ``client``, handled by the dashboard in this process."""
     scope = _scope(path, client)
-    routes = [Route("/node/{name:path}", board.node), *board.api_routes()]
+    pages = [("/", board.overview), ("/node/{name:path}", board.node), ("/dag", board.dag)]
+    pages += [("/alerts", board.alerts), ("/run/{run_id}", board.run)]
+    routes = [*(Route(p, page) for p, page in pages), *board.api_routes()]
     for route in routes:
         match, child = route.matches(scope)
         if match is Match.FULL:
@@ -126,6 +131,7 @@ def get(board: Dashboard, path: str, client: str = "10.0.0.7") -> int:
 
 
 def _scope(path: str, client: str) -> dict[str, object]:
+    path, _, query = path.partition("?")
     return {
         "type": "http",
         "method": "GET",
@@ -133,7 +139,7 @@ def _scope(path: str, client: str) -> dict[str, object]:
         "server": ("127.0.0.1", 8420),
         "root_path": "",
         "path": path,
-        "query_string": b"",
+        "query_string": query.encode(),
         "headers": [],
         "client": (client, 50000),
     }
@@ -145,6 +151,36 @@ def test_a_dashboard_page_names_its_path_pipeline_and_client(ran: Project) -> No
     row = only(ran, "/node/orders")
     assert (row.tenant, row.via, row.pipeline, row.client) == (TENANT, "web", "orders", "10.0.0.7")
     assert (row.db_role, row.os_user, row.reads, row.minute) == (role_of(ran), who(), 1, MINUTE)
+
+
+def table_counts(project: Project) -> dict[str, int]:
+    """Rows per ledger table (and in the target), read directly."""
+    dialect = SQLITE if project.backend == "sqlite" else POSTGRES
+    names = [t for t in vars(tables).values() if isinstance(t, tables.LedgerTable)]
+    counts = {
+        t.name.table: int(project.query(f"SELECT count(*) FROM {dialect.table(t.name)}")[0][0])
+        for t in names
+    }
+    return {**counts, "analytics.orders": project.count()}
+
+
+def test_no_page_changes_anything_but_the_access_audit(ran: Project) -> None:
+    board = Dashboard(FixedProject(config(ran)))
+    (run,) = api.recent_runs(config(ran))
+    before = table_counts(ran)
+    paths = ["/", "/dag", "/alerts", "/node/orders", f"/run/{run.run_id}", "/api/status"]
+    paths += ["/api/runs?name=orders", f"/api/show/{run.run_id}", "/api/checks/orders"]
+    paths += ["/api/state", "/api/schedule", "/api/dag", "/api/quarantine/orders", "/api/sla"]
+    paths += ["/api/alerts", "/api/tasks", "/api/work", "/api/volumes", "/api/anomalies"]
+    paths += ["/api/blocked"]
+    for path in paths:
+        assert get(board, path) == 200, path
+    after = table_counts(ran)
+    assert {name: n - before[name] for name, n in after.items() if n != before[name]} == {
+        "access_reads": len(paths)  # one row each: every path is a key of its own
+    }
+    pages = {row.what for row in rows(ran) if row.via == "web"}
+    assert pages == {path.partition("?")[0] for path in paths}
 
 
 def test_a_dashboard_polling_50_times_in_a_minute_adds_one_row_of_50_reads(ran: Project) -> None:
@@ -253,6 +289,46 @@ def tenant_a(project: Project) -> Project:
     return project
 
 
+# as root, file modes bind only without the DAC-override capabilities
+WITHOUT_OVERRIDES = (
+    ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps", "-all"]
+    if os.geteuid() == 0
+    else []
+)
+READ_WITH_DEBUG_LOG = (
+    "import logging; logging.basicConfig(level=logging.DEBUG); "
+    "from pipeledger import api; print(len(api.recent_runs()))"
+)
+
+
+@pytest.mark.slow  # processes of their own, without root's overrides
+def test_a_read_only_sqlite_ledger_answers_and_is_not_recorded(tmp_path: Path) -> None:
+    ran = tenant_a(Project(tmp_path, None))
+    database = tmp_path / ".pipeledger" / "warehouse.db"
+    kept = database.stat().st_mode
+    database.chmod(0o444)
+    try:
+        read = subprocess.run(
+            [*WITHOUT_OVERRIDES, sys.executable, "-c", READ_WITH_DEBUG_LOG],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+        )
+        cli = subprocess.run(
+            [*WITHOUT_OVERRIDES, sys.executable, "-m", "pipeledger", "runs", "--json"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+        )
+    finally:
+        database.chmod(kept)
+    assert (read.returncode, read.stdout) == (0, "1\n"), read.stderr
+    assert "did not record this read" in read.stderr and "readonly database" in read.stderr
+    assert cli.returncode == 0 and len(json.loads(cli.stdout)) == 1, cli.stderr
+    assert cli.stderr == ""  # nothing said above debug level
+    assert rows(ran) == []
+
+
 def test_a_read_while_a_load_holds_sqlites_lock_answers_without_waiting(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -280,11 +356,11 @@ def test_a_read_while_a_load_holds_sqlites_lock_answers_without_waiting(
 def test_a_ledger_from_before_the_access_audit_still_answers(ran: Project) -> None:
     if ran.backend == "sqlite":
         with sqlite3.connect(ran.root / ".pipeledger" / "warehouse.db") as conn:
-            conn.execute(f"DROP TABLE {SQLITE.table(ACCESS)}")
+            conn.execute(f"DROP TABLE {SQLITE.table(tables.ACCESS)}")
     else:
         assert ran.warehouse_url is not None
         with psycopg.connect(ran.warehouse_url, autocommit=True) as conn:
-            conn.execute(f"DROP TABLE {POSTGRES.table(ACCESS)}")
+            conn.execute(f"DROP TABLE {POSTGRES.table(tables.ACCESS)}")
     assert [r.pipeline for r in api.recent_runs(config(ran))] == ["orders"]
     code, out, err = ran.cli("runs", "--json")
     assert code == 0 and len(json.loads(out)) == 1, err
