@@ -21,9 +21,10 @@ one row per minute per key. ``ledger prune --older-than`` deletes the rows of mi
 before its cutoff (:func:`pipeledger.ledger.reads.queries.prune`).
 
 Cheap, and never in the way. The upsert is the read session's last statement (a row lock,
-or SQLite's write lock, held for no longer than that statement and the COMMIT), and it
-never waits for SQLite's write lock (:attr:`~pipeledger.warehouse.dialect.Dialect.no_lock_wait`):
-a load holds that lock for its whole run, and a read must not wait behind it. When the
+or SQLite's write lock, held for no longer than that statement and the COMMIT); it never
+waits for SQLite's write lock, which a load holds for its whole run, nor for the disk at
+COMMIT (:attr:`~pipeledger.warehouse.dialect.Dialect.light_write`): a record may be lost
+in a crash of the database server or a power loss, the price of a read that stays a read. When the
 ledger cannot be written (a read-only file or folder, a role that may only SELECT, a ledger
 from before migration 14, SQLite's lock taken) the read answers all the same: the record is
 skipped, the session rolls back (it had nothing else to commit) and the reason is logged
@@ -155,8 +156,8 @@ def record(session: Session, access: Access, *, url: str, tenant: str) -> bool:
     now = reader.clock()
     params = [tenant, minute_of(now), reader.via, reader.what, access.pipeline or "", access.user]
     try:
-        if d.no_lock_wait is not None:
-            session.execute(d.no_lock_wait)
+        for statement in d.light_write:
+            session.execute(statement)
         session.execute(record_sql(d), [*params, reader.client or "", now, now])
     except PipeledgerError as exc:
         _skipped(session, url, exc)

@@ -134,10 +134,11 @@ class Dialect:
     #: a table is read in ranges of its heap pages (PostgreSQL's ctid, a TID range scan);
     #: else in ranges of its rowid (SQLite), each a range of the table's own b-tree
     reads_page_ranges: ClassVar[bool]
-    #: the statement after which this transaction's lock waits fail at once instead of
-    #: waiting (None: its waits are short anyway). SQLite's one write lock is held by a
-    #: load for its whole run: a reader's access record must not wait behind it
-    no_lock_wait: ClassVar[str | None]
+    #: what a read transaction runs before its one small write (the access audit's record)
+    #: so that the write never waits: for a lock (SQLite's one write lock, which a load
+    #: holds for its whole run: fail at once instead) or for the disk at COMMIT
+    #: (PostgreSQL: a record may be lost in a server crash, never anything else)
+    light_write: ClassVar[tuple[str, ...]]
 
     def __repr__(self) -> str:
         return f"Dialect({self.name!r})"
@@ -292,7 +293,7 @@ class _Postgres(Dialect):
     distinct_operator = "IS DISTINCT FROM"
     percent_placeholders = True
     translates_models = False
-    no_lock_wait = None  # row locks, held by other readers' records for one statement
+    light_write = ("SET LOCAL synchronous_commit = off",)
 
     def index_lookup(self, schema: str | None, name: str) -> tuple[str, list[str]]:
         # an index lives in its table's schema (a table without one: the search path's)
@@ -371,7 +372,8 @@ class _Sqlite(Dialect):
     distinct_operator = "IS NOT"
     percent_placeholders = False
     translates_models = True
-    no_lock_wait = "PRAGMA busy_timeout = 0"
+    # a reader's COMMIT does not sync either: see the adapter's read sessions
+    light_write = ("PRAGMA busy_timeout = 0",)
 
     def explain(self, query: str) -> str:
         return f"EXPLAIN QUERY PLAN {query}"
@@ -542,7 +544,7 @@ class _Duckdb(Dialect):
     hash_joins = True
     partial_rollback = False
     has_triggers = False
-    no_lock_wait = None  # one process writes the file: there is no lock to wait for
+    light_write = ()  # one process has the file: there is no lock to wait for
     statement_snapshot = True
     correlated_limit = False  # never asked: the ledger is never inside a DuckDB file
     replaces_views = True

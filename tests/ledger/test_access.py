@@ -90,8 +90,16 @@ def test_a_command_asking_several_questions_is_one_read(ran: Project) -> None:
 
 
 def test_an_api_read_is_named_after_its_function(ran: Project) -> None:
-    (status,) = api.status(config(ran), pipeline="orders")
+    statements: list[str] = []
+    with observe_statements(lambda kind, sql, seconds: statements.append(sql)):
+        (status,) = api.status(config(ran), pipeline="orders")
     assert status.pipeline == "orders"
+    # the record is one upsert, the read session's last statement, after what keeps it
+    # from waiting (a lock, or the disk at COMMIT)
+    dialect = SQLITE if ran.backend == "sqlite" else POSTGRES
+    light = list(dialect.light_write)
+    assert statements[-len(light) - 1 :] == [*light, audit.record_sql(dialect)]
+    assert sum(sql.startswith("INSERT") for sql in statements) == 1
     row = only(ran, "api.status")
     assert (row.tenant, row.via, row.pipeline, row.db_role) == (
         TENANT,
