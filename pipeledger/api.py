@@ -103,6 +103,7 @@ __all__ = [
     "graph",
     "has_ledger",
     "health_rank",
+    "hold_ledger",
     "is_failure",
     "is_load",
     "lateness",
@@ -810,6 +811,25 @@ def access_log(
         if session is None:
             return []
         return access_rows(session, located.tenant, start, pipeline, limit)
+
+
+def hold_ledger(project: Project = None) -> Callable[[], None]:
+    """Keep one idle connection to the project's ledger database open until the returned
+    function is called: for a long-lived reader (the dashboard). A SQLite file whose last
+    connection closes syncs what was written to it meanwhile, the access audit's records
+    of a page included: with a connection held, pages do not pay that sync (SQLite's own
+    checkpoints, every 1000 pages of its log, and the last close still make them durable).
+    On PostgreSQL it is one idle connection. A ledger that cannot be opened now is not
+    held (nothing fails)."""
+    from pipeledger.warehouse.adapters import open_warehouse
+
+    warehouse = open_warehouse(_located(project).ledger_url)
+    try:
+        with warehouse.session(write=False) as session:
+            session.mark_rollback()  # opened for its connection, not to read anything
+    except PipeledgerError:
+        warehouse.close()
+    return warehouse.close
 
 
 def _now(now: datetime | None) -> datetime:

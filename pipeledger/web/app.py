@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -242,6 +242,16 @@ def create_app(config_path: Path | None = None) -> Starlette:
     """The dashboard of the project whose config is at ``config_path`` (default
     ``./pipeledger.toml``)."""
     board = Dashboard(Project(config_path))
+
+    @asynccontextmanager
+    async def serving(app: Starlette) -> AsyncIterator[None]:
+        # the ledger's file stays open while the dashboard serves: see api.hold_ledger
+        release = api.hold_ledger(board.project.located)
+        try:
+            yield
+        finally:
+            release()
+
     routes = [
         Route("/", board.overview),
         Route("/node/{name:path}", board.node),
@@ -252,4 +262,4 @@ def create_app(config_path: Path | None = None) -> Starlette:
         *board.api_routes(),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    return Starlette(routes=routes)
+    return Starlette(routes=routes, lifespan=serving)

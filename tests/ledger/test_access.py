@@ -12,6 +12,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+import urllib.request
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -30,6 +31,7 @@ from pipeledger.ledger.reads import reading
 from pipeledger.ledger.reads.access import access_rows
 from pipeledger.warehouse.dialect import POSTGRES, SQLITE
 from pipeledger.warehouse.session import observe_statements
+from pipeledger.web import server
 from pipeledger.web.app import Dashboard
 from pipeledger.web.project import Project as WebProject
 from tests.helpers import Project, order, orders_pipeline
@@ -159,6 +161,17 @@ def test_a_dashboard_page_names_its_path_pipeline_and_client(ran: Project) -> No
     row = only(ran, "/node/orders")
     assert (row.tenant, row.via, row.pipeline, row.client) == (TENANT, "web", "orders", "10.0.0.7")
     assert (row.db_role, row.os_user, row.reads, row.minute) == (role_of(ran), who(), 1, MINUTE)
+
+
+def test_the_served_dashboard_records_what_it_served_and_to_whom(ran: Project) -> None:
+    running = server.start(config(ran), port=0)
+    try:
+        with urllib.request.urlopen(running.url + "/node/orders?limit=5", timeout=30) as page:
+            assert page.status == 200
+    finally:
+        running.stop()
+    row = only(ran, "/node/orders")
+    assert (row.via, row.pipeline, row.client, row.reads) == ("web", "orders", "127.0.0.1", 1)
 
 
 def table_counts(project: Project) -> dict[str, int]:
