@@ -766,9 +766,17 @@ def shared_reads() -> Iterator[None]:
 
 def _answered_elsewhere(project: Project, question: str, pipeline: str | None = None) -> None:
     """Record a read that the warehouse answered (watermarks, quarantine) or the
-    scheduler's own sessions did, in a ledger session of its own."""
-    with _reading(project, question, pipeline=pipeline):
-        pass
+    scheduler's own sessions did, in a ledger session of its own: a ledger that cannot
+    be reached now (a separate one, down) leaves that read answered and unrecorded."""
+    import logging
+
+    try:
+        with _reading(project, question, pipeline=pipeline):
+            pass
+    except PipeledgerError as exc:
+        logging.getLogger("pipeledger.ledger.access").debug(
+            "the ledger did not record this read (%s); the read answered all the same", exc
+        )
 
 
 @contextmanager
@@ -823,7 +831,10 @@ def hold_ledger(project: Project = None) -> Callable[[], None]:
     held (nothing fails)."""
     from pipeledger.warehouse.adapters import open_warehouse
 
-    warehouse = open_warehouse(_located(project).ledger_url)
+    try:
+        warehouse = open_warehouse(_located(project).ledger_url)
+    except PipeledgerError:  # a config being edited: the pages say what is wrong
+        return lambda: None
     try:
         with warehouse.session(write=False) as session:
             session.mark_rollback()  # opened for its connection, not to read anything
