@@ -49,6 +49,8 @@ from pipeledger.errors import RunCancelled as RunCancelled
 if TYPE_CHECKING:
     from pipeledger.alerts.outbox import AlertRow as AlertRow
     from pipeledger.config.model import Config as Config
+    from pipeledger.ledger.access import Via
+    from pipeledger.ledger.reads.access import AccessRow as AccessRow
     from pipeledger.ledger.reads.activity import VolumeDay as VolumeDay
     from pipeledger.ledger.reads.activity import WorkHour as WorkHour
     from pipeledger.ledger.reads.checks import CheckRow as CheckRow
@@ -87,6 +89,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Project",
+    "access_log",
+    "accessing",
     "anomalies",
     "audit",
     "backfill",
@@ -100,6 +104,7 @@ __all__ = [
     "graph",
     "has_ledger",
     "health_rank",
+    "hold_ledger",
     "is_failure",
     "is_load",
     "lateness",
@@ -493,7 +498,6 @@ def lateness(config: ConfigLike, name: str) -> LatenessReport:
     """Late rows over pipeline ``name``'s history (see :mod:`pipeledger.state.lateness`):
     caught by the buffer and how late, missed, what the buffer costs, and a buffer that
     would have caught 99.9 % of them."""
-    from pipeledger.ledger.reads import reading
     from pipeledger.ledger.reads.queries import lateness_report
     from pipeledger.state.lateness import report, seconds
 
@@ -505,7 +509,7 @@ def lateness(config: ConfigLike, name: str) -> LatenessReport:
             f"{_whole_read(pipeline.sync)}"
         )
     buffer_s = seconds(pipeline.lateness)
-    with reading(config.ledger_url, tenant=config.ledger.tenant) as session:
+    with _reading(config, "lateness", pipeline=name) as session:
         if session is None:
             return report(name, buffer_s, [])
         return lateness_report(session, name, buffer_s)
@@ -522,7 +526,9 @@ def watermarks(project: Project = None, name: str | None = None) -> list[Waterma
         located.check_pipeline(name)
     warehouse = open_warehouse(located.warehouse_url, tenant=located.tenant)
     with warehouse.session(write=False) as session:
-        return read(session, name)
+        rows = read(session, name)
+    _answered_elsewhere(located, "watermarks", name)
+    return rows
 
 
 def quarantined(
@@ -532,7 +538,10 @@ def quarantined(
     ``include_resolved``), oldest first; of one run with ``run``."""
     from pipeledger.quality.quarantine import quarantined as entries
 
-    return entries(_config(config), name, run=run, include_resolved=include_resolved)
+    config = _config(config)
+    found = entries(config, name, run=run, include_resolved=include_resolved)
+    _answered_elsewhere(config, "quarantined", name)
+    return found
 
 
 def wait_for_lineage(timeout: float | None = None) -> None:
@@ -614,8 +623,8 @@ def graph(config: ConfigLike) -> dict[str, Any]:
     with _site(config) as site:
         last: dict[str, dict[str, Any]] = {}
         if site.ledger.recording:
-            with site.ledger.reading() as session:
-                last = latest_runs(session, list(site.config.nodes))
+            with _reading(site.config, "graph") as session:
+                last = latest_runs(session, list(site.config.nodes)) if session else {}
         result: dict[str, Any] = _graph_of(site.config).to_json(last)
         return result
 
@@ -676,7 +685,9 @@ def schedule_status(
     from pipeledger.runs.due import schedule_status as status
 
     with _site(config) as site:
-        return status(site, now, selectors)
+        found = status(site, now, selectors)
+        _answered_elsewhere(site.config, "schedule_status")
+        return found
 
 
 def serve(
@@ -718,13 +729,30 @@ def cancel(config: ConfigLike, run_id: str, reason: str | None = None) -> RunRec
 
 
 @contextmanager
-def _reading(project: Project, *, current: bool = False, write: bool = False) -> Iterator[Any]:
+def _reading(
+    project: Project,
+    question: str,
+    *,
+    pipeline: str | None = None,
+    current: bool = False,
+    write: bool = False,
+) -> Iterator[Any]:
+    """A session on the project's ledger for ``question`` (about ``pipeline``), which the
+    access audit records as a read unless it ``write``s."""
+    from pipeledger.ledger.access import asking
     from pipeledger.ledger.reads import reading
 
     located = _located(project)
-    with reading(
-        located.ledger_url, current=current, write=write, tenant=located.tenant
-    ) as session:
+    with (
+        asking(question, pipeline) as access,
+        reading(
+            located.ledger_url,
+            current=current,
+            write=write,
+            access=None if write else access,
+            tenant=located.tenant,
+        ) as session,
+    ):
         yield session
 
 
@@ -738,13 +766,92 @@ def shared_reads() -> Iterator[None]:
         yield
 
 
+def _answered_elsewhere(project: Project, question: str, pipeline: str | None = None) -> None:
+    """Record a read that the warehouse answered (watermarks, quarantine) or the
+    scheduler's own sessions did, in a ledger session of its own: a ledger that cannot
+    be reached now (a separate one, down) leaves that read answered and unrecorded."""
+    import logging
+
+    try:
+        with _reading(project, question, pipeline=pipeline):
+            pass
+    except PipeledgerError as exc:
+        logging.getLogger("pipeledger.ledger.access").debug(
+            "the ledger did not record this read (%s); the read answered all the same", exc
+        )
+
+
+@contextmanager
+def accessing(
+    what: str,
+    *,
+    via: Via = "api",
+    pipeline: str | None = None,
+    client: str | None = None,
+    clock: Callable[[], datetime] | None = None,
+) -> Iterator[None]:
+    """The questions asked in the block are one read, recorded in the ledger's access audit
+    as ``what`` (a command, a page path) through ``via`` (``cli``, ``api``, ``web``), about
+    ``pipeline``, from ``client`` (an address), reckoned in ``clock``'s time (default the
+    real UTC time). Without it each question is a read of its own (``api.status``)."""
+    from pipeledger.ledger.access import Reader, utc_now
+    from pipeledger.ledger.access import accessing as open_access
+
+    reader = Reader(via=via, what=what, pipeline=pipeline, client=client, clock=clock or utc_now)
+    with open_access(reader):
+        yield
+
+
+def access_log(
+    project: Project = None,
+    *,
+    since: datetime | None = None,
+    pipeline: str | None = None,
+    limit: int = 1000,
+    now: datetime | None = None,
+) -> list[AccessRow]:
+    """Who read what, when (``pipeledger ledger access``): the tenant's reads of the ledger
+    per minute and reader since ``since`` (default: the last 24 hours), about ``pipeline``
+    only when given, newest first, at most ``limit`` rows."""
+    from pipeledger.ledger.reads.access import access_rows
+
+    start = since or _now(now) - timedelta(days=1)
+    located = _located(project)
+    with _reading(located, "access_log", pipeline=pipeline) as session:
+        if session is None:
+            return []
+        return access_rows(session, located.tenant, start, pipeline, limit)
+
+
+def hold_ledger(project: Project = None) -> Callable[[], None]:
+    """Keep one idle connection to the project's ledger database open until the returned
+    function is called: for a long-lived reader (the dashboard). A SQLite file whose last
+    connection closes syncs what was written to it meanwhile, the access audit's records
+    of a page included: with a connection held, pages do not pay that sync (SQLite's own
+    checkpoints, every 1000 pages of its log, and the last close still make them durable).
+    On PostgreSQL it is one idle connection. A ledger that cannot be opened now is not
+    held (nothing fails)."""
+    from pipeledger.warehouse.adapters import open_warehouse
+
+    try:
+        warehouse = open_warehouse(_located(project).ledger_url)
+    except PipeledgerError:  # a config being edited: the pages say what is wrong
+        return lambda: None
+    try:
+        with warehouse.session(write=False) as session:
+            session.mark_rollback()  # opened for its connection, not to read anything
+    except PipeledgerError:
+        warehouse.close()
+    return warehouse.close
+
+
 def _now(now: datetime | None) -> datetime:
     return now or datetime.now(UTC)
 
 
 def has_ledger(project: Project = None) -> bool:
     """Whether the ledger has its tables (anything was ever recorded)."""
-    with _reading(project) as session:
+    with _reading(project, "has_ledger") as session:
         return session is not None
 
 
@@ -767,7 +874,7 @@ def recent_runs(
     its first 8+ characters): the page after that run."""
     from pipeledger.ledger.reads.runs import RunFilter, list_runs
 
-    with _reading(project) as session:
+    with _reading(project, "recent_runs", pipeline=pipeline) as session:
         if session is None:
             return []
         where = RunFilter(
@@ -812,17 +919,19 @@ def count_runs(
     where = RunFilter(
         pipeline=pipeline, since=since, until=until, status=status, trigger_type=trigger_type
     )
-    with _reading(project) as session:
+    with _reading(project, "count_runs", pipeline=pipeline) as session:
         return count(session, where) if session else 0
 
 
 def show(project: Project, run_id: str) -> RunDetail:
     """One run with its tasks, audit events and snapshots (``run_id``: a run id, or its
     first 8+ characters); a PipeledgerError (exit 1) when the ledger has no such run."""
+    from pipeledger.ledger.access import about
     from pipeledger.ledger.reads.detail import show_run
 
-    with _reading(project) as session:
+    with _reading(project, "show") as session:
         detail = show_run(session, run_id) if session else None
+        about(detail.run.pipeline if detail else None)
     if detail is None:
         raise PipeledgerError(f"no run with id {run_id!r} in the ledger")
     return detail
@@ -835,7 +944,7 @@ def status(
     volume anomaly."""
     from pipeledger.ledger.reads.health import pipeline_status
 
-    with _reading(project, current=True) as session:
+    with _reading(project, "status", pipeline=pipeline, current=True) as session:
         return pipeline_status(session, _now(now), pipeline=pipeline) if session else []
 
 
@@ -845,7 +954,7 @@ def anomalies(
     """Rows written in each pipeline's latest interval against its last 30 days."""
     from pipeledger.ledger.reads.health import volume_anomalies
 
-    with _reading(project, current=True) as session:
+    with _reading(project, "anomalies", pipeline=pipeline, current=True) as session:
         return volume_anomalies(session, _now(now), pipeline) if session else []
 
 
@@ -854,7 +963,7 @@ def sla(project: Project = None, *, now: datetime | None = None) -> SlaReport:
     mean time to recovery and p95 duration over 7 and 30 days."""
     from pipeledger.ledger.reads.sla import SlaReport, sla_report
 
-    with _reading(project, current=True) as session:
+    with _reading(project, "sla", current=True) as session:
         return sla_report(session, _now(now)) if session else SlaReport((), ())
 
 
@@ -866,7 +975,7 @@ def recent_alerts(
     from pipeledger.alerts.outbox import recent
 
     start = since or datetime.now(UTC) - timedelta(days=7)
-    with _reading(project, current=True) as session:
+    with _reading(project, "recent_alerts", current=True) as session:
         return recent(session, start, run_id) if session else []
 
 
@@ -877,7 +986,7 @@ def check_history(
     (since ``since``), newest first (``pipeledger checks``)."""
     from pipeledger.ledger.reads.checks import check_history as history
 
-    with _reading(project) as session:
+    with _reading(project, "check_history", pipeline=pipeline) as session:
         return history(session, pipeline, since, limit) if session else []
 
 
@@ -888,7 +997,7 @@ def work(
     :mod:`pipeledger.ledger.reads.activity`)."""
     from pipeledger.ledger.reads.activity import work_by_state
 
-    with _reading(project) as session:
+    with _reading(project, "work") as session:
         return work_by_state(session, _now(now), hours) if session else []
 
 
@@ -904,7 +1013,7 @@ def volume_days(
     ``days``: its intervals and the rows they wrote (the days behind :func:`anomalies`)."""
     from pipeledger.ledger.reads.activity import volume_days as days_of
 
-    with _reading(project, current=True) as session:
+    with _reading(project, "volume_days", pipeline=pipeline, current=True) as session:
         return days_of(session, _now(now), pipeline, days, among) if session else []
 
 
@@ -929,7 +1038,7 @@ def tasks(
         raise ConfigError(
             f"tasks: days ({days}) and limit ({limit}) must each be at least 1; nothing was read"
         )
-    with _reading(project) as session:
+    with _reading(project, "tasks", pipeline=pipeline) as session:
         return task_trends(session, _now(now), pipeline, days, limit) if session else []
 
 
@@ -937,7 +1046,7 @@ def audit(project: Project, table: str, *, since: datetime | None = None) -> lis
     """Audit events about one target table, newest first."""
     from pipeledger.ledger.reads.detail import audit_trail
 
-    with _reading(project) as session:
+    with _reading(project, "audit") as session:
         return audit_trail(session, table, since) if session else []
 
 
@@ -945,7 +1054,7 @@ def blocked(project: Project = None, *, now: datetime | None = None) -> list[Blo
     """Pipelines waiting on an upstream that is not fresh."""
     from pipeledger.ledger.reads.queries import blocked_pipelines
 
-    with _reading(project) as session:
+    with _reading(project, "blocked") as session:
         return blocked_pipelines(session, _now(now)) if session else []
 
 
@@ -961,7 +1070,10 @@ def query(
     url = located.ledger_url if ledger else located.warehouse_url
     with open_warehouse(url, tenant=located.tenant).session(write=False) as session:
         session.mark_rollback()
-        return session.query(sql, params)
+        found = session.query(sql, params)
+    if ledger:  # a read of the ledger like any other (its own session wrote nothing)
+        _answered_elsewhere(located, "query")
+    return found
 
 
 # -- looking after the ledger -----------------------------------------------------------
@@ -973,7 +1085,7 @@ def prune(project: Project, older_than: timedelta, *, dry_run: bool = False) -> 
     None while the ledger has no tables. ``dry_run``: count, then roll back."""
     from pipeledger.ledger.reads.queries import prune as delete
 
-    with _reading(project, write=True) as session:
+    with _reading(project, "prune", write=True) as session:
         if session is None:
             return None
         result = delete(session, older_than, datetime.now(UTC))

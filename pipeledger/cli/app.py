@@ -402,6 +402,7 @@ from pipeledger.cli import (  # noqa: E402
     quality_cli,  # noqa: F401  (adds the quarantine commands)
     schedule_cli,  # noqa: F401  (adds schedule, serve, cancel)
 )
-from pipeledger.cli.common import with_global_options  # noqa: E402
+from pipeledger.cli.common import audit_reads, with_global_options  # noqa: E402
 
 with_global_options(app)  # `pipeledger run -v` as `pipeledger -v run`
+audit_reads(app)  # each command is one read of the ledger's access audit

@@ -6,6 +6,7 @@ modules of ours, and the consoles below are created on their first use."""
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -135,6 +136,38 @@ def with_global_options(command: click.Command) -> None:
         return
     taken = {name for p in command.params for name in p.opts}
     command.params += [o for o in global_options() if not taken & set(o.opts)]
+
+
+def audit_reads(command: click.Command) -> None:
+    """Every command of the tree under ``command`` is one read for the ledger's access
+    audit (``ledger access``): its path (``runs``, ``ledger access``) and the pipeline
+    its NAME argument names. A command that asks the ledger nothing records nothing."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            audit_reads(sub)
+        return
+    callback = command.callback
+    if callback is None:
+        return
+
+    @functools.wraps(callback)
+    def read(*args: Any, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        what, name = _command_words(ctx), ctx.params.get("name")
+        with api.accessing(what, via="cli", pipeline=name if isinstance(name, str) else None):
+            return callback(*args, **kwargs)
+
+    command.callback = read
+
+
+def _command_words(ctx: click.Context) -> str:
+    """``ledger access``: the command's words after the program's name, however it was
+    started (``pipeledger``, ``python -m pipeledger``)."""
+    words: list[str] = []
+    while ctx.parent is not None:
+        words.insert(0, ctx.info_name or "")
+        ctx = ctx.parent
+    return " ".join(words)
 
 
 @click.group(

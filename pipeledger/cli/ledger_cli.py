@@ -312,6 +312,16 @@ def audit_lines(e: api.AuditRow) -> list[str]:
     return lines
 
 
+def access_lines(a: api.AccessRow) -> list[str]:
+    who = a.os_user + (f" as {a.db_role}" if a.db_role else "")
+    origin = f" from {a.client}" if a.client else ""
+    about = f" [bold]{escape(a.pipeline)}[/]" if a.pipeline else ""
+    return [
+        f"{_ts(a.minute)} {a.reads:>5,}x {a.via} {escape(a.what)}{about} · "
+        f"{escape(who)}{escape(origin)}"
+    ]
+
+
 def blocked_lines(b: api.Blocked) -> list[str]:
     return [f"[bold red]BLOCKED[/] [bold]{escape(b.downstream)}[/]: {escape(b.reason)}"]
 
@@ -532,11 +542,27 @@ def _ledger_group() -> click.Group:
     @json_option
     def prune(older_than: str, dry_run: bool, as_json: bool) -> None:
         """Delete old runs with their tasks, events, snapshots and check results (keeps
-        running runs and each pipeline's last success)."""
+        running runs and each pipeline's last success), and the access audit's minutes
+        before the same cutoff."""
         with reporting(as_json):
             age = api.parse_duration(older_than)
             result = api.prune(locate(), age, dry_run=dry_run)
             _prune_report(result, dry_run, as_json)
+
+    @ledger.command()
+    @since_option
+    @click.option("--pipeline", help="Only reads about this pipeline.")
+    @click.option(
+        "--limit", type=click.IntRange(min=1), default=1000, show_default=True, help="At most."
+    )
+    @json_option
+    def access(since: str | None, pipeline: str | None, limit: int, as_json: bool) -> None:
+        """Who read the ledger, what and when: the tenant's reads through the CLI, the
+        API and the dashboard, per minute and reader, newest first (default: 24 hours)."""
+        with reporting(as_json):
+            start = parse_since(since or "1d", _now())
+            rows = api.access_log(locate(), since=start, pipeline=pipeline, limit=limit)
+            _report(rows, as_json, access_lines, lambda: "no reads recorded since then")
 
     @ledger.command(name="migrate")
     @json_option
@@ -585,7 +611,8 @@ def _prune_report(result: api.PruneResult | None, dry_run: bool, as_json: bool) 
     out.print(
         f"{verb} {result.pipeline_runs:,} run(s) that ended before {_ts(result.cutoff)}, "
         f"{result.task_runs:,} task(s), {result.audit_events:,} audit event(s), "
-        f"{result.dataset_snapshots:,} snapshot(s), {result.quality_results:,} check result(s)",
+        f"{result.dataset_snapshots:,} snapshot(s), {result.quality_results:,} check result(s), "
+        f"{result.access_reads:,} minute(s) of the access audit",
         soft_wrap=True,
         highlight=False,
     )

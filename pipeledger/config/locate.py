@@ -119,7 +119,7 @@ class Located:
     ledger_url: str
     pipelines: tuple[str, ...]
     models: tuple[str, ...]
-    tenant: str = DEFAULT_TENANT
+    tenant: str = DEFAULT_TENANT  # [ledger] tenant: whose runs and reads these are
 
     def check_pipeline(self, name: str) -> None:
         """Raise ``ConfigError`` when the config has no pipeline ``name``."""

@@ -63,6 +63,7 @@ RECONCILIATIONS = table("reconciliations")
 CANCELLATIONS = table("run_cancellations")
 QUEUES = table("run_queues")
 SLOTS = table("run_slots")
+ACCESS = table("access_reads")
 # the states in which a run holds its idempotency key (a key of any other may be reused)
 HOLDS_KEY = ("running", "success", "partial")
 
@@ -387,6 +388,31 @@ SLOT_TABLE = LedgerTable(
     indexes=(("run_slots_tenant", "tenant, queued_at, run_id"),),
 )
 
+# Migration 14 (:mod:`pipeledger.ledger.access`): who read the ledger, one row per UTC
+# minute and reader, with how many reads it made in that minute. Not an audit_events row:
+# those belong to runs (and go with them when a run is pruned), while a read belongs to no
+# run and arrives every few seconds from a polling dashboard. Every key column is NOT NULL
+# ('' for "none": no pipeline, no database role, no client address) so that the primary
+# key, which leads with the tenant and the minute, is the upsert's conflict target.
+ACCESS_TABLE = LedgerTable(
+    ACCESS,
+    columns=(
+        ("tenant", "text NOT NULL"),
+        ("minute", "{ts} NOT NULL"),
+        ("via", "text NOT NULL"),
+        ("what", "text NOT NULL"),
+        ("pipeline", "text NOT NULL"),
+        ("db_role", "text NOT NULL"),
+        ("os_user", "text NOT NULL"),
+        ("client", "text NOT NULL"),
+        ("reads", "{big} NOT NULL"),
+        ("first_at", "{ts} NOT NULL"),
+        ("last_at", "{ts} NOT NULL"),
+    ),
+    constraints=("PRIMARY KEY (tenant, minute, via, what, pipeline, db_role, os_user, client)",),
+)
+ACCESS_KEY = ("tenant", "minute", "via", "what", "pipeline", "db_role", "os_user", "client")
+
 # the tables with a foreign key, parents before children (migration 4 rebuilds them so)
 CHILDREN = (RUN_TABLE, TASK_TABLE, AUDIT_TABLE, SNAPSHOT_TABLE, QUALITY_TABLE)
 
@@ -440,6 +466,7 @@ def ledger_migrations(d: Dialect) -> list[Migration]:
         (11, "run slots and queues per tenant (max_concurrent_runs)", _slots(d)),
         (12, "reads at scale: task rollup by day, runs' failures, histories, durations", _scale(d)),
         (13, "tenants: a tenant on every row and first in its indexes; row security", tenants(d)),
+        (14, "access audit: reads of the ledger per minute and reader", _access(d)),
         (15, "reads at scale: each pipeline's latest scheduled run", _scheduled_reads(d)),
     ]
 
@@ -623,6 +650,7 @@ TENANT_TABLES = (
     CANCEL_TABLE,
     QUEUE_TABLE,
     SLOT_TABLE,
+    ACCESS_TABLE,  # migration 14 makes it per tenant (13 runs before it exists)
 )
 # the tables migration 11 made with a tenant of their own (the queue's, always given)
 _TENANT_SINCE_11 = (QUEUE_TABLE, SLOT_TABLE)
@@ -697,6 +725,8 @@ def tenants(d: Dialect) -> list[str]:
     SQLite has no roles: the adapter filters (``adapters.sqlite._scope_to_tenant``)."""
     statements: list[str] = []
     for t in TENANT_TABLES:
+        if t is ACCESS_TABLE:
+            continue  # made by migration 14, per tenant from the start
         name = d.table(t.name)
         if t not in _TENANT_SINCE_11:
             statements.append(
@@ -731,7 +761,25 @@ def _index_name(d: Dialect, on: TableName, index: str) -> str:
     return f"{quote(on.schema)}.{quote(index)}" if d.has_schemas and on.schema else quote(index)
 
 
-def _row_security(table: str) -> list[str]:
+def _access(d: Dialect) -> list[str]:
+    """Migration 14: the access audit's table (:mod:`pipeledger.ledger.access`), per tenant
+    as every ledger table since 13. Its rows are written by readers too (a read records
+    itself), so on PostgreSQL a writer is a role that may write the runs, not this table:
+    a reader granted the audit's INSERT and UPDATE (README) records reads of the tenants
+    whose reader role it is a member of, and sees only those, whatever it declares."""
+    statements = [ACCESS_TABLE.create(d)]
+    if d.row_security:
+        name = d.table(ACCESS)
+        statements += _row_security(name, writer_of=d.table(RUNS))
+        statements += [
+            f"CREATE POLICY tenant_recorder ON {name} FOR INSERT WITH CHECK ({_READABLE})",
+            f"CREATE POLICY tenant_recount ON {name} FOR UPDATE USING ({_READABLE}) "
+            f"WITH CHECK ({_READABLE})",
+        ]
+    return statements
+
+
+def _row_security(table: str, writer_of: str | None = None) -> list[str]:
     """The writer policy is for every role that may write the table (INSERT, the grant
     pipeledger's runs need): the migrator, and a runner role it granted the ledger's
     tables to (README, PostgreSQL notes). Such a role is trusted with the tenant it
@@ -739,7 +787,7 @@ def _row_security(table: str) -> list[str]:
     as ``grant-reader`` makes them, is held by the reader policy, which no setting moves.
     Both tests are uncorrelated sub-selects: evaluated once per query, the tenant probes
     the indexes."""
-    writer = f"(SELECT has_table_privilege(current_user, '{table}', 'INSERT'))"
+    writer = f"(SELECT has_table_privilege(current_user, '{writer_of or table}', 'INSERT'))"
     declared = f"tenant = {_SETTING} AND {writer}"
     return [
         # a row written by a session that declared nothing (another tool) is 'default''s

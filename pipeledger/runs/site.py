@@ -8,10 +8,8 @@ their own (:func:`pipeledger.warehouse.clients.acting_for`).
 
 from __future__ import annotations
 
-import getpass
 import hashlib
 import logging
-import socket
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
@@ -19,6 +17,7 @@ from pathlib import Path
 
 from pipeledger import lineage
 from pipeledger.common.secrets import redact
+from pipeledger.common.who import who as who
 from pipeledger.config.model import Config, ModelConfig, SqlSource
 from pipeledger.errors import WarehouseError
 from pipeledger.ledger.ledger import Ledger, NullLedger, PipelineInfo
@@ -184,11 +183,3 @@ def _describe_source(config: Config, name: str) -> str:
     if isinstance(source, SqlSource):
         return f"{redact(source.url)} {source.table or 'query'}"
     return f"{source.kind} {source.path}"
-
-
-def who() -> str:
-    """user@host of whoever started a run, for the ledger's ``triggered_by``."""
-    try:
-        return f"{getpass.getuser()}@{socket.gethostname()}"
-    except (KeyError, OSError):
-        return socket.gethostname()

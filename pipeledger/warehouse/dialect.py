@@ -136,6 +136,11 @@ class Dialect:
     #: a table is read in ranges of its heap pages (PostgreSQL's ctid, a TID range scan);
     #: else in ranges of its rowid (SQLite), each a range of the table's own b-tree
     reads_page_ranges: ClassVar[bool]
+    #: what a read transaction runs before its one small write (the access audit's record)
+    #: so that the write never waits: for a lock (SQLite's one write lock, which a load
+    #: holds for its whole run: fail at once instead) or for the disk at COMMIT
+    #: (PostgreSQL: a record may be lost in a server crash, never anything else)
+    light_write: ClassVar[tuple[str, ...]]
 
     def __repr__(self) -> str:
         return f"Dialect({self.name!r})"
@@ -147,6 +152,12 @@ class Dialect:
         if self.has_schemas:
             return f"{quote(name.schema)}.{quote(name.table)}"
         return quote(f"{name.schema}.{name.table}")
+
+    def stored_table(self, name: TableName) -> str:
+        """:meth:`table`, past any temporary view of the same name: a SQLite read session
+        of one tenant shadows the ledger's tables with views of its rows, and a read that
+        records itself (the access audit) writes the table beneath."""
+        return self.table(name)
 
     def temp(self, name: str) -> str:
         """A temporary table (or index) by name."""
@@ -291,6 +302,7 @@ class _Postgres(Dialect):
     distinct_operator = "IS DISTINCT FROM"
     percent_placeholders = True
     translates_models = False
+    light_write = ("SET LOCAL synchronous_commit = off",)
 
     def index_lookup(self, schema: str | None, name: str) -> tuple[str, list[str]]:
         # an index lives in its table's schema (a table without one: the search path's)
@@ -370,6 +382,8 @@ class _Sqlite(Dialect):
     distinct_operator = "IS NOT"
     percent_placeholders = False
     translates_models = True
+    # a reader's COMMIT does not sync either: see the adapter's read sessions
+    light_write = ("PRAGMA busy_timeout = 0",)
 
     def explain(self, query: str) -> str:
         return f"EXPLAIN QUERY PLAN {query}"
@@ -424,6 +438,9 @@ class _Sqlite(Dialect):
 
     def utc_day(self, column: str) -> str:
         return f"substr({column}, 1, 10)"  # stored as UTC ISO-8601 text
+
+    def stored_table(self, name: TableName) -> str:
+        return f"main.{self.table(name)}"  # temp views shadow a name in `main`
 
     def time_label(self, column: str, unit: TimeUnit) -> str:
         return f"substr({column}, 1, {_LABEL_WIDTHS[unit]})"  # UTC ISO-8601 text
@@ -541,6 +558,7 @@ class _Duckdb(Dialect):
     hash_joins = True
     partial_rollback = False
     has_triggers = False
+    light_write = ()  # one process has the file: there is no lock to wait for
     statement_snapshot = True
     correlated_limit = False  # never asked: the ledger is never inside a DuckDB file
     replaces_views = True

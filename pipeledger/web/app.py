@@ -2,7 +2,10 @@
 through :mod:`pipeledger.api`, and their JSON twins under ``/api/``, each the document
 the CLI prints with ``--json`` for the same question.
 
-Read-only: every route is a GET and every question opens a read session. Every page and
+Read-only but for one thing: every route is a GET and every question opens a read session,
+and each page and document is recorded as one read in the ledger's access audit (its
+path, the pipeline it is about, the visitor's address; :mod:`pipeledger.ledger.access`),
+which a role that may only SELECT skips without failing the page. Every page and
 document passes through :func:`pipeledger.api.redact` on its way out (the config's
 passwords and ``${ENV_VAR}`` values never leave), and every template escapes what it
 shows (a pipeline named ``<script>`` is text).
@@ -28,7 +31,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -101,10 +105,23 @@ class Dashboard:
         self.project = project
         self.env = templates()
 
-    def page(self, name: str, build: Callable[[], dict[str, Any]]) -> Response:
+    def reading(self, request: Request) -> AbstractContextManager[None]:
+        """The request is one read of the ledger's access audit: its path (without the
+        query), the pipeline it is about, the visitor's address."""
+        name = request.path_params.get("name") or request.query_params.get("name")
+        return api.accessing(
+            request.url.path,
+            via="web",
+            pipeline=name or None,
+            client=request.client.host if request.client else None,
+            clock=self.project.now,
+        )
+
+    def page(self, request: Request, name: str, build: Callable[[], dict[str, Any]]) -> Response:
         started = time.perf_counter()
         try:
-            with api.shared_reads():  # the page's questions: one connection, not a dozen
+            # the page's questions: one connection, not a dozen; one read, not a dozen
+            with self.reading(request), api.shared_reads():
                 context = build()
             return self._render(name, context, started, 200)
         except Exception as exc:
@@ -120,9 +137,9 @@ class Dashboard:
         html = self.env.get_template(name).render(context)
         return HTMLResponse(api.redact(html), status_code=status)
 
-    def document(self, build: Callable[[], Any]) -> Response:
+    def document(self, request: Request, build: Callable[[], Any]) -> Response:
         try:
-            with api.shared_reads():
+            with self.reading(request), api.shared_reads():
                 found = build()
             return json_response(found)
         except Exception as exc:
@@ -132,6 +149,7 @@ class Dashboard:
 
     def overview(self, request: Request) -> Response:
         return self.page(
+            request,
             "overview.html",
             lambda: views.overview(self.project, views.OverviewQuery.of(request.query_params)),
         )
@@ -139,19 +157,21 @@ class Dashboard:
     def node(self, request: Request) -> Response:
         name = request.path_params["name"]
         return self.page(
+            request,
             "node.html",
             lambda: views.node(self.project, name, views.RunQuery.of(request.query_params)),
         )
 
     def run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        return self.page("run.html", lambda: views.run(self.project, run_id))
+        return self.page(request, "run.html", lambda: views.run(self.project, run_id))
 
     def dag(self, request: Request) -> Response:
-        return self.page("dag.html", lambda: views.dag(self.project))
+        return self.page(request, "dag.html", lambda: views.dag(self.project))
 
     def alerts(self, request: Request) -> Response:
         return self.page(
+            request,
             "alerts.html",
             lambda: views.alerts(self.project, self._count(request, "limit", views.PAGE_SIZE)),
         )
@@ -236,7 +256,7 @@ class Dashboard:
         }
 
         def route(path: str, ask: Callable[[Request], Any]) -> Route:
-            return Route(path, lambda request: self.document(lambda: ask(request)))
+            return Route(path, lambda request: self.document(request, lambda: ask(request)))
 
         return [route(path, ask) for path, ask in questions.items()]
 
@@ -245,6 +265,16 @@ def create_app(config_path: Path | None = None) -> Starlette:
     """The dashboard of the project whose config is at ``config_path`` (default
     ``./pipeledger.toml``)."""
     board = Dashboard(Project(config_path))
+
+    @asynccontextmanager
+    async def serving(app: Starlette) -> AsyncIterator[None]:
+        # the ledger's file stays open while the dashboard serves: see api.hold_ledger
+        release = api.hold_ledger(board.project.located)
+        try:
+            yield
+        finally:
+            release()
+
     routes = [
         Route("/", board.overview),
         Route("/node/{name:path}", board.node),
@@ -255,4 +285,4 @@ def create_app(config_path: Path | None = None) -> Starlette:
         *board.api_routes(),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    return Starlette(routes=routes)
+    return Starlette(routes=routes, lifespan=serving)

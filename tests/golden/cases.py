@@ -19,8 +19,9 @@ from pipeledger.alerts import events as alert_events
 from pipeledger.alerts import outbox
 from pipeledger.common.columns import ROW_HASH, Column, TableName
 from pipeledger.config.model import ChecksConfig, RangeBound
-from pipeledger.ledger import queue
+from pipeledger.ledger import access, queue
 from pipeledger.ledger import sql as lsql
+from pipeledger.ledger.reads import access as access_reads
 from pipeledger.ledger.reads import activity, health, queries, runs, sla
 from pipeledger.ledger.reads import checks as ledger_checks
 from pipeledger.ledger.tables import ledger_migrations
@@ -849,6 +850,42 @@ def _ledger_schedule() -> list[Case]:
     ]
 
 
+def _ledger_access() -> list[Case]:
+    m = "ledger_access"
+    read = ["team_a", AT, "cli", "runs", "orders", "ana@host", "", AT, AT]
+    return [
+        Case(
+            m,
+            "record_sql",
+            lambda d: text(access.record_sql(d)),
+            world=_w("ledger"),
+            bind=lambda d: read,
+        ),
+        Case(
+            m,
+            "access_rows_sql",
+            lambda d: text(access_reads.access_rows_sql(d, pipeline=False)),
+            world=_w("ledger"),
+            bind=lambda d: ["team_a", AT, 1000],
+        ),
+        Case(
+            m,
+            "access_rows_sql of one pipeline",
+            lambda d: text(access_reads.access_rows_sql(d, pipeline=True)),
+            world=_w("ledger"),
+            bind=lambda d: ["team_a", AT, "orders", 1000],
+        ),
+        # retention: beside ``prune``'s other statements
+        Case(
+            "ledger_queries",
+            "prune_access_sql",
+            lambda d: text(queries.prune_access_sql(d)),
+            world=_w("ledger"),
+            bind=lambda d: [AT - timedelta(days=90)],
+        ),
+    ]
+
+
 def _ledger_schema() -> list[Case]:
     return [Case("ledger_schema", "ledger_migrations", lambda d: migrations(ledger_migrations(d)))]
 
@@ -1268,6 +1305,7 @@ CASES: tuple[Case, ...] = (
     *_ledger_schema(),
     *_ledger_queue(),
     *_ledger_schedule(),
+    *_ledger_access(),
     *_extract_sql(),
     *_ledger_queries(),
     *_ledger_reads(),
@@ -1293,6 +1331,7 @@ MODULES = {
     "ledger_schema": "pipeledger.ledger.tables (migrations)",
     "ledger_queue": "pipeledger.ledger.queue",
     "ledger_schedule": "pipeledger.ledger.sql (scheduled runs of every pipeline at once)",
+    "ledger_access": "pipeledger.ledger.access, pipeledger.ledger.reads.access",
     "extract_sql": "pipeledger.sources.sql",
     "ledger_queries": "pipeledger.ledger.reads.queries",
     "ledger_reads": "pipeledger.ledger.reads (runs, checks, activity)",

@@ -288,7 +288,7 @@ def test_an_existing_ledger_with_history_moves_to_tenants_with_nothing_lost(
     project.configure(pipelines={"orders": orders_pipeline()})
     code, out, err = project.cli("ledger", "migrate", "--json")
     assert code == 0, err
-    assert json.loads(out)["ledger"] == [13, 15]
+    assert json.loads(out)["ledger"] == [13, 14, 15]
     assert counts(warehouse_url, tables) == before
     with open_warehouse(warehouse_url).session(write=False) as session:
         for table in tables:
@@ -376,7 +376,7 @@ def test_a_ledger_of_the_release_before_tenants_migrates_to_the_same_catalog(
         migrate(session, BEFORE_TENANTS)
         assert untenanted(session) != []  # the check sees what is missing
     with database.session() as session:
-        assert migrate(session, LEDGER) == [13, 15]
+        assert migrate(session, LEDGER) == [13, 14, 15]
         assert untenanted(session) == []
 
 

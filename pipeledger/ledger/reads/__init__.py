@@ -10,6 +10,7 @@ from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
 
 from pipeledger.errors import ConfigError
+from pipeledger.ledger.access import Access, record
 from pipeledger.ledger.tables import DAYS, LEDGER
 from pipeledger.warehouse.adapters import open_warehouse
 from pipeledger.warehouse.migrations import is_migrated
@@ -26,6 +27,15 @@ class _Shared:
         # asking in one block never share one
         self.sessions: dict[tuple[str, str], Session | None] = {}
         self.current: dict[tuple[str, str], bool] = {}  # -> has the tables of migration 6
+        # (url, tenant) -> the accesses its questions were asked for, recorded as it ends
+        self.accesses: dict[tuple[str, str], list[Access]] = {}
+
+    def record(self, key: tuple[str, str]) -> None:
+        session = self.sessions[key]
+        url, tenant = key
+        for access in self.accesses.pop(key, []):
+            if session is not None:
+                record(session, access, url=url, tenant=tenant)
 
 
 _SHARED: ContextVar[_Shared | None] = ContextVar("pipeledger_shared_reads", default=None)
@@ -60,6 +70,7 @@ def _shared_session(shared: _Shared, url: str, tenant: str, current: bool) -> Se
         warehouse = open_warehouse(url, tenant=tenant)
         opened = shared.stack.enter_context(warehouse.session(write=False))
         shared.sessions[key] = opened if is_migrated(opened, LEDGER) else None
+        shared.stack.callback(shared.record, key)  # the session's last statements
     session = shared.sessions[key]
     if session is not None and current:
         if key not in shared.current:
@@ -71,14 +82,21 @@ def _shared_session(shared: _Shared, url: str, tenant: str, current: bool) -> Se
 
 @contextmanager
 def reading(
-    url: str, *, write: bool = False, current: bool = False, tenant: str = "default"
+    url: str,
+    *,
+    write: bool = False,
+    current: bool = False,
+    access: Access | None = None,
+    tenant: str = "default",
 ) -> Iterator[Session | None]:
     """A session on the ledger database at ``url``, or None while it has no ledger tables.
     ``current``: the question reads tables of ledger migration 6 (rollups, alerts, SLA
     breaches), which a ledger made by an earlier release lacks until it is migrated.
     ``write``: a session that may change the ledger (pruning). ``tenant``: whose rows the
     session sees. Inside :func:`shared_reads` a read session is the block's (one per
-    database and tenant)."""
+    database and tenant). ``access``: the read to record in ``tenant``'s access audit
+    (:mod:`pipeledger.ledger.access`) as the session's last statement, when the question
+    answered; inside :func:`shared_reads`, as the block ends."""
     shared = _SHARED.get()
     if shared is not None and not write:
         session = _shared_session(shared, url, tenant, current)
@@ -87,6 +105,8 @@ def reading(
             return
         with session.savepoint():
             yield session
+        if access is not None:
+            shared.accesses.setdefault((url, tenant), []).append(access)
         return
     with open_warehouse(url, tenant=tenant).session(write=write) as session:
         if not is_migrated(session, LEDGER):
@@ -95,3 +115,5 @@ def reading(
         if current and session.table_columns(DAYS) is None:
             raise ConfigError(_OUTDATED)
         yield session
+        if access is not None:
+            record(session, access, url=url, tenant=tenant)

@@ -127,6 +127,7 @@ from pipeledger.ledger.reads.health import (
 from pipeledger.ledger.reads.runs import RunRow, list_runs, list_runs_sql
 from pipeledger.ledger.rollup import COMPARES, NOT_FRONTIER
 from pipeledger.ledger.tables import (
+    ACCESS,
     AUDIT,
     DEPENDENCIES,
     PIPELINES,
@@ -289,6 +290,13 @@ class PruneResult(Answer):
     dataset_snapshots: int
     quality_results: int
     reconciliations: int
+    access_reads: int  # the access audit's minutes before the cutoff
+
+
+def prune_access_sql(d: Dialect) -> str:
+    """The access audit's rows of minutes before the cutoff (one parameter), of every
+    tenant: a read belongs to no run, so none is kept for a run's sake."""
+    return f"DELETE FROM {d.table(ACCESS)} WHERE minute < {d.param}"
 
 
 def prunable_runs_sql(d: Dialect) -> str:
@@ -313,7 +321,8 @@ def prune(session: Session, older_than: timedelta, now: datetime) -> PruneResult
     """Delete runs that ended before ``now - older_than`` with their tasks, audit events,
     snapshots and check results, in ``session`` (a writer); running runs and each
     pipeline's last successes are kept (:func:`prunable_runs_sql`). A run's records go
-    before the run (their foreign keys). Returns the rows deleted per table."""
+    before the run (their foreign keys). The access audit's rows of minutes before the
+    same cutoff go too. Returns the rows deleted per table."""
     d = session.dialect
     cutoff = now - older_than
     doomed = prunable_runs_sql(d)
@@ -324,7 +333,15 @@ def prune(session: Session, older_than: timedelta, now: datetime) -> PruneResult
         # the runs last: they define the set
         for table in (TASKS, AUDIT, SNAPSHOTS, QUALITY, RECONCILIATIONS, RUNS)
     }
+    counts[ACCESS.table] = _prune_access(session, cutoff)
     return PruneResult(cutoff=cutoff, **counts)
+
+
+def _prune_access(session: Session, cutoff: datetime) -> int:
+    """A ledger from before migration 14 has no access rows to delete."""
+    if session.table_columns(ACCESS) is None:
+        return 0
+    return session.execute(prune_access_sql(session.dialect), [cutoff])
 
 
 # -- 9. lateness ------------------------------------------------------------------------
@@ -403,6 +420,7 @@ __all__ = [
     "pipeline_status_sql",
     "prunable_runs_sql",
     "prune",
+    "prune_access_sql",
     "rate_health",
     "recent_counts",
     "recent_counts_sql",

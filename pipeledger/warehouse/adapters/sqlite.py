@@ -356,6 +356,11 @@ class SqliteWarehouse:
             conn = self._open(read_only=reason is not None)
             if reason is None:
                 self._anchor()
+            if reason is None and not write:
+                # a reader writes nothing but its access record (pipeledger.ledger.access):
+                # its COMMIT need not sync the log (WAL with NORMAL is never corrupted; a
+                # power loss may lose the last reads recorded, never a run)
+                conn.execute("PRAGMA synchronous=NORMAL")
         except sqlite3.Error as exc:
             raise _translate(exc, f"could not open {self.path}") from exc
         # the SQL functions the quality gate uses, which PostgreSQL has built in

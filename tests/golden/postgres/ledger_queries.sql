@@ -2,6 +2,9 @@
 -- tests/golden/cases.py. Not edited by hand: after changing a builder, run
 -- `.venv/bin/python -m pytest tests/golden --update-golden` and review the diff.
 
+-- case: prune_access_sql
+DELETE FROM "pipeledger"."access_reads" WHERE minute < %s;
+
 -- case: list_runs_sql
 SELECT run_id, logical_run_id, attempt, pipeline, status, trigger_type, started_at, ended_at, duration_ms, rows_read, rows_inserted, rows_updated, rows_unchanged, rows_rejected, rows_deleted, watermark_before, watermark_after, error_code, error_message, parent_run_id, data_interval_start, data_interval_end, correlation_id FROM "pipeledger"."pipeline_runs" ORDER BY started_at DESC, run_id DESC LIMIT %s;
 -- params: [50]
