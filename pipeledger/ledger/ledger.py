@@ -489,13 +489,18 @@ class Ledger:
         return True
 
     def _upkeep(self, ops: Sequence[st.Op] = ()) -> dict[str, str]:
-        """Migrate, replay the spool, settle runs whose lease expired, then ``ops``, in one
-        transaction; return the ids of the runs the watchdog settled. The spool is replayed
+        """Migrate (a transaction of its own), then replay the spool, settle runs whose
+        lease expired and write ``ops``, in one transaction; return the ids of the runs the
+        watchdog settled. The spool is replayed
         first: a run's final record waiting there must not be judged abandoned."""
         with self.store.spool.replaying() as spooled:
+            # the migrations commit first: a session scopes itself to its tenant from the
+            # tables it finds when it opens (SQLite's tagging triggers), so rows written
+            # in the session that made the tables would miss their tenant
             with self.store.session() as session:
                 for component in self.components:
                     migrate(session, component)
+            with self.store.session() as session:
                 for op in spooled:
                     st.apply_replayed(session, op)
                 settled = abandon_expired(session, self.commits)

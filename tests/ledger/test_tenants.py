@@ -510,3 +510,17 @@ def test_a_tenant_from_the_python_api_is_a_quoted_literal_on_sqlite(tmp_path: Pa
     with open_warehouse(url, tenant=odd).session(write=False) as session:
         rows = session.query(f"SELECT run_id, tenant FROM {SQLITE.table(RUNS)}")
     assert rows == [("odd", odd)]
+
+
+def test_the_first_run_of_a_new_ledger_is_its_tenants(project: Project) -> None:
+    """The run that makes the ledger's tables records its rows as its tenant's (SQLite tags
+    a session's rows by triggers on the tables it finds when it opens)."""
+    project.configure('[ledger]\ntenant = "team_a"\n', orders=orders_pipeline())
+    project.write_csv("orders_1.csv", [order(1, "2024-01-01T10:00:00Z")])
+    assert project.run("orders")["status"] == "success"
+
+    for table in ("pipeline_runs", "task_runs", "pipelines"):
+        tenants = project.query(
+            f"SELECT DISTINCT tenant FROM {project.table('pipeledger.' + table)}"
+        )
+        assert tenants == [("team_a",)], table
