@@ -280,8 +280,7 @@ def test_a_role_that_may_only_select_reads_and_is_not_recorded(
     reader = f"reader_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute(f'CREATE ROLE "{reader}" LOGIN')
-        conn.execute(f'GRANT USAGE ON SCHEMA pipeledger TO "{reader}"')
-        conn.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA pipeledger TO "{reader}"')
+    api.grant_reader(config(ran), reader, TENANT)  # it may read its tenant's rows, only
     folder = tmp_path / "reader"
     folder.mkdir()
     reader_url = re.sub(r"//[^@/]*@", f"//{reader}@", postgres_url)
