@@ -3,7 +3,7 @@
 -- `.venv/bin/python -m pytest tests/golden --update-golden` and review the diff.
 
 -- case: record_sql
-INSERT INTO "pipeledger.access_reads" AS a (tenant, minute, via, what, pipeline, db_role, os_user, client, reads, first_at, last_at) VALUES (?, ?, ?, ?, ?, '', ?, ?, 1, ?, ?) ON CONFLICT (tenant, minute, via, what, pipeline, db_role, os_user, client) DO UPDATE SET reads = a.reads + 1, last_at = excluded.last_at;
+INSERT INTO main."pipeledger.access_reads" AS a (tenant, minute, via, what, pipeline, db_role, os_user, client, reads, first_at, last_at) VALUES (?, ?, ?, ?, ?, '', ?, ?, 1, ?, ?) ON CONFLICT (tenant, minute, via, what, pipeline, db_role, os_user, client) DO UPDATE SET reads = a.reads + 1, last_at = excluded.last_at;
 
 -- case: access_rows_sql
 SELECT minute, tenant, via, what, pipeline, db_role, os_user, client, reads, first_at, last_at FROM "pipeledger.access_reads" WHERE tenant = ? AND minute >= ? ORDER BY minute DESC, last_at DESC, what LIMIT ?;
