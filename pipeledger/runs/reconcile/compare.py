@@ -285,7 +285,7 @@ class Reconcile:
             batch = as_stored(item, shape)
             if shape.cursor:
                 reach = self._in_reach(batch, span, marks, shape, shape.cursor, item.unfiltered)
-                batch = _filtered(batch, reach)
+                batch = batch.filter(reach)  # a null (not known) is dropped
             kept = batch
             if kept.num_rows:
                 self.rows_read += kept.num_rows
@@ -483,7 +483,7 @@ class StreamedSums:
         for key, (rows, high, low) in self.buckets.items():
             label = self._label(key)
             was_rows, was_sum = found.get(label, (0, 0))
-            found[label] = (was_rows + rows, (was_sum + (high << 32) + low) % _U64)
+            found[label] = (was_rows + rows, _halves_sum(was_sum, high, low))
         return found
 
     def _label(self, bucket: int) -> str:
@@ -504,14 +504,15 @@ _LABELS = {"hour": "%Y-%m-%dT%H", "day": "%Y-%m-%d", "month": "%Y-%m"}
 def _sums(rows: Sequence[Sequence[Any]]) -> Sums:
     """Per window: rows, and the fingerprints' sum mod 2^64 from the sums of their halves."""
     return {
-        str(window): (int(count), (int(high or 0) * (1 << 32) + int(low or 0)) % _U64)
+        str(window): (int(count), _halves_sum(0, int(high or 0), int(low or 0)))
         for window, count, high, low in rows
     }
 
 
-def _filtered(batch: pa.RecordBatch, mask: pa.Array | pa.ChunkedArray) -> pa.RecordBatch:
-    """The rows where ``mask`` is true (null: not known, dropped)."""
-    return batch.filter(mask)
+def _halves_sum(total: int, high: int, low: int) -> int:
+    """``total`` plus the fingerprints whose high and low 32-bit halves sum to ``high`` and
+    ``low``, mod 2^64 (the same on both sides, whatever the order of the rows)."""
+    return (total + (high << 32) + low) % _U64
 
 
 def _sided(batch: pa.RecordBatch, shape: Shape, side: str) -> pa.RecordBatch:
