@@ -31,9 +31,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar
 
 from pipeledger.common.durations import parse_duration as parse_duration
 from pipeledger.common.durations import parse_moment as parse_moment
@@ -88,6 +88,10 @@ if TYPE_CHECKING:
     from pipeledger.state.tables import WatermarkRow as WatermarkRow
 
 __all__ = [
+    "HEALTH_ORDER",
+    "PAGE_LIMIT",
+    "PAGE_MAX",
+    "Page",
     "Project",
     "access_log",
     "accessing",
@@ -112,6 +116,7 @@ __all__ = [
     "locate",
     "migrate",
     "outcome_of",
+    "page_of",
     "prune",
     "quarantine_counts",
     "quarantined",
@@ -129,6 +134,7 @@ __all__ = [
     "show",
     "sla",
     "status",
+    "status_with_volumes",
     "tasks",
     "trigger",
     "volume_days",
@@ -136,6 +142,7 @@ __all__ = [
     "watchdog",
     "watermarks",
     "work",
+    "worst_first",
 ]
 
 ConfigLike: TypeAlias = "Config | str | os.PathLike[str] | None"
@@ -956,6 +963,72 @@ def anomalies(
 
     with _reading(project, "anomalies", pipeline=pipeline, current=True) as session:
         return volume_anomalies(session, _now(now), pipeline) if session else []
+
+
+HEALTH_ORDER = ("CRITICAL", "DEGRADED", "UNKNOWN", "HEALTHY")  # worst first
+PAGE_LIMIT = 50  # rows of a page of ``status`` (the dashboard's, and ``--limit``'s default)
+PAGE_MAX = 1000  # the most rows one page may ask for
+
+
+def worst_first(health: str, name: str) -> tuple[int, str]:
+    """The overview's order: by health word, worst first, then by name."""
+    return HEALTH_ORDER.index(health), name
+
+
+def status_with_volumes(
+    project: Project = None, *, now: datetime | None = None, pipeline: str | None = None
+) -> list[tuple[PipelineStatus, VolumeAnomaly | None]]:
+    """Health per pipeline (:func:`status`) with its volume verdict (what :func:`anomalies`
+    answers for it; None before its first volume sample), worst first (:func:`worst_first`):
+    both from one query, the overview's lines, ``pipeledger status`` and ``/api/status``."""
+    from pipeledger.ledger.reads.health import status_with_volumes as both
+
+    with _reading(project, "status", pipeline=pipeline, current=True) as session:
+        found = both(session, _now(now), pipeline=pipeline) if session else []
+    return sorted(found, key=lambda pair: worst_first(pair[0].health.value, pair[0].pipeline))
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """Page ``number`` (from 1) of ``limit`` items of an ordered answer of ``total``."""
+
+    items: list[T]
+    number: int
+    limit: int
+    total: int
+
+    @property
+    def pages(self) -> int:
+        """How many pages the whole answer fills (at least 1, an empty one)."""
+        return max(1, -(-self.total // self.limit))
+
+    @property
+    def first(self) -> int:
+        """The index (from 0) of the page's first item in the whole answer."""
+        return (self.number - 1) * self.limit
+
+    @property
+    def has_next(self) -> bool:
+        return self.number * self.limit < self.total
+
+    @property
+    def has_prev(self) -> bool:
+        return self.number > 1
+
+
+def page_of(items: Sequence[T], page: int = 1, limit: int = PAGE_LIMIT) -> Page[T]:
+    """Page ``page`` of ``limit`` of ``items`` (in their order); a ConfigError, naming the
+    bad value, when ``page`` is below 1 or ``limit`` outside 1..:data:`PAGE_MAX`. A page
+    past the last is empty (its total still counts every item)."""
+    if not 1 <= limit <= PAGE_MAX:
+        raise ConfigError(f"limit {limit}: a whole number from 1 to {PAGE_MAX}")
+    if page < 1:
+        raise ConfigError(f"page {page}: a whole number from 1")
+    start = (page - 1) * limit
+    return Page(list(items[start : start + limit]), page, limit, len(items))
 
 
 def sla(project: Project = None, *, now: datetime | None = None) -> SlaReport:

@@ -120,6 +120,19 @@ def _fail_on(found: Sequence[tuple[str, str]], floor: str | None) -> None:
     raise fail(1)
 
 
+def _page_line(page: api.Page[Any]) -> str:
+    """Where a page of ``status`` stands in the whole answer."""
+    last = page.first + len(page.items)
+    more = f"; --page {page.number + 1} for the next" if page.has_next else ""
+    return f"pipelines {page.first + 1}-{last} of {page.total} (page {page.number}{more})"
+
+
+def _past_the_end(page: api.Page[Any]) -> str:
+    if page.total == 0:
+        return NO_RUNS
+    return f"page {page.number} is past the last ({page.pages} of {page.total} pipelines)"
+
+
 def _report(
     rows: Sequence[Any],
     as_json: bool,
@@ -425,11 +438,27 @@ def register(app: click.Group) -> None:
         type=click.Choice(["degraded", "critical"]),
         help="Exit 1 when a pipeline is this unhealthy or worse.",
     )
-    def status(as_json: bool, fail_on: str | None) -> None:
-        """Health per pipeline: 7-day success rate, freshness, volume anomaly."""
+    @click.option(
+        "--limit",
+        type=int,
+        help=f"Show this many pipelines, worst first (1 to {api.PAGE_MAX}; default: all, "
+        f"or {api.PAGE_LIMIT} with --page).",
+    )
+    @click.option("--page", type=int, help="Which page of --limit pipelines (from 1).")
+    def status(as_json: bool, fail_on: str | None, limit: int | None, page: int | None) -> None:
+        """Health per pipeline, worst first: 7-day success rate, freshness, volume
+        anomaly. --fail-on judges every pipeline, not only the page shown."""
         with reporting(as_json):
-            rows = api.status(locate())
-            _report(rows, as_json, status_lines, lambda: NO_RUNS)
+            rows = [s for s, _ in api.status_with_volumes(locate())]
+            whole = limit is None and page is None  # every pipeline, as before pages
+            shown = (
+                api.Page(rows, 1, max(len(rows), 1), len(rows))
+                if whole
+                else api.page_of(rows, page or 1, limit or api.PAGE_LIMIT)
+            )
+            _report(shown.items, as_json, status_lines, lambda: _past_the_end(shown))
+            if not as_json and shown.items and (shown.has_prev or shown.has_next):
+                out.print(_page_line(shown), highlight=False)
         floor = api.health_rank(fail_on) if fail_on else None
         found = [
             (s.pipeline, s.health.value)

@@ -98,6 +98,26 @@ def json_response(payload: Any, status: int = 200) -> Response:
     return Response(text, status_code=status, media_type="application/json")
 
 
+def paged_response(request: Request, page: api.Page[Any]) -> Response:
+    """A page of a document: its items as the body, the whole answer's count in
+    ``X-Total-Count`` and the neighbouring pages in ``Link`` (RFC 8288: ``first``,
+    ``prev``, ``next``, ``last``; the request's other parameters kept)."""
+    response = json_response(page.items)
+    response.headers["X-Total-Count"] = str(page.total)
+    numbers = {"first": 1, "last": page.pages}
+    if page.has_prev:
+        numbers["prev"] = min(page.number - 1, page.pages)
+    if page.has_next:
+        numbers["next"] = page.number + 1
+    links = []
+    for rel in ("first", "prev", "next", "last"):
+        if rel in numbers:
+            params = {**request.query_params, "page": str(numbers[rel]), "limit": str(page.limit)}
+            links.append(f'<{request.url.path}?{urlencode(params)}>; rel="{rel}"')
+    response.headers["Link"] = ", ".join(links)
+    return response
+
+
 class Dashboard:
     """The pages and documents of one project."""
 
@@ -141,6 +161,8 @@ class Dashboard:
         try:
             with self.reading(request), api.shared_reads():
                 found = build()
+            if isinstance(found, api.Page):
+                return paged_response(request, found)
             return json_response(found)
         except Exception as exc:
             return json_response(_error_json(exc), _status_of(exc))
@@ -202,6 +224,26 @@ class Dashboard:
         name = request.query_params.get("name") or None
         return [t.to_json() for t in api.tasks(self.project.located, name, days=days, limit=limit)]
 
+    def _status(self, request: Request) -> api.Page[dict[str, Any]]:
+        """``pipeledger status --page --limit --json``: a page of every pipeline's health,
+        worst first."""
+        page, limit = views.paging(request.query_params)
+        found = [s.to_json() for s, _ in api.status_with_volumes(self.project.located)]
+        return api.page_of(found, page, limit)
+
+    def _volumes(self, request: Request) -> api.Page[dict[str, Any]]:
+        """The days behind the volume verdicts (``api.volume_days``) of a page of pipelines,
+        worst first as ``/api/status`` pages them (``name``: that pipeline's only); the
+        total counts pipelines, not days."""
+        page, limit = views.paging(request.query_params)
+        located, name = self.project.located, request.query_params.get("name") or None
+        names = [s.pipeline for s, _ in api.status_with_volumes(located, pipeline=name)]
+        shown = api.page_of(names, page, limit)
+        days = api.volume_days(located, name, among=shown.items) if shown.items else []
+        rank = {n: i for i, n in enumerate(shown.items)}
+        days = sorted(days, key=lambda d: rank.get(d.pipeline, len(rank)))  # stable: by day
+        return api.Page([d.to_json() for d in days], shown.number, limit, shown.total)
+
     def api_routes(self) -> list[Route]:
         p = self.project
 
@@ -212,7 +254,7 @@ class Dashboard:
             return request.query_params.get("name") or None
 
         questions: dict[str, Callable[[Request], Any]] = {
-            "/api/status": lambda r: [s.to_json() for s in api.status(located())],
+            "/api/status": self._status,
             "/api/anomalies": lambda r: [a.to_json() for a in api.anomalies(located(), name(r))],
             "/api/blocked": lambda r: [b.to_json() for b in api.blocked(located())],
             "/api/runs": lambda r: [
@@ -252,7 +294,7 @@ class Dashboard:
             ],
             "/api/tasks": self._tasks,
             "/api/work": lambda r: [w.to_json() for w in api.work(located())],
-            "/api/volumes": lambda r: [v.to_json() for v in api.volume_days(located(), name(r))],
+            "/api/volumes": self._volumes,
         }
 
         def route(path: str, ask: Callable[[Request], Any]) -> Route:

@@ -14,8 +14,8 @@ from pipeledger import api
 from pipeledger.web import charts
 from pipeledger.web.project import Project
 
-HEALTH_ORDER = ("CRITICAL", "DEGRADED", "UNKNOWN", "HEALTHY")
-PAGE_SIZE = 50
+HEALTH_ORDER = api.HEALTH_ORDER
+PAGE_SIZE = api.PAGE_LIMIT
 CHART_RUNS = 60  # runs on a node's charts
 CHECK_RUNS = 20  # runs in a node's checks over time
 WARNING_Z = 2  # the volume verdict's WARNING: |z| > 2 (pipeledger.ledger.reads.queries)
@@ -133,6 +133,18 @@ def _health_words(lines: Iterable[NodeLine]) -> list[tuple[str, int]]:
     return [(word, counted[word]) for word in HEALTH_ORDER if counted[word]]
 
 
+def paging(params: Mapping[str, str]) -> tuple[int, int]:
+    """``page`` (from 1, default 1) and ``limit`` (1 to ``api.PAGE_MAX``, default
+    ``api.PAGE_LIMIT``) from a URL's parameters; BadRequest (400) naming a bad one."""
+    page = params.get("page", "").strip() or "1"
+    limit = params.get("limit", "").strip() or str(PAGE_SIZE)
+    if not page.isdigit() or int(page) < 1:
+        raise BadRequest(f"page {page!r}: a whole number from 1")
+    if not limit.isdigit() or not 1 <= int(limit) <= api.PAGE_MAX:
+        raise BadRequest(f"limit {limit!r}: a whole number from 1 to {api.PAGE_MAX}")
+    return int(page), int(limit)
+
+
 @dataclass(frozen=True, kw_only=True)
 class OverviewQuery:
     """The overview's filter and page, as they stand in its URL: ``health`` (a word),
@@ -148,12 +160,8 @@ class OverviewQuery:
         health, q = params.get("health", "").strip().upper(), params.get("q", "").strip()
         if health and health not in HEALTH_ORDER:
             raise BadRequest(f"health {health!r}: one of {', '.join(HEALTH_ORDER)}")
-        page, limit = params.get("page", "1").strip(), params.get("limit", str(PAGE_SIZE))
-        if not page.isdigit() or int(page) < 1:
-            raise BadRequest(f"page {page!r}: a whole number from 1")
-        if not limit.strip().isdigit() or not 1 <= int(limit) <= 1000:
-            raise BadRequest(f"limit {limit!r}: a whole number from 1 to 1000")
-        return cls(health=health or None, q=q or None, page=int(page), limit=int(limit))
+        page, limit = paging(params)
+        return cls(health=health or None, q=q or None, page=page, limit=limit)
 
     def keeps(self, line: NodeLine) -> bool:
         wanted = self.health is None or line.health == self.health
@@ -176,8 +184,9 @@ def overview(project: Project, query: OverviewQuery | None = None) -> dict[str, 
     the filter keeps, worst first: only those are drawn (a sparkline each)."""
     query = query or OverviewQuery()
     located, now = project.located, project.now()
-    statuses = {s.pipeline: s for s in api.status(located, now=now)}
-    anomalies = {a.pipeline: a for a in api.anomalies(located, now=now)}
+    both = api.status_with_volumes(located, now=now)
+    statuses = {s.pipeline: s for s, _ in both}
+    anomalies = {s.pipeline: a for s, a in both if a is not None}
     waits: dict[str, list[str]] = defaultdict(list)
     for b in api.blocked(located, now=now):
         waits[b.downstream].append(b.reason)
@@ -185,8 +194,8 @@ def overview(project: Project, query: OverviewQuery | None = None) -> dict[str, 
     counts = api.quarantine_counts(project.config) if config_error is None else {}
     lines = _lines(graph, statuses, anomalies, counts, waits)
     kept = [line for line in lines if query.keeps(line)]
-    first = (query.page - 1) * query.limit
-    shown = kept[first : first + query.limit]
+    page = api.page_of(kept, query.page, query.limit)
+    shown, first = page.items, page.first
     days: dict[str, list[api.VolumeDay]] = defaultdict(list)
     if shown:  # the days behind the sparklines: of the page's nodes only
         for day in api.volume_days(located, now=now, among=[line.name for line in shown]):
@@ -204,10 +213,8 @@ def overview(project: Project, query: OverviewQuery | None = None) -> dict[str, 
         "kept": len(kept),
         "first": first,
         "query": query,
-        "newer": query.params(page=_page(query.page - 1)) if query.page > 1 else None,
-        "older": query.params(page=str(query.page + 1))
-        if first + query.limit < len(kept)
-        else None,
+        "newer": query.params(page=_page(query.page - 1)) if page.has_prev else None,
+        "older": query.params(page=str(query.page + 1)) if page.has_next else None,
         "health_order": HEALTH_ORDER,
         "health_words": _health_words(lines),
         "rejected": sum(s.rejected_7d for s in statuses.values()),  # apart from failures
@@ -249,7 +256,7 @@ def _lines(
                 waits_on=tuple(waits.get(name, [])),
             )
         )
-    lines.sort(key=lambda line: (HEALTH_ORDER.index(line.health), line.name))
+    lines.sort(key=lambda line: api.worst_first(line.health, line.name))
     return lines
 
 

@@ -491,3 +491,23 @@ def set_apart(session: Session, since: datetime) -> dict[str, tuple[int, int]]:
     """What status counts apart from failures: (rejected work, runs queued) per pipeline."""
     rows = session.query(set_apart_sql(session.dialect), [since])
     return {str(p): (int(rejected or 0), int(queued or 0)) for p, rejected, queued in rows}
+
+
+def status_with_volumes(
+    session: Session, now: datetime, min_history: int = 5, pipeline: str | None = None
+) -> list[tuple[PipelineStatus, VolumeAnomaly | None]]:
+    """:func:`pipeline_status` with each pipeline's volume verdict (what
+    :func:`volume_anomalies` answers for it, None without a volume sample): both from the
+    one status query, whose row already holds the volume columns."""
+    sql, params = pipeline_status_sql(session.dialect, now, pipeline)
+    rows = session.query(sql, params)
+    known = [row for row in rows if pipeline is None or row[1] is not None or row[11] is not None]
+    apart = set_apart(session, now - STATUS_WINDOW)
+    window = volume_window(now)
+    found = []
+    for row in known:
+        s = _status(row, now, min_history)
+        rejected, queued = apart.get(s.pipeline, (0, 0))
+        volume = _assess_row(row[14:21], window, min_history)
+        found.append((replace(s, rejected_7d=rejected, queued=queued), volume))
+    return found
