@@ -454,7 +454,9 @@ def register(app: click.Group) -> None:
             shown = (
                 api.Page(rows, 1, max(len(rows), 1), len(rows))
                 if whole
-                else api.page_of(rows, page or 1, limit or api.PAGE_LIMIT)
+                else api.page_of(
+                    rows, 1 if page is None else page, api.PAGE_LIMIT if limit is None else limit
+                )
             )
             _report(shown.items, as_json, status_lines, lambda: _past_the_end(shown))
             if not as_json and shown.items and (shown.has_prev or shown.has_next):

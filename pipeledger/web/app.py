@@ -109,10 +109,11 @@ def paged_response(request: Request, page: api.Page[Any]) -> Response:
         numbers["prev"] = min(page.number - 1, page.pages)
     if page.has_next:
         numbers["next"] = page.number + 1
+    kept = {k: v for k, v in request.query_params.items() if k not in ("page", "limit")}
     links = []
     for rel in ("first", "prev", "next", "last"):
         if rel in numbers:
-            params = {**request.query_params, "page": str(numbers[rel]), "limit": str(page.limit)}
+            params = {**kept, "page": str(numbers[rel]), "limit": str(page.limit)}
             links.append(f'<{request.url.path}?{urlencode(params)}>; rel="{rel}"')
     response.headers["Link"] = ", ".join(links)
     return response

@@ -20,6 +20,7 @@ def twins(known: k.Known) -> list[tuple[str, list[str]]]:
     partial = json.loads(known.project.cli("show", runs["orders partial"], "--json")[1])
     pairs = [
         ("/api/status", ["status"]),
+        ("/api/status?limit=2&page=2", ["status", "--limit", "2", "--page", "2"]),
         ("/api/anomalies", ["anomalies"]),
         ("/api/anomalies?name=events", ["anomalies", "events"]),
         ("/api/blocked", ["blocked"]),
