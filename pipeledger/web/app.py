@@ -229,8 +229,8 @@ class Dashboard:
         """``pipeledger status --page --limit --json``: a page of every pipeline's health,
         worst first."""
         page, limit = views.paging(request.query_params)
-        found = [s.to_json() for s, _ in api.status_with_volumes(self.project.located)]
-        return api.page_of(found, page, limit)
+        found = api.page_of(api.status_with_volumes(self.project.located), page, limit)
+        return api.Page([s.to_json() for s, _ in found.items], page, limit, found.total)
 
     def _volumes(self, request: Request) -> api.Page[dict[str, Any]]:
         """The days behind the volume verdicts (``api.volume_days``) of a page of pipelines,

@@ -75,7 +75,8 @@ class NodeLine:
     sparkline: Any = None  # drawn for the lines of the page shown only
     volume: str
     quarantined: int | None
-    blocks: tuple[str, ...]  # downstream of its failure
+    failing: bool  # its latest run failed, timed out or was abandoned
+    blocks: tuple[str, ...] = ()  # downstream of its failure: for the lines of the page shown
     waits_on: tuple[str, ...]  # why it is blocked
 
 
@@ -202,7 +203,9 @@ def overview(project: Project, query: OverviewQuery | None = None) -> dict[str, 
             days[day.pipeline].append(day)
     drawn = [
         replace(
-            line, sparkline=_sparkline(line.name, days[line.name], anomalies.get(line.name), now)
+            line,
+            sparkline=_sparkline(line.name, days[line.name], anomalies.get(line.name), now),
+            blocks=tuple(downstream(graph, line.name)) if line.failing else (),
         )
         for line in shown
     ]
@@ -252,7 +255,7 @@ def _lines(
                 status=s,
                 volume=anomaly.reason if anomaly else "no interval yet",
                 quarantined=counts.get(name),
-                blocks=tuple(downstream(graph, name)) if failing else (),
+                failing=failing,
                 waits_on=tuple(waits.get(name, [])),
             )
         )
