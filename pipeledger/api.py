@@ -102,6 +102,7 @@ __all__ = [
     "cancel",
     "check",
     "check_history",
+    "check_page",
     "check_models",
     "count_runs",
     "exit_code",
@@ -1019,14 +1020,20 @@ class Page(Generic[T]):
         return self.number > 1
 
 
-def page_of(items: Sequence[T], page: int = 1, limit: int = PAGE_LIMIT) -> Page[T]:
-    """Page ``page`` of ``limit`` of ``items`` (in their order); a ConfigError, naming the
-    bad value, when ``page`` is below 1 or ``limit`` outside 1..:data:`PAGE_MAX`. A page
-    past the last is empty (its total still counts every item)."""
+def check_page(page: int, limit: int) -> None:
+    """A ConfigError, naming the bad value, when ``page`` is below 1 or ``limit`` outside
+    1..:data:`PAGE_MAX` (before anything is read)."""
     if not 1 <= limit <= PAGE_MAX:
         raise ConfigError(f"limit {limit}: a whole number from 1 to {PAGE_MAX}")
     if page < 1:
         raise ConfigError(f"page {page}: a whole number from 1")
+
+
+def page_of(items: Sequence[T], page: int = 1, limit: int = PAGE_LIMIT) -> Page[T]:
+    """Page ``page`` of ``limit`` of ``items`` (in their order); :func:`check_page`'s
+    ConfigError for a bad one. A page past the last is empty (its total still counts
+    every item)."""
+    check_page(page, limit)
     start = (page - 1) * limit
     return Page(list(items[start : start + limit]), page, limit, len(items))
 

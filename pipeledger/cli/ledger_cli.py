@@ -449,14 +449,15 @@ def register(app: click.Group) -> None:
         """Health per pipeline, worst first: 7-day success rate, freshness, volume
         anomaly. --fail-on judges every pipeline, not only the page shown."""
         with reporting(as_json):
-            rows = [s for s, _ in api.status_with_volumes(locate())]
             whole = limit is None and page is None  # every pipeline, as before pages
+            number = 1 if page is None else page
+            size = api.PAGE_LIMIT if limit is None else limit
+            api.check_page(number, size)  # a page it cannot take: said before reading
+            rows = [s for s, _ in api.status_with_volumes(locate())]
             shown = (
                 api.Page(rows, 1, max(len(rows), 1), len(rows))
                 if whole
-                else api.page_of(
-                    rows, 1 if page is None else page, api.PAGE_LIMIT if limit is None else limit
-                )
+                else api.page_of(rows, number, size)
             )
             _report(shown.items, as_json, status_lines, lambda: _past_the_end(shown))
             if not as_json and shown.items and (shown.has_prev or shown.has_next):

@@ -196,3 +196,19 @@ def test_quarantine_commands_answer_in_json_whatever_happens(embedded: Project) 
     code, payload, _ = pipeledger(embedded, "quarantine", "replay", "--json")
     assert code == 2
     assert "Missing argument" in failed(payload, 2, "UsageError")
+
+
+@pytest.mark.parametrize(
+    ("args", "word"),
+    [
+        (("--limit", "0"), "limit 0"),
+        (("--limit", "1001"), "limit 1001"),
+        (("--page", "0"), "page 0"),
+        (("--page", "-1", "--limit", "5"), "page -1"),
+    ],
+)
+def test_a_page_of_status_it_cannot_take_is_json_exit_2(
+    embedded: Project, args: tuple[str, ...], word: str
+) -> None:
+    code, payload, stderr = pipeledger(embedded, "status", "--json", *args)
+    assert failed(payload, 2, "ConfigError").startswith(word) and word in stderr
