@@ -25,6 +25,9 @@ page                                its JSON twins (the CLI command whose ``--js
 ``/dag``                            ``/api/dag`` (``dag``)
 ``/alerts``                         ``/api/sla`` (``sla``), ``/api/alerts`` (``alerts``)
 ==================================  ==========================================================
+
+``/api/status`` and ``/api/volumes`` answer a page (``page``, ``limit``: default 50 of every
+pipeline, worst first) with ``X-Total-Count`` and ``Link`` headers (:func:`paged_response`).
 """
 
 from __future__ import annotations
