@@ -211,4 +211,4 @@ def test_a_page_of_status_it_cannot_take_is_json_exit_2(
     embedded: Project, args: tuple[str, ...], word: str
 ) -> None:
     code, payload, stderr = pipeledger(embedded, "status", "--json", *args)
-    assert failed(payload, 2, "ConfigError").startswith(word) and word in stderr
+    assert code == 2 and failed(payload, 2, "ConfigError").startswith(word) and word in stderr
