@@ -891,11 +891,11 @@ def recent_runs(
 
 
 def _page_start(session: Any, run_id: str | None) -> tuple[datetime, str] | None:
+    if run_id is None:  # the first page: no run to look up
+        return None
     from pipeledger.ledger.reads.detail import match_run_id
     from pipeledger.ledger.reads.runs import run_start
 
-    if run_id is None:
-        return None
     full = match_run_id(session, run_id)
     start = run_start(session, full) if full else None
     if start is None:
