@@ -770,12 +770,12 @@ def _answered_elsewhere(project: Project, question: str, pipeline: str | None = 
     """Record a read that the warehouse answered (watermarks, quarantine) or the
     scheduler's own sessions did, in a ledger session of its own: a ledger that cannot
     be reached now (a separate one, down) leaves that read answered and unrecorded."""
-    import logging
-
     try:
         with _reading(project, question, pipeline=pipeline):
             pass
     except PipeledgerError as exc:
+        import logging  # only then: `pipeledger state` imports no logging
+
         logging.getLogger("pipeledger.ledger.access").debug(
             "the ledger did not record this read (%s); the read answered all the same", exc
         )

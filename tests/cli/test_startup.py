@@ -85,6 +85,22 @@ def test_state_runs_and_status_read_without_the_loader(project: Project) -> None
     assert "HEALTHY" in printed or "INSUFFICIENT_HISTORY" in printed  # status
     assert "exit 0" in printed and "exit 1" not in printed
     assert heavy(modules, driver="psycopg" if project.backend == "postgres" else "") == []
+    # output to a pipe is plain text: rich is for a terminal
+    assert not [m for m in modules if m.split(".")[0] == "rich"]
+    if project.backend != "postgres":  # (the PostgreSQL driver logs and opens sockets)
+        assert not {"logging", "socket", "getpass"} & modules  # the access record's needs
+        assert "pipeledger.ledger.reads.detail" not in modules  # runs without --before
+
+
+def test_runs_before_a_run_looks_it_up(project: Project) -> None:
+    project.configure(orders=orders_pipeline())
+    project.write_csv("orders_1.csv", [order(1, "2024-01-01T10:00:00Z")])
+    run_id = project.run()["run_id"]
+
+    printed, modules = probe(project.root, ["runs", "--before", run_id[:8]])
+
+    assert "exit 0" in printed and run_id[:8] not in printed.partition("exit")[0]
+    assert "pipeledger.ledger.reads.detail" in modules
 
 
 def test_the_command_ends_with_its_output_flushed_and_its_exit_code(tmp_path: Path) -> None:
