@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 import click
 
 from pipeledger import api
-from pipeledger.cli import plain
 from pipeledger.api import PipeledgerError, redact
+from pipeledger.cli import plain
 
 if TYPE_CHECKING:  # imported by the commands that use them: --help needs none
     from rich.console import Console

@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 from rich.errors import MarkupError
@@ -23,6 +23,8 @@ PIECES = st.sampled_from(
     ["[", "]", "\\", "\\\\", "a", " ", "[a]", "[1]", "[/x", "é", "·", "x" * 30]
 )
 TEXT = st.lists(PIECES, max_size=12).map("".join)
+# a machine busy with other work makes generating text slow; the cases stay the same
+SHARED = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def rich_output(objects: tuple[Any, ...], options: dict[str, Any], width: int = 0) -> str:
@@ -31,6 +33,7 @@ def rich_output(objects: tuple[Any, ...], options: dict[str, Any], width: int = 
     return buffer.getvalue()
 
 
+@SHARED
 @given(TEXT)
 def test_escape_is_riches(text: str) -> None:
     assert plain.escape(text) == rich_escape(text)
@@ -44,7 +47,7 @@ SEGMENT = st.one_of(
 )
 
 
-@settings(max_examples=300)
+@settings(SHARED, max_examples=300)
 @given(st.lists(SEGMENT, max_size=8).map("".join))
 def test_escaped_text_between_tags_prints_as_rich_prints_it(markup: str) -> None:
     try:  # text ending in backslashes before a tag can unbalance rich's tags: it refuses
@@ -57,6 +60,7 @@ def test_escaped_text_between_tags_prints_as_rich_prints_it(markup: str) -> None
             assert text == rich_output((markup,), options)
 
 
+@SHARED
 @given(TEXT, st.booleans())
 def test_text_without_markup_prints_as_rich_prints_it(text: str, soft_wrap: bool) -> None:
     options = {"markup": False, "soft_wrap": soft_wrap, "highlight": False}
