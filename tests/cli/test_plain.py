@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import io
 import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +21,7 @@ from rich.markup import escape as rich_escape
 from pipeledger.cli import plain
 from pipeledger.cli.render import state_lines
 from pipeledger.common.who import who
+from tests.helpers import Project, order, orders_pipeline
 
 # text with the characters markup is made of: brackets, backslashes, tag-like words
 PIECES = st.sampled_from(
@@ -121,3 +126,23 @@ def test_who_without_a_user_in_the_environment(monkeypatch: pytest.MonkeyPatch) 
     for variable in ("LOGNAME", "USER", "LNAME", "USERNAME"):
         monkeypatch.delenv(variable, raising=False)
     assert who() == f"{pwd.getpwuid(os.getuid())[0]}@{socket.gethostname()}"
+
+
+def test_a_terminal_still_gets_riches_colours(tmp_path: Path) -> None:
+    """Rich prints where the output is a terminal (FORCE_COLOR makes a pipe one for rich):
+    the same words, in colour; a pipe gets them without."""
+    project = Project(tmp_path, None)
+    project.configure(orders=orders_pipeline())
+    project.write_csv("orders_1.csv", [order(1, "2024-01-01T10:00:00Z")])
+    project.run()
+    argv = [sys.executable, "-m", "pipeledger", "state"]
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
+
+    piped = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, env=env)
+    coloured = subprocess.run(
+        argv, cwd=tmp_path, capture_output=True, text=True, env={**env, "FORCE_COLOR": "1"}
+    )
+
+    assert piped.returncode == coloured.returncode == 0
+    assert "\x1b[" not in piped.stdout and "\x1b[1m" in coloured.stdout
+    assert re.sub(r"\x1b\[[0-9;]*m", "", coloured.stdout) == piped.stdout
