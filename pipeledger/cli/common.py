@@ -1,8 +1,10 @@
 """What every command shares: the app, consoles, global options, error and JSON output.
 
-The command line is click's; rich prints the output. Neither rich nor the library is
-imported before a command needs it: ``pipeledger --help`` loads click and a few small
-modules of ours, and the consoles below are created on their first use."""
+The command line is click's; rich prints the output on a terminal, and
+:mod:`pipeledger.cli.plain` the same text without rich elsewhere (a pipe, a file). Neither
+rich nor the library is imported before a command needs it: ``pipeledger --help`` loads
+click and a few small modules of ours, and the consoles below are created on their first
+use."""
 
 from __future__ import annotations
 
