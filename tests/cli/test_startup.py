@@ -3,8 +3,8 @@ or the ledger import neither pyarrow nor numpy, which are most of a load's start
 pydantic (the config model: they only need to know where the warehouse and the ledger
 are), nor sqlglot, nor the OpenLineage client or Airflow. ``--help`` does not import rich
 either, nor do the quick commands when their output is not a terminal; on the embedded
-default they import neither logging nor socket (the access audit's record). Their wall times are measured by
-``python -m bench.load``."""
+default they import neither logging nor socket (the access audit's record). Their wall
+times are measured by ``python -m bench.load``."""
 
 from __future__ import annotations
 
