@@ -778,12 +778,12 @@ def _answered_elsewhere(project: Project, question: str, pipeline: str | None = 
     """Record a read that the warehouse answered (watermarks, quarantine) or the
     scheduler's own sessions did, in a ledger session of its own: a ledger that cannot
     be reached now (a separate one, down) leaves that read answered and unrecorded."""
-    import logging
-
     try:
         with _reading(project, question, pipeline=pipeline):
             pass
     except PipeledgerError as exc:
+        import logging  # only then: `pipeledger state` imports no logging
+
         logging.getLogger("pipeledger.ledger.access").debug(
             "the ledger did not record this read (%s); the read answered all the same", exc
         )
@@ -899,11 +899,11 @@ def recent_runs(
 
 
 def _page_start(session: Any, run_id: str | None) -> tuple[datetime, str] | None:
+    if run_id is None:  # the first page: no run to look up
+        return None
     from pipeledger.ledger.reads.detail import match_run_id
     from pipeledger.ledger.reads.runs import run_start
 
-    if run_id is None:
-        return None
     full = match_run_id(session, run_id)
     start = run_start(session, full) if full else None
     if start is None:

@@ -1,8 +1,10 @@
 """What every command shares: the app, consoles, global options, error and JSON output.
 
-The command line is click's; rich prints the output. Neither rich nor the library is
-imported before a command needs it: ``pipeledger --help`` loads click and a few small
-modules of ours, and the consoles below are created on their first use."""
+The command line is click's; rich prints the output on a terminal, and
+:mod:`pipeledger.cli.plain` the same text without rich elsewhere (a pipe, a file). Neither
+rich nor the library is imported before a command needs it: ``pipeledger --help`` loads
+click and a few small modules of ours, and the consoles below are created on their first
+use."""
 
 from __future__ import annotations
 
@@ -13,12 +15,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import click
 
 from pipeledger import api
 from pipeledger.api import PipeledgerError, redact
+from pipeledger.cli import plain
 
 if TYPE_CHECKING:  # imported by the commands that use them: --help needs none
     from rich.console import Console
@@ -27,11 +30,21 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class LazyConsole:
-    """A rich console made when something is first printed (rich costs a quick command
-    about a fifth of its start-up, and ``--help`` prints nothing with it)."""
+    """A rich console made when something is first printed to a terminal (rich costs a
+    quick command about a fifth of its start-up, and ``--help`` prints nothing with it).
+    Where the output is not a terminal, :mod:`pipeledger.cli.plain` writes the same text
+    without rich."""
 
     def __init__(self, stderr: bool = False) -> None:
         self._stderr = stderr
+
+    @property
+    def _stream(self) -> TextIO:
+        # looked up at each print, as rich does: a test runner swaps the streams
+        return sys.stderr if self._stderr else sys.stdout
+
+    def _plain(self) -> bool:
+        return "console" not in self.__dict__ and plain.is_terminal(self._stream) is False
 
     @cached_property
     def console(self) -> Console:
@@ -40,17 +53,25 @@ class LazyConsole:
         return Console(stderr=self._stderr, emoji=False)  # ":name:" in data stays text
 
     def print(self, *objects: Any, **options: Any) -> None:
-        self.console.print(*objects, **options)
+        text = plain.render(objects, options) if self._plain() else None
+        if text is None:
+            self.console.print(*objects, **options)
+            return
+        stream = self._stream
+        stream.write(text)
+        stream.flush()
 
     def lines(self, lines: Iterable[str]) -> None:
         """Print ``lines`` (rich markup, not wrapped) in one call: rich's cost is per call,
         and a ledger of many pipelines has many lines."""
         text = list(lines)
         if text:
-            self.console.print("\n".join(text), soft_wrap=True, highlight=False)
+            self.print("\n".join(text), soft_wrap=True, highlight=False)
 
     @property
     def is_terminal(self) -> bool:
+        if self._plain():
+            return False
         return self.console.is_terminal
 
 
@@ -129,13 +150,20 @@ def global_options() -> list[click.Option]:
 
 
 def with_global_options(command: click.Command) -> None:
-    """Every command of the tree under ``command`` also takes the global options."""
-    if isinstance(command, click.Group):
-        for sub in command.commands.values():
-            with_global_options(sub)
-        return
-    taken = {name for p in command.params for name in p.opts}
-    command.params += [o for o in global_options() if not taken & set(o.opts)]
+    """Every command of the tree under ``command`` also takes the global options: one set
+    of them, shared (an option keeps no state of its own between invocations; making a set
+    per command cost every start-up a few percent)."""
+    shared = global_options()
+
+    def add(command: click.Command) -> None:
+        if isinstance(command, click.Group):
+            for sub in command.commands.values():
+                add(sub)
+            return
+        taken = {name for p in command.params for name in p.opts}
+        command.params += [o for o in shared if not taken & set(o.opts)]
+
+    add(command)
 
 
 def audit_reads(command: click.Command) -> None:

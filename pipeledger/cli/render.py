@@ -5,15 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from pipeledger.cli.plain import escape as escape
+
 if TYPE_CHECKING:
     from pipeledger.api import LoadResult, ModelResult, SnapshotState, WatermarkRow
-
-
-def escape(text: str) -> str:
-    """Escape rich markup in ``text`` (rich's own escape, imported on first use)."""
-    from rich.markup import escape as rich_escape
-
-    return rich_escape(text)
 
 
 def _mark(value: str | dict[str, str] | None) -> str:

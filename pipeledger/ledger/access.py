@@ -36,7 +36,6 @@ session rolls back.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -50,8 +49,6 @@ from pipeledger.errors import PipeledgerError, Transient
 from pipeledger.ledger.tables import ACCESS, ACCESS_KEY
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
-
-log = logging.getLogger(__name__)
 
 Via = Literal["cli", "api", "web"]
 Clock = Callable[[], datetime]
@@ -170,7 +167,11 @@ def _skipped(session: Session, url: str, exc: PipeledgerError) -> None:
     session.mark_rollback()  # a read session: nothing else of it to keep
     if not isinstance(exc, Transient):
         _REFUSED[url] = time.monotonic()
-    log.debug("the ledger did not record this read (%s); the read answered all the same", exc)
+    import logging  # only when a record was skipped: a quick command imports no logging
+
+    logging.getLogger(__name__).debug(
+        "the ledger did not record this read (%s); the read answered all the same", exc
+    )
 
 
 def _refused(url: str) -> bool:

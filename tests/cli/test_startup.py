@@ -2,8 +2,9 @@
 or the ledger import neither pyarrow nor numpy, which are most of a load's start-up, nor
 pydantic (the config model: they only need to know where the warehouse and the ledger
 are), nor sqlglot, nor the OpenLineage client or Airflow. ``--help`` does not import rich
-either. Their wall times are measured by
-``python -m bench.load``."""
+either, nor do the quick commands when their output is not a terminal; on the embedded
+default they import neither logging nor socket (the access audit's record). Their wall
+times are measured by ``python -m bench.load``."""
 
 from __future__ import annotations
 
@@ -85,6 +86,25 @@ def test_state_runs_and_status_read_without_the_loader(project: Project) -> None
     assert "HEALTHY" in printed or "INSUFFICIENT_HISTORY" in printed  # status
     assert "exit 0" in printed and "exit 1" not in printed
     assert heavy(modules, driver="psycopg" if project.backend == "postgres" else "") == []
+    # output to a pipe is plain text: rich is for a terminal
+    assert not [m for m in modules if m.split(".")[0] == "rich"]
+    if project.backend != "postgres":  # (the PostgreSQL driver logs and opens sockets)
+        assert not {"logging", "socket", "getpass"} & modules  # the access record's needs
+
+
+def test_runs_looks_a_run_up_only_for_before(tmp_path: Path) -> None:
+    """The first page of ``runs`` needs no run lookup; ``--before`` looks its run up."""
+    project = Project(tmp_path, None)
+    project.configure(orders=orders_pipeline())
+    project.write_csv("orders_1.csv", [order(1, "2024-01-01T10:00:00Z")])
+    run_id = project.run()["run_id"]
+
+    first, modules = probe(project.root, ["runs"])
+    assert run_id[:8] in first and "pipeledger.ledger.reads.detail" not in modules
+
+    after, modules = probe(project.root, ["runs", "--before", run_id[:8]])
+    assert "exit 0" in after and run_id[:8] not in after
+    assert "pipeledger.ledger.reads.detail" in modules
 
 
 def test_the_command_ends_with_its_output_flushed_and_its_exit_code(tmp_path: Path) -> None:
