@@ -145,6 +145,11 @@ class Dialect:
     def __repr__(self) -> str:
         return f"Dialect({self.name!r})"
 
+    def hash_memory(self, megabytes: int) -> tuple[str, ...]:
+        """Statements giving the rest of the transaction ``megabytes`` of memory for each
+        hash or sort (none where the warehouse sizes them itself)."""
+        return ()
+
     def table(self, name: TableName) -> str:
         """A table name as SQL text, quoted."""
         if name.schema is None:
@@ -303,6 +308,9 @@ class _Postgres(Dialect):
     percent_placeholders = True
     translates_models = False
     light_write = ("SET LOCAL synchronous_commit = off",)
+
+    def hash_memory(self, megabytes: int) -> tuple[str, ...]:
+        return (f"SET LOCAL work_mem = '{int(megabytes)}MB'",)
 
     def index_lookup(self, schema: str | None, name: str) -> tuple[str, list[str]]:
         # an index lives in its table's schema (a table without one: the search path's)

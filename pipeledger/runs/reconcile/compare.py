@@ -87,6 +87,9 @@ SIDE = Column(rsql.SIDE, "text")
 PAGE_ROWS = 50_000  # target rows fingerprinted here per query
 SAMPLE_KEYS = 10  # per window
 _CHUNK = 500
+# memory for the hash of the one join of source and target (the server's default, 4 MB,
+# spilled a 1M-row join to disk in 8 batches)
+JOIN_MEMORY_MB = 64
 _U64 = 1 << 64
 
 
@@ -141,15 +144,10 @@ class Reconcile:
         self.streamed = StreamedSums.of(grain, shape)
         session.stage(self._source_rows(shape, span, marks))
         ids, cursor = [c.name for c in shape.identity], quote(shape.cursor or "")
-        rows = rsql.target_rows(
-            d,
-            self.pipeline.target_name,
-            ids,
-            shape.key,
-            where,
-            grain.label(d, f"t.{cursor}"),
-            filled,
-        )
+        target_name = self.pipeline.target_name
+        label = grain.label(d, f"t.{cursor}")
+        rows = rsql.target_rows(d, target_name, ids, shape.key, where, label, filled)
+        bare = rsql.target_rows(d, target_name, ids, shape.key, where, None, filled)
         target = _sums(session.query(rsql.target_windows(d, rows), params))
         streamed = self.streamed.sums if self.streamed is not None else None
         windows: tuple[WindowDiff, ...] = ()
@@ -157,9 +155,12 @@ class Reconcile:
             sums = (target, target)
         else:
             once = self._staged_once(session, shape, grain.label(d, f"v.{cursor}"))
-            source = rsql.staged_source_windows(d, once) if once else rsql.source_windows(d)
-            sums = (_sums(session.query(source)), target)
-            windows = self._differences(session, grain, sums, rows, params, shape, once)
+            if once and streamed is not None:  # the stage holds just the rows summed
+                sums = (streamed, target)
+            else:
+                source = rsql.staged_source_windows(d, once) if once else rsql.source_windows(d)
+                sums = (_sums(session.query(source)), target)
+            windows = self._differences(session, grain, sums, (rows, bare), params, shape, once)
         if windows and shape.cursor and isinstance(self.pipeline.source, SqlSource):
             table = d.temp(rsql.DIFFERENCES)
             self.missed = missed_rows(
@@ -312,7 +313,7 @@ class Reconcile:
             reach = pc.less_equal(cursor, coerce(marks[UNPARTITIONED], kind))
         else:
             part = pc.cast(batch.column(shape.partition_by), pa.string())
-            reach = pa.array(np.zeros(batch.num_rows, dtype=bool))
+            reach = pa.repeat(pa.scalar(False), batch.num_rows)
             for value, mark in marks.items():
                 here = pc.and_kleene(
                     pc.equal(part, value), pc.less_equal(cursor, coerce(mark, kind))
@@ -349,13 +350,14 @@ class Reconcile:
         session: Session,
         grain: Grain,
         sums: tuple[Sums, Sums],
-        rows: str,
+        rows: tuple[str, str],
         params: list[Any],
         shape: Shape,
         once: str | None,
     ) -> tuple[WindowDiff, ...]:
         """The windows whose sums differ, with what differs in them: (key, fingerprint)
-        pairs joined in just those windows (``once``: see :meth:`_staged_once`)."""
+        pairs joined in just those windows (``once``: see :meth:`_staged_once`; ``rows``:
+        the target's rows labelled with their windows, and bare)."""
         source, target = sums
         differing = sorted(
             w for w in source.keys() | target.keys() if source.get(w) != target.get(w)
@@ -368,9 +370,14 @@ class Reconcile:
             chunk = differing[start : start + _CHUNK]
             session.execute(rsql.insert_windows(d, len(chunk)), chunk)
         if once is not None:  # each key staged once: one join says it all
-            session.execute(rsql.differences_once(d, ids, shape.key, once, rows), params)
+            for statement in d.hash_memory(JOIN_MEMORY_MB):
+                session.execute(statement)
+            cursor = quote(shape.cursor or "")
+            labels = (grain.label(d, f"s.{cursor}"), grain.label(d, f"t.{cursor}"))
+            joined = rsql.differences_once(d, ids, shape.key, labels, rows[1])
+            session.execute(joined, params)
         else:
-            keep, index = rsql.keep_target_rows(d, rows, shape.key)
+            keep, index = rsql.keep_target_rows(d, rows[0], shape.key)
             session.execute(keep, params)
             session.execute(index)
             session.execute(rsql.differences(d, ids, shape.key))
@@ -410,12 +417,13 @@ class Reconcile:
 
 @dataclass(frozen=True, kw_only=True)
 class StreamedSums:
-    """The source's rows and fingerprint sums per window, counted in Arrow as its batches
-    stream to the stage: per bucket of the cursor (its integer window, or the hour or day
-    it falls in), named with the window's label (as ``Grain.label`` names it in SQL) only
-    at the end, for the few buckets there are. A cursor it cannot bucket (NULLs in it, a
-    type without an integer form) gives up (``add`` returns None): the stage then decides,
-    as it always can."""
+    """The source's rows and fingerprint sums per window, counted with numpy as its batches
+    stream to the stage (rows sorted by bucket, each run of equal buckets summed: Arrow's
+    group_by would load its query engine, ~15 MB resident): per bucket of the cursor (its
+    integer window, or the hour or day it falls in), named with the window's label (as
+    ``Grain.label`` names it in SQL) only at the end, for the few buckets there are. A
+    cursor it cannot bucket (NULLs in it, a type without an integer form) gives up
+    (``add`` returns None): the stage then decides, as it always can."""
 
     grain: Grain
     cursor: str | None
@@ -430,23 +438,21 @@ class StreamedSums:
         bucket = self._buckets(batch)
         if bucket is None or hashes.null_count:
             return None
-        values = hashes.to_numpy()
-        halves = pa.table(
-            {
-                "b": pa.array(bucket),
-                "high": pa.array(np.right_shift(values, 32)),  # arithmetic, as SQL's >>
-                "low": pa.array(np.bitwise_and(values, (1 << 32) - 1)),
-            }
-        )
-        aggregates = [("high", "count"), ("high", "sum"), ("low", "sum")]
-        grouped = halves.group_by("b").aggregate(aggregates)
+        values: np.ndarray[Any, Any] = hashes.to_numpy()
+        order = np.argsort(bucket, kind="stable")
+        ids = bucket[order]
+        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if len(ids) else ids[:0]
+        rows = np.diff(np.r_[starts, len(ids)])
+        sorted_values = values[order]
+        # the halves summed in int64, as SQL sums them: exact for 2^31 rows a bucket
+        high = np.add.reduceat(np.right_shift(sorted_values, 32), starts)  # arithmetic, as >>
+        low = np.add.reduceat(np.bitwise_and(sorted_values, (1 << 32) - 1), starts)
         found = dict(self.buckets)
-        columns = (
-            grouped.column(n).to_pylist() for n in ("b", *(f"{c}_{a}" for c, a in aggregates))
-        )
-        for key, rows, high, low in zip(*columns, strict=True):
+        for key, n, h, lo in zip(
+            ids[starts].tolist(), rows.tolist(), high.tolist(), low.tolist(), strict=True
+        ):
             was = found.get(key, (0, 0, 0))
-            found[key] = (was[0] + rows, was[1] + high, was[2] + low)
+            found[key] = (was[0] + n, was[1] + h, was[2] + lo)
         return replace(self, buckets=found)
 
     def _buckets(self, batch: pa.RecordBatch) -> np.ndarray[Any, Any] | None:
@@ -519,7 +525,7 @@ def _sided(batch: pa.RecordBatch, shape: Shape, side: str) -> pa.RecordBatch:
     """The identity columns and the fingerprint of ``batch``, marked with their side."""
     columns = [*shape.identity, ROW_HASH]
     arrays = [batch.column(c.name) for c in columns]
-    arrays.append(pa.array(np.full(batch.num_rows, side), pa.string()))
+    arrays.append(pa.repeat(pa.scalar(side, pa.string()), batch.num_rows))
     return pa.RecordBatch.from_arrays(arrays, names=[*(c.name for c in columns), SIDE.name])
 
 
