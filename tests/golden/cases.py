@@ -1179,6 +1179,11 @@ def _target_rows(d: Dialect, filled: bool = False, where: str = "1=1") -> str:
     return reconcile_sql.target_rows(d, TARGET, IDENTITY, KEY, where, label, filled)
 
 
+def _bucketed_target_rows(d: Dialect) -> str:
+    bucket = d.time_bucket('t."updated_at"', "day")
+    return reconcile_sql.target_rows(d, TARGET, IDENTITY, KEY, "1=1", bucket, False)
+
+
 def _bare_target_rows(d: Dialect) -> str:
     return reconcile_sql.target_rows(d, TARGET, IDENTITY, KEY, "1=1", None, False)
 
@@ -1239,7 +1244,9 @@ def _reconcile_sql() -> list[Case]:
         Case(m, "target_rows with fingerprints made for rows without",
              lambda d: text(_target_rows(d, filled=True)), world=_w("target"),
              setup=_reconcile_stage),
-        Case(m, "target_windows", lambda d: text(reconcile_sql.target_windows(d, _target_rows(d))),
+        Case(m, "target_windows",
+             lambda d: text(reconcile_sql.target_windows(d, _bucketed_target_rows(d),
+                                                         d.time_label("b.b", "day"))),
              world=_w("target")),
         Case(m, "create_windows", lambda d: text(reconcile_sql.create_windows(d))),
         Case(m, "insert_windows of two", lambda d: text(reconcile_sql.insert_windows(d, 2)),

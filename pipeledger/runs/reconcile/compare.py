@@ -148,7 +148,10 @@ class Reconcile:
         label = grain.label(d, f"t.{cursor}")
         rows = rsql.target_rows(d, target_name, ids, shape.key, where, label, filled)
         bare = rsql.target_rows(d, target_name, ids, shape.key, where, None, filled)
-        target = _sums(session.query(rsql.target_windows(d, rows), params))
+        bucket = grain.bucket(d, f"t.{cursor}")
+        bucketed = rsql.target_rows(d, target_name, ids, shape.key, where, bucket, filled)
+        by_window = rsql.target_windows(d, bucketed, grain.bucket_label(d, "b.b"))
+        target = _sums(session.query(by_window, params))
         streamed = self.streamed.sums if self.streamed is not None else None
         windows: tuple[WindowDiff, ...] = ()
         if streamed == target:  # module docstring: every key once, every window equal

@@ -42,7 +42,7 @@ def _same_key(key: Sequence[str], left: str, right: str) -> str:
 def _halves(expression: str) -> str:
     """The sums of a fingerprint's high (signed) and low 32 bits: exact in 64-bit sums for
     2^31 rows, where a sum of the fingerprints themselves would overflow."""
-    return f"sum({expression} >> 32), sum({expression} & {_LOW})"
+    return f"sum({expression} >> 32) AS high, sum({expression} & {_LOW}) AS low"
 
 
 def current_source(
@@ -117,11 +117,17 @@ def target_rows(
     return f"SELECT {_names(identity, 't')}, {window}{fingerprint} AS {_H} FROM {rows}"
 
 
-def target_windows(d: Dialect, rows: str) -> str:
-    """Per window of the target: rows, and the sums of their fingerprints' halves."""
+def target_windows(d: Dialect, rows: str, label: str) -> str:
+    """Per window of the target: rows, and the sums of their fingerprints' halves.
+    ``rows``: :func:`target_rows` with a bucket of the window in place of its label (a
+    timestamp truncated, cheaper per row than its text), labelled once per bucket by
+    ``label`` (SQL over ``b.b``)."""
+    buckets = (
+        f"SELECT v.{quote(WINDOW)} AS b, count(*) AS n, {_halves('v.' + _H)} FROM ({rows}) "
+        f"AS v GROUP BY v.{quote(WINDOW)}"
+    )
     return (
-        f"SELECT v.{quote(WINDOW)}, count(*), {_halves('v.' + _H)} FROM ({rows}) AS v "
-        f"GROUP BY v.{quote(WINDOW)}"
+        f"SELECT {label}, sum(b.n), sum(b.high), sum(b.low) FROM ({buckets}) AS b GROUP BY {label}"
     )
 
 

@@ -70,6 +70,17 @@ class Grain:
         floor = f"(CASE WHEN {column} >= 0 THEN {up} ELSE {down} - 1 END)"
         return f"CAST({floor} * {n} AS TEXT)"
 
+    def bucket(self, d: Dialect, column: str) -> str:
+        """SQL: a value per window of ``column`` (as :meth:`label`), cheaper per row than
+        the label itself; :meth:`bucket_label` names its window."""
+        if self.unit is not None:
+            return d.time_bucket(column, self.unit)
+        return self.label(d, column)
+
+    def bucket_label(self, d: Dialect, bucket: str) -> str:
+        """SQL: the window's label of a :meth:`bucket` value."""
+        return d.time_label(bucket, self.unit) if self.unit is not None else bucket
+
     def bounds(self, label: str) -> tuple[CursorValue, CursorValue] | None:
         """The window a label names: ``[start, end)`` (None: the whole snapshot)."""
         if self.is_whole:

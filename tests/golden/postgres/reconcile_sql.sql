@@ -11,16 +11,16 @@ CREATE TEMP TABLE "_pipeledger_reconcile_source" ON COMMIT DROP AS SELECT v."ord
 CREATE INDEX "_pipeledger_reconcile_source_key" ON "_pipeledger_reconcile_source" ("order_id");
 
 -- case: source_windows
-SELECT "_pipeledger_window", count(*), sum("_pipeledger_row_hash" >> 32), sum("_pipeledger_row_hash" & 4294967295) FROM "_pipeledger_reconcile_source" WHERE "_pipeledger_pick" = 1 GROUP BY "_pipeledger_window";
+SELECT "_pipeledger_window", count(*), sum("_pipeledger_row_hash" >> 32) AS high, sum("_pipeledger_row_hash" & 4294967295) AS low FROM "_pipeledger_reconcile_source" WHERE "_pipeledger_pick" = 1 GROUP BY "_pipeledger_window";
 
 -- case: unique_source_keys
 CREATE UNIQUE INDEX "_pipeledger_reconcile_source_unique" ON "_pipeledger_stage" ("order_id") WHERE "_pipeledger_side" = 's';
 
 -- case: staged_source_windows
-SELECT to_char(v."updated_at", 'YYYY-MM-DD'), count(*), sum(v."_pipeledger_row_hash" >> 32), sum(v."_pipeledger_row_hash" & 4294967295) FROM "_pipeledger_stage" AS v WHERE v."_pipeledger_side" = 's' GROUP BY to_char(v."updated_at", 'YYYY-MM-DD');
+SELECT to_char(v."updated_at", 'YYYY-MM-DD'), count(*), sum(v."_pipeledger_row_hash" >> 32) AS high, sum(v."_pipeledger_row_hash" & 4294967295) AS low FROM "_pipeledger_stage" AS v WHERE v."_pipeledger_side" = 's' GROUP BY to_char(v."updated_at", 'YYYY-MM-DD');
 
 -- case: staged_source_windows of a whole snapshot (no cursor)
-SELECT CAST('all' AS TEXT), count(*), sum(v."_pipeledger_row_hash" >> 32), sum(v."_pipeledger_row_hash" & 4294967295) FROM "_pipeledger_stage" AS v WHERE v."_pipeledger_side" = 's' GROUP BY CAST('all' AS TEXT);
+SELECT CAST('all' AS TEXT), count(*), sum(v."_pipeledger_row_hash" >> 32) AS high, sum(v."_pipeledger_row_hash" & 4294967295) AS low FROM "_pipeledger_stage" AS v WHERE v."_pipeledger_side" = 's' GROUP BY CAST('all' AS TEXT);
 
 -- case: target_rows with stored fingerprints, up to the watermark
 SELECT t."order_id", t."updated_at", t."region", to_char(t."updated_at", 'YYYY-MM-DD') AS "_pipeledger_window", t."_pipeledger_row_hash" AS "_pipeledger_row_hash" FROM (SELECT * FROM "analytics"."orders" WHERE "updated_at" <= %s) AS t;
@@ -29,7 +29,7 @@ SELECT t."order_id", t."updated_at", t."region", to_char(t."updated_at", 'YYYY-M
 SELECT t."order_id", t."updated_at", t."region", to_char(t."updated_at", 'YYYY-MM-DD') AS "_pipeledger_window", coalesce(t."_pipeledger_row_hash", f."_pipeledger_row_hash") AS "_pipeledger_row_hash" FROM (SELECT * FROM "analytics"."orders" WHERE 1=1) AS t LEFT JOIN (SELECT "order_id", "_pipeledger_row_hash" FROM "_pipeledger_stage" WHERE "_pipeledger_side" = 't') AS f ON f."order_id" = t."order_id";
 
 -- case: target_windows
-SELECT v."_pipeledger_window", count(*), sum(v."_pipeledger_row_hash" >> 32), sum(v."_pipeledger_row_hash" & 4294967295) FROM (SELECT t."order_id", t."updated_at", t."region", to_char(t."updated_at", 'YYYY-MM-DD') AS "_pipeledger_window", t."_pipeledger_row_hash" AS "_pipeledger_row_hash" FROM (SELECT * FROM "analytics"."orders" WHERE 1=1) AS t) AS v GROUP BY v."_pipeledger_window";
+SELECT to_char(b.b, 'YYYY-MM-DD'), sum(b.n), sum(b.high), sum(b.low) FROM (SELECT v."_pipeledger_window" AS b, count(*) AS n, sum(v."_pipeledger_row_hash" >> 32) AS high, sum(v."_pipeledger_row_hash" & 4294967295) AS low FROM (SELECT t."order_id", t."updated_at", t."region", date_trunc('day', t."updated_at") AS "_pipeledger_window", t."_pipeledger_row_hash" AS "_pipeledger_row_hash" FROM (SELECT * FROM "analytics"."orders" WHERE 1=1) AS t) AS v GROUP BY v."_pipeledger_window") AS b GROUP BY to_char(b.b, 'YYYY-MM-DD');
 
 -- case: create_windows
 CREATE TEMP TABLE "_pipeledger_reconcile_windows" ("_pipeledger_window" text) ON COMMIT DROP;

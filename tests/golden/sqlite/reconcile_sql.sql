@@ -11,16 +11,16 @@ CREATE TEMP TABLE "_pipeledger_reconcile_source" AS SELECT v."order_id", v."_pip
 CREATE INDEX temp."_pipeledger_reconcile_source_key" ON "_pipeledger_reconcile_source" ("order_id");
 
 -- case: source_windows
-SELECT "_pipeledger_window", count(*), sum("_pipeledger_row_hash" >> 32), sum("_pipeledger_row_hash" & 4294967295) FROM temp."_pipeledger_reconcile_source" WHERE "_pipeledger_pick" = 1 GROUP BY "_pipeledger_window";
+SELECT "_pipeledger_window", count(*), sum("_pipeledger_row_hash" >> 32) AS high, sum("_pipeledger_row_hash" & 4294967295) AS low FROM temp."_pipeledger_reconcile_source" WHERE "_pipeledger_pick" = 1 GROUP BY "_pipeledger_window";
 
 -- case: unique_source_keys
 CREATE UNIQUE INDEX temp."_pipeledger_reconcile_source_unique" ON "_pipeledger_stage" ("order_id") WHERE "_pipeledger_side" = 's';
 
 -- case: staged_source_windows
-SELECT substr(v."updated_at", 1, 10), count(*), sum(v."_pipeledger_row_hash" >> 32), sum(v."_pipeledger_row_hash" & 4294967295) FROM "_pipeledger_stage" AS v WHERE v."_pipeledger_side" = 's' GROUP BY substr(v."updated_at", 1, 10);
+SELECT substr(v."updated_at", 1, 10), count(*), sum(v."_pipeledger_row_hash" >> 32) AS high, sum(v."_pipeledger_row_hash" & 4294967295) AS low FROM "_pipeledger_stage" AS v WHERE v."_pipeledger_side" = 's' GROUP BY substr(v."updated_at", 1, 10);
 
 -- case: staged_source_windows of a whole snapshot (no cursor)
-SELECT CAST('all' AS TEXT), count(*), sum(v."_pipeledger_row_hash" >> 32), sum(v."_pipeledger_row_hash" & 4294967295) FROM "_pipeledger_stage" AS v WHERE v."_pipeledger_side" = 's' GROUP BY CAST('all' AS TEXT);
+SELECT CAST('all' AS TEXT), count(*), sum(v."_pipeledger_row_hash" >> 32) AS high, sum(v."_pipeledger_row_hash" & 4294967295) AS low FROM "_pipeledger_stage" AS v WHERE v."_pipeledger_side" = 's' GROUP BY CAST('all' AS TEXT);
 
 -- case: target_rows with stored fingerprints, up to the watermark
 SELECT t."order_id", t."updated_at", t."region", substr(t."updated_at", 1, 10) AS "_pipeledger_window", t."_pipeledger_row_hash" AS "_pipeledger_row_hash" FROM (SELECT * FROM "analytics.orders" WHERE "updated_at" <= ?) AS t;
@@ -29,7 +29,7 @@ SELECT t."order_id", t."updated_at", t."region", substr(t."updated_at", 1, 10) A
 SELECT t."order_id", t."updated_at", t."region", substr(t."updated_at", 1, 10) AS "_pipeledger_window", coalesce(t."_pipeledger_row_hash", f."_pipeledger_row_hash") AS "_pipeledger_row_hash" FROM (SELECT * FROM "analytics.orders" WHERE 1=1) AS t LEFT JOIN (SELECT "order_id", "_pipeledger_row_hash" FROM "_pipeledger_stage" WHERE "_pipeledger_side" = 't') AS f ON f."order_id" = t."order_id";
 
 -- case: target_windows
-SELECT v."_pipeledger_window", count(*), sum(v."_pipeledger_row_hash" >> 32), sum(v."_pipeledger_row_hash" & 4294967295) FROM (SELECT t."order_id", t."updated_at", t."region", substr(t."updated_at", 1, 10) AS "_pipeledger_window", t."_pipeledger_row_hash" AS "_pipeledger_row_hash" FROM (SELECT * FROM "analytics.orders" WHERE 1=1) AS t) AS v GROUP BY v."_pipeledger_window";
+SELECT substr(b.b, 1, 10), sum(b.n), sum(b.high), sum(b.low) FROM (SELECT v."_pipeledger_window" AS b, count(*) AS n, sum(v."_pipeledger_row_hash" >> 32) AS high, sum(v."_pipeledger_row_hash" & 4294967295) AS low FROM (SELECT t."order_id", t."updated_at", t."region", substr(t."updated_at", 1, 10) AS "_pipeledger_window", t."_pipeledger_row_hash" AS "_pipeledger_row_hash" FROM (SELECT * FROM "analytics.orders" WHERE 1=1) AS t) AS v GROUP BY v."_pipeledger_window") AS b GROUP BY substr(b.b, 1, 10);
 
 -- case: create_windows
 CREATE TEMP TABLE "_pipeledger_reconcile_windows" ("_pipeledger_window" text);
