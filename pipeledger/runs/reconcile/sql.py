@@ -191,6 +191,7 @@ def differences_once(
     key: Sequence[str],
     labels: tuple[str, str],
     rows: str,
+    source_filter: str | None = None,
 ) -> str:
     """:func:`differences` when each key is staged once (``labels``: the window, SQL over
     ``s.<cursor>`` and over ``t.<cursor>``; ``rows``: :func:`target_rows` without a
@@ -199,12 +200,16 @@ def differences_once(
     tables and joining them three times. Only pairs whose fingerprints differ are kept,
     and only those are labelled: a fingerprint covers the cursor, so equal ones are in
     the same window. A key whose window moved is missing in the source's window and
-    extra in the target's."""
+    extra in the target's. ``source_filter``: SQL over the stage's columns, the source's
+    rows compared (``rows`` the target's), to narrow the join to some windows; its
+    parameters come first."""
     w = quote(WINDOW)
     sides = ", ".join(
         f"{side}.{quote(c)} AS {quote(side + '_' + c)}" for side in ("s", "t") for c in identity
     )
     source = f"SELECT {_names(identity)}, {_H} FROM {d.stage()} WHERE {quote(SIDE)} = 's'"
+    if source_filter:
+        source += f" AND {source_filter}"
     first = quote(key[0])  # NULL in a side only where the join found no row there
     source_label, target_label = labels
     joined = (
