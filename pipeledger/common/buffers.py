@@ -33,6 +33,13 @@ def text(array: pa.Array) -> tuple[Array, Array]:
     return offsets, data
 
 
+def int64s(values: Array) -> pa.Array:
+    """An int64 Arrow array over a numpy array's bytes (copied only when not contiguous):
+    ``pa.array(ndarray)`` would import ``numpy.ma`` (~2 MB resident) to look for a mask."""
+    flat = np.ascontiguousarray(values, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(flat), [None, pa.py_buffer(flat)])
+
+
 def validity(array: pa.Array) -> Array:
     """True where the value is not null."""
     return np.asarray(array.is_valid().to_numpy(zero_copy_only=False), dtype=bool)

@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from pipeledger.common import buffers
 from pipeledger.common.columns import sql_type_for
 from pipeledger.errors import SourceError
 from pipeledger.sources import encodings
@@ -338,7 +339,7 @@ def _combine(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
 
 
 def _in_window(batch: pa.RecordBatch, path: Path, first_row: int, spec: ReadSpec) -> SourceBatch:
-    numbers = pa.array(np.arange(first_row, first_row + batch.num_rows, dtype=np.int64))
+    numbers = buffers.int64s(np.arange(first_row, first_row + batch.num_rows, dtype=np.int64))
     cursor = spec.cursor if spec.cursor in batch.schema.names else None
     if cursor is not None:
         _refuse_null_cursor(batch, cursor, str(path), first_row)

@@ -170,14 +170,14 @@ def row_hashes(batch: pa.RecordBatch, columns: Sequence[Column]) -> pa.Array:
     """The fingerprint of each row of ``batch`` over ``columns``, as int64."""
     total = np.zeros(batch.num_rows, dtype=_U64)
     if batch.num_rows == 0:
-        return pa.array(total.view(np.int64))
+        return buffers.int64s(total.view(np.int64))
     for column in columns:
         array = batch.column(column.name)
         word = _mix(_words(array) ^ _seed(column))
         if array.null_count:
             word = np.where(buffers.validity(array), word, _U64(0))
         total = total + word
-    return pa.array(_mix(total).view(np.int64))
+    return buffers.int64s(_mix(total).view(np.int64))
 
 
 def with_row_hash(batch: pa.RecordBatch, columns: Sequence[Column]) -> pa.RecordBatch:

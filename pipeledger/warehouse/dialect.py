@@ -145,6 +145,11 @@ class Dialect:
     def __repr__(self) -> str:
         return f"Dialect({self.name!r})"
 
+    def hash_memory(self, megabytes: int) -> tuple[str, ...]:
+        """Statements giving the rest of the transaction ``megabytes`` of memory for each
+        hash or sort (none where the warehouse sizes them itself)."""
+        return ()
+
     def table(self, name: TableName) -> str:
         """A table name as SQL text, quoted."""
         if name.schema is None:
@@ -243,6 +248,11 @@ class Dialect:
         ``2024-01-05T10``, ``2024-01-05`` or ``2024-01`` (the same on every warehouse)."""
         raise NotImplementedError
 
+    def time_bucket(self, column: str, unit: TimeUnit) -> str:
+        """A value per UTC hour, day or month of a date or timestamp column, cheaper to
+        compute per row than :meth:`time_label`, whose label :meth:`time_label` of it is."""
+        return self.time_label(column, unit)
+
     def distinct_on(self, expression: str) -> str:
         """``SELECT`` prefix keeping one row per ``expression`` where the upsert needs it."""
         return ""
@@ -304,6 +314,9 @@ class _Postgres(Dialect):
     translates_models = False
     light_write = ("SET LOCAL synchronous_commit = off",)
 
+    def hash_memory(self, megabytes: int) -> tuple[str, ...]:
+        return (f"SET LOCAL work_mem = '{int(megabytes)}MB'",)
+
     def index_lookup(self, schema: str | None, name: str) -> tuple[str, list[str]]:
         # an index lives in its table's schema (a table without one: the search path's)
         qualified = f"{quote(schema)}.{quote(name)}" if schema else quote(name)
@@ -331,6 +344,9 @@ class _Postgres(Dialect):
     def time_label(self, column: str, unit: TimeUnit) -> str:
         # sessions run in UTC, so a timestamptz and a timestamp both show their UTC time
         return f"to_char({column}, '{_LABEL_FORMATS[unit]}')"
+
+    def time_bucket(self, column: str, unit: TimeUnit) -> str:
+        return f"date_trunc('{unit}', {column})"  # in the session's UTC, as the label
 
     def distinct_on(self, expression: str) -> str:
         # one statement may not touch a row twice in ON CONFLICT
@@ -604,6 +620,9 @@ class _Duckdb(Dialect):
     def time_label(self, column: str, unit: TimeUnit) -> str:
         formats = {"hour": "%Y-%m-%dT%H", "day": "%Y-%m-%d", "month": "%Y-%m"}
         return f"strftime({column}, '{formats[unit]}')"
+
+    def time_bucket(self, column: str, unit: TimeUnit) -> str:
+        return f"date_trunc('{unit}', {column})"  # sessions run in UTC
 
     def quotient(self, dividend: str, divisor: str) -> str:
         return f"{dividend} // {divisor}"  # DuckDB's / divides as floats

@@ -1179,6 +1179,19 @@ def _target_rows(d: Dialect, filled: bool = False, where: str = "1=1") -> str:
     return reconcile_sql.target_rows(d, TARGET, IDENTITY, KEY, where, label, filled)
 
 
+def _bucketed_target_rows(d: Dialect) -> str:
+    bucket = d.time_bucket('t."updated_at"', "day")
+    return reconcile_sql.target_rows(d, TARGET, IDENTITY, KEY, "1=1", bucket, False)
+
+
+def _bare_target_rows(d: Dialect) -> str:
+    return reconcile_sql.target_rows(d, TARGET, IDENTITY, KEY, "1=1", None, False)
+
+
+def _join_labels(d: Dialect) -> tuple[str, str]:
+    return d.time_label('s."updated_at"', "day"), d.time_label('t."updated_at"', "day")
+
+
 def _current_source(d: Dialect) -> list[str]:
     return [
         *_reconcile_stage(d),
@@ -1231,7 +1244,9 @@ def _reconcile_sql() -> list[Case]:
         Case(m, "target_rows with fingerprints made for rows without",
              lambda d: text(_target_rows(d, filled=True)), world=_w("target"),
              setup=_reconcile_stage),
-        Case(m, "target_windows", lambda d: text(reconcile_sql.target_windows(d, _target_rows(d))),
+        Case(m, "target_windows",
+             lambda d: text(reconcile_sql.target_windows(d, _bucketed_target_rows(d),
+                                                         d.time_label("b.b", "day"))),
              world=_w("target")),
         Case(m, "create_windows", lambda d: text(reconcile_sql.create_windows(d))),
         Case(m, "insert_windows of two", lambda d: text(reconcile_sql.insert_windows(d, 2)),
@@ -1242,8 +1257,8 @@ def _reconcile_sql() -> list[Case]:
         Case(m, "differences", lambda d: text(reconcile_sql.differences(d, IDENTITY, KEY)),
              world=_w("target"), setup=_differing_windows),
         Case(m, "differences_once: one join of the stage with the target",
-             lambda d: text(reconcile_sql.differences_once(d, IDENTITY, KEY, _source_label(d),
-                                                           _target_rows(d))),
+             lambda d: text(reconcile_sql.differences_once(d, IDENTITY, KEY, _join_labels(d),
+                                                           _bare_target_rows(d))),
              world=_w("target"),
              setup=lambda d: [*_reconcile_stage(d), reconcile_sql.create_windows(d)]),
         Case(m, "count_differences", lambda d: text(reconcile_sql.count_differences(d)),

@@ -388,3 +388,38 @@ def test_a_key_read_twice_is_ranked_to_its_current_version(project: Project) -> 
     status, ran = _compared(project)
 
     assert (status, _ranked(ran)) == ("match", True)
+
+
+@pytest.mark.parametrize("by", ["day", "month"])
+def test_the_join_reads_only_the_hours_whose_sums_differ(project: Project, by: str) -> None:
+    """Each key staged once, the source and the target are summed per hour too: the join
+    that finds what differs reads the rows of the hours that differ, and every difference
+    is in them, a row at an hour's last microsecond or a key moved to another day too."""
+    project.configure(orders=orders_pipeline())
+    times = ["2024-01-01T10:00:00.000000Z", "2024-01-01T10:59:59.999999Z"]
+    times += ["2024-01-01T11:00:00.000000Z"]
+    times += [f"2024-01-0{d}T{h:02}:30:00.000000Z" for d in (2, 3) for h in (8, 9, 10)]
+    project.write_csv("orders_1.csv", [order(n, t) for n, t in enumerate(times, 1)])
+    project.run()
+    project.execute(f"DELETE FROM {project.table()} WHERE order_id = 2")  # 10:59:59.999999
+    moved = order(4, "2024-01-03T08:45:00.000000Z")  # from 01-02T08 into 01-03T08, newer
+    changed = order(8, "2024-01-03T09:30:00.000000Z", status="returned")  # same cursor
+    rows = [order(n, t) for n, t in enumerate(times, 1) if n not in (4, 8)]
+    project.write_csv("orders_1.csv", [*rows, moved, changed])
+
+    status, ran = _compared(project, by=by)
+
+    assert status == "mismatch"
+    joins = [sql for sql in ran if "FULL JOIN" in sql]
+    assert len(joins) == 1 and joins[0].count(" OR (") >= 2  # ranges of the hours only
+    _, result = reconcile(project, "--by", by)
+    found = {(w["start"][:10], w["missing_rows"], w["extra_rows"], w["changed_rows"],
+              tuple(w["sample_keys"])) for w in result["windows"]}  # fmt: skip
+    if by == "day":
+        assert found == {
+            ("2024-01-01", 1, 0, 0, (2,)),
+            ("2024-01-02", 0, 1, 0, (4,)),
+            ("2024-01-03", 1, 0, 1, (4, 8)),
+        }
+    else:
+        assert found == {("2024-01-01", 1, 0, 2, (2, 4, 8))}

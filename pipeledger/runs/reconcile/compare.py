@@ -28,9 +28,13 @@ compares per window the row count and the sum of the fingerprints (mod 2^64, whi
 order changes) on both sides, and joins (key, fingerprint) pairs only in the windows whose
 sums differ. A window whose sums differ while every key matches (a key with several
 current versions) is not reported. The source's sums are first counted as its rows stream
-by (Arrow, every row read): when they equal the target's in every window, no key can have
+by (numpy, every row read): when they equal the target's in every window, no key can have
 had two versions (its other version would be one row more somewhere), so the comparison
 ends there, without ranking or indexing the stage; otherwise the stage decides, as above.
+When a unique index proves every key staged once, those streamed sums are the source's
+windows, and both sides' sums per hour (a date cursor: per day) say which fine windows
+differ: when a few ranges of the cursor hold them, the join reads only those rows (a key
+that moved differs in both its hours; a fingerprint covers the cursor).
 
 For a SQL source, whose runs cannot see rows arriving late, the missing and changed rows
 below the live window (each partition's ``watermark - lateness``) that the target lacks
@@ -87,6 +91,12 @@ SIDE = Column(rsql.SIDE, "text")
 PAGE_ROWS = 50_000  # target rows fingerprinted here per query
 SAMPLE_KEYS = 10  # per window
 _CHUNK = 500
+# memory for the hash of the one join of source and target (the server's default, 4 MB,
+# spilled a 1M-row join to disk in 8 batches)
+JOIN_MEMORY_MB = 64
+# at most this many ranges of the cursor narrow the join to the fine windows that differ
+# (each range is two comparisons per row read)
+MAX_NARROW_RANGES = 32
 _U64 = 1 << 64
 
 
@@ -113,6 +123,8 @@ class Reconcile:
     rows_read: int = 0
     missed: Missed | None = None  # a SQL source's rows later than the buffer, not counted yet
     streamed: StreamedSums | None = None  # the source's sums as its rows were read
+    fine_filter: str | None = None  # SQL: a row (unqualified cursor) in a fine window that differs
+    fine_params: list[Any] = field(default_factory=list)  # fine_filter's
 
     @property
     def name(self) -> str:
@@ -141,25 +153,41 @@ class Reconcile:
         self.streamed = StreamedSums.of(grain, shape)
         session.stage(self._source_rows(shape, span, marks))
         ids, cursor = [c.name for c in shape.identity], quote(shape.cursor or "")
-        rows = rsql.target_rows(
-            d,
-            self.pipeline.target_name,
-            ids,
-            shape.key,
-            where,
-            grain.label(d, f"t.{cursor}"),
-            filled,
-        )
-        target = _sums(session.query(rsql.target_windows(d, rows), params))
-        streamed = self.streamed.sums if self.streamed is not None else None
+        target_name = self.pipeline.target_name
+        label = grain.label(d, f"t.{cursor}")
+        rows = rsql.target_rows(d, target_name, ids, shape.key, where, label, filled)
+        bare = rsql.target_rows(d, target_name, ids, shape.key, where, None, filled)
+        fine = grain.fine  # the target summed per fine window, then per window
+        bucket = fine.bucket(d, f"t.{cursor}")
+        bucketed = rsql.target_rows(d, target_name, ids, shape.key, where, bucket, filled)
+        by_fine = rsql.target_windows(d, bucketed, fine.bucket_label(d, "b.b"))
+        target_fine = _sums(session.query(by_fine, params))
+        target = _coarse(grain, target_fine)
+        streamed = self.streamed.sums_at(grain) if self.streamed is not None else None
         windows: tuple[WindowDiff, ...] = ()
         if streamed == target:  # module docstring: every key once, every window equal
             sums = (target, target)
         else:
             once = self._staged_once(session, shape, grain.label(d, f"v.{cursor}"))
-            source = rsql.staged_source_windows(d, once) if once else rsql.source_windows(d)
-            sums = (_sums(session.query(source)), target)
-            windows = self._differences(session, grain, sums, rows, params, shape, once)
+            narrow: list[str] | None = None  # the fine windows that differ
+            if once and self.streamed is not None:  # the stage holds just the rows summed
+                sums = (self.streamed.sums_at(grain), target)
+                source_fine = self.streamed.sums_at(fine)
+                narrow = sorted(
+                    w
+                    for w in source_fine.keys() | target_fine.keys()
+                    if source_fine.get(w) != target_fine.get(w)
+                )
+            else:
+                source = rsql.staged_source_windows(d, once) if once else rsql.source_windows(d)
+                sums = (_sums(session.query(source)), target)
+            narrowed = self._narrowed(d, shape, fine, narrow)
+            if narrowed is not None:
+                self.fine_filter, self.fine_params = narrowed
+                inside = f"{where} AND {self.fine_filter}"
+                bare = rsql.target_rows(d, target_name, ids, shape.key, inside, None, filled)
+            target_rows = (rows, bare)
+            windows = self._differences(session, grain, sums, target_rows, params, shape, once)
         if windows and shape.cursor and isinstance(self.pipeline.source, SqlSource):
             table = d.temp(rsql.DIFFERENCES)
             self.missed = missed_rows(
@@ -312,7 +340,7 @@ class Reconcile:
             reach = pc.less_equal(cursor, coerce(marks[UNPARTITIONED], kind))
         else:
             part = pc.cast(batch.column(shape.partition_by), pa.string())
-            reach = pa.array(np.zeros(batch.num_rows, dtype=bool))
+            reach = pa.repeat(pa.scalar(False), batch.num_rows)
             for value, mark in marks.items():
                 here = pc.and_kleene(
                     pc.equal(part, value), pc.less_equal(cursor, coerce(mark, kind))
@@ -344,18 +372,40 @@ class Reconcile:
             after = [page[-1][i] for i in at]
 
     # -- what differs ---------------------------------------------------------------------
+    def _narrowed(
+        self, d: Dialect, shape: Shape, fine: Grain, differing: list[str] | None
+    ) -> tuple[str, list[Any]] | None:
+        """When the fine windows that differ are known (each key staged once) and few
+        ranges of the cursor hold them: SQL over an unqualified cursor keeping just the
+        rows in those ranges, with its parameters; the join of source and target then
+        reads only those. None: the join takes every row (a per-row test of a fine
+        window's membership would cost what a smaller join saves)."""
+        if differing is None or fine.unit is None or not shape.cursor:
+            return None
+        ranges = fine.backfill_ranges(differing, None)
+        if not ranges or len(ranges) > MAX_NARROW_RANGES:
+            return None
+        parts, params = [], []
+        for start, end in ranges:
+            span = Window(lower=from_text(start), upper=from_text(end), backfill=True)
+            text, values = window_predicate(d, span, shape.cursor, None)
+            parts.append(f"({text})")
+            params.extend(values)
+        return "(" + " OR ".join(parts) + ")", params
+
     def _differences(
         self,
         session: Session,
         grain: Grain,
         sums: tuple[Sums, Sums],
-        rows: str,
+        rows: tuple[str, str],
         params: list[Any],
         shape: Shape,
         once: str | None,
     ) -> tuple[WindowDiff, ...]:
         """The windows whose sums differ, with what differs in them: (key, fingerprint)
-        pairs joined in just those windows (``once``: see :meth:`_staged_once`)."""
+        pairs joined in just those windows (``once``: see :meth:`_staged_once`; ``rows``:
+        the target's rows labelled with their windows, and bare)."""
         source, target = sums
         differing = sorted(
             w for w in source.keys() | target.keys() if source.get(w) != target.get(w)
@@ -368,9 +418,15 @@ class Reconcile:
             chunk = differing[start : start + _CHUNK]
             session.execute(rsql.insert_windows(d, len(chunk)), chunk)
         if once is not None:  # each key staged once: one join says it all
-            session.execute(rsql.differences_once(d, ids, shape.key, once, rows), params)
+            for statement in d.hash_memory(JOIN_MEMORY_MB):
+                session.execute(statement)
+            cursor = quote(shape.cursor or "")
+            labels = (grain.label(d, f"s.{cursor}"), grain.label(d, f"t.{cursor}"))
+            joined = rsql.differences_once(d, ids, shape.key, labels, rows[1], self.fine_filter)
+            fine = self.fine_params  # the source's, then the target's after its own
+            session.execute(joined, [*fine, *params, *fine] if self.fine_filter else params)
         else:
-            keep, index = rsql.keep_target_rows(d, rows, shape.key)
+            keep, index = rsql.keep_target_rows(d, rows[0], shape.key)
             session.execute(keep, params)
             session.execute(index)
             session.execute(rsql.differences(d, ids, shape.key))
@@ -410,16 +466,21 @@ class Reconcile:
 
 @dataclass(frozen=True, kw_only=True)
 class StreamedSums:
-    """The source's rows and fingerprint sums per window, counted in Arrow as its batches
-    stream to the stage: per bucket of the cursor (its integer window, or the hour or day
-    it falls in), named with the window's label (as ``Grain.label`` names it in SQL) only
-    at the end, for the few buckets there are. A cursor it cannot bucket (NULLs in it, a
-    type without an integer form) gives up (``add`` returns None): the stage then decides,
-    as it always can."""
+    """The source's rows and fingerprint sums per window, counted with numpy as its batches
+    stream to the stage: per bucket of the cursor (its integer window, or the hour it
+    falls in), kept as sorted arrays that each batch is merged into (rows sorted by
+    bucket, each run of equal buckets summed; the sums in uint64, which wraps mod 2^64 as
+    the comparison wants; Arrow's group_by would load its query engine, ~15 MB
+    resident), named with a window's label (as ``Grain.label`` names it in SQL) only at
+    the end, for the few buckets there are. A cursor it cannot bucket (NULLs in it, a type
+    without an integer form) gives up (``add`` returns None): the stage then decides, as
+    it always can."""
 
     grain: Grain
     cursor: str | None
-    buckets: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # rows, high, low
+    ids: np.ndarray[Any, Any] = field(default_factory=lambda: np.zeros(0, np.int64))
+    rows: np.ndarray[Any, Any] = field(default_factory=lambda: np.zeros(0, np.int64))
+    totals: np.ndarray[Any, Any] = field(default_factory=lambda: np.zeros(0, np.uint64))
 
     @classmethod
     def of(cls, grain: Grain, shape: Shape) -> StreamedSums:
@@ -430,28 +491,24 @@ class StreamedSums:
         bucket = self._buckets(batch)
         if bucket is None or hashes.null_count:
             return None
-        values = hashes.to_numpy()
-        halves = pa.table(
-            {
-                "b": pa.array(bucket),
-                "high": pa.array(np.right_shift(values, 32)),  # arithmetic, as SQL's >>
-                "low": pa.array(np.bitwise_and(values, (1 << 32) - 1)),
-            }
+        values: np.ndarray[Any, Any] = hashes.to_numpy().view(np.uint64)
+        ids = np.concatenate([self.ids, bucket])
+        rows = np.concatenate([self.rows, np.ones(len(bucket), np.int64)])
+        totals = np.concatenate([self.totals, values])
+        order = np.argsort(ids, kind="stable")
+        ids = ids[order]
+        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+        return replace(
+            self,
+            ids=ids[starts],
+            rows=np.add.reduceat(rows[order], starts),
+            totals=np.add.reduceat(totals[order], starts),
         )
-        aggregates = [("high", "count"), ("high", "sum"), ("low", "sum")]
-        grouped = halves.group_by("b").aggregate(aggregates)
-        found = dict(self.buckets)
-        columns = (
-            grouped.column(n).to_pylist() for n in ("b", *(f"{c}_{a}" for c, a in aggregates))
-        )
-        for key, rows, high, low in zip(*columns, strict=True):
-            was = found.get(key, (0, 0, 0))
-            found[key] = (was[0] + rows, was[1] + high, was[2] + low)
-        return replace(self, buckets=found)
 
     def _buckets(self, batch: pa.RecordBatch) -> np.ndarray[Any, Any] | None:
         """Each row's bucket: 0 for the whole snapshot; the window's first value for an
-        integer cursor; else the hour (``--by hour``) or day since the epoch, in UTC."""
+        integer cursor; else the hour since the epoch, in UTC (what the finest window,
+        :attr:`Grain.fine`, is made of)."""
         grain = self.grain
         if grain.is_whole or self.cursor is None:
             return np.zeros(batch.num_rows, np.int64)
@@ -467,38 +524,47 @@ class StreamedSums:
             return starts
         if pa.types.is_date32(kind):
             days: np.ndarray[Any, Any] = column.cast(pa.int32()).to_numpy().astype(np.int64)
-            return days * 24 if grain.unit == "hour" else days
+            return days * 24
         if not pa.types.is_timestamp(kind):
             return None
         ticks: np.ndarray[Any, Any] = column.cast(pa.int64()).to_numpy()
         per_second = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}[kind.unit]
-        width = per_second * (3600 if grain.unit == "hour" else 86_400)
-        buckets: np.ndarray[Any, Any] = np.floor_divide(ticks, width)
+        buckets: np.ndarray[Any, Any] = np.floor_divide(ticks, per_second * 3600)
         return buckets
 
-    @property
-    def sums(self) -> Sums:
-        """Per window label: rows, and the fingerprints' sum mod 2^64 (as :func:`_sums`)."""
+    def sums_at(self, grain: Grain) -> Sums:
+        """Per window label of ``grain`` (this one's, or its :attr:`Grain.fine`): rows, and
+        the fingerprints' sum mod 2^64 (as :func:`_sums`)."""
         found: dict[str, tuple[int, int]] = {}
-        for key, (rows, high, low) in self.buckets.items():
-            label = self._label(key)
+        for key, rows, total in zip(
+            self.ids.tolist(), self.rows.tolist(), self.totals.tolist(), strict=True
+        ):
+            label = self._label(key, grain)
             was_rows, was_sum = found.get(label, (0, 0))
-            found[label] = (was_rows + rows, _halves_sum(was_sum, high, low))
+            found[label] = (was_rows + rows, (was_sum + total) % _U64)
         return found
 
-    def _label(self, bucket: int) -> str:
-        grain = self.grain
+    def _label(self, bucket: int, grain: Grain) -> str:
         if grain.is_whole or self.cursor is None:
             return WHOLE
         if grain.width is not None:
             return str(bucket)
-        hours = bucket if grain.unit == "hour" else bucket * 24
-        moment = _EPOCH + timedelta(hours=hours)
+        moment = _EPOCH + timedelta(hours=bucket)
         return moment.strftime(_LABELS[grain.unit or "day"])
 
 
 _EPOCH = datetime(1970, 1, 1)
 _LABELS = {"hour": "%Y-%m-%dT%H", "day": "%Y-%m-%d", "month": "%Y-%m"}
+
+
+def _coarse(grain: Grain, fine: Sums) -> Sums:
+    """Sums per fine window (:attr:`Grain.fine`) added up per window of ``grain``."""
+    found: dict[str, tuple[int, int]] = {}
+    for label, (rows, total) in fine.items():
+        window = grain.coarse(label)
+        was_rows, was_sum = found.get(window, (0, 0))
+        found[window] = (was_rows + rows, (was_sum + total) % _U64)
+    return found
 
 
 def _sums(rows: Sequence[Sequence[Any]]) -> Sums:
@@ -519,7 +585,7 @@ def _sided(batch: pa.RecordBatch, shape: Shape, side: str) -> pa.RecordBatch:
     """The identity columns and the fingerprint of ``batch``, marked with their side."""
     columns = [*shape.identity, ROW_HASH]
     arrays = [batch.column(c.name) for c in columns]
-    arrays.append(pa.array(np.full(batch.num_rows, side), pa.string()))
+    arrays.append(pa.repeat(pa.scalar(side, pa.string()), batch.num_rows))
     return pa.RecordBatch.from_arrays(arrays, names=[*(c.name for c in columns), SIDE.name])
 
 

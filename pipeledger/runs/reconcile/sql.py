@@ -42,7 +42,7 @@ def _same_key(key: Sequence[str], left: str, right: str) -> str:
 def _halves(expression: str) -> str:
     """The sums of a fingerprint's high (signed) and low 32 bits: exact in 64-bit sums for
     2^31 rows, where a sum of the fingerprints themselves would overflow."""
-    return f"sum({expression} >> 32), sum({expression} & {_LOW})"
+    return f"sum({expression} >> 32) AS high, sum({expression} & {_LOW}) AS low"
 
 
 def current_source(
@@ -100,29 +100,34 @@ def target_rows(
     identity: Sequence[str],
     key: Sequence[str],
     where: str,
-    label: str,
+    label: str | None,
     filled: bool,
 ) -> str:
     """The target's rows matching ``where`` (over the target's own columns), labelled with
-    their window, each with its fingerprint: the stored one, else (``filled``) the one the
-    stage holds for its key. ``label``: SQL over ``t.<cursor>``."""
+    their window (unless ``label`` is None), each with its fingerprint: the stored one,
+    else (``filled``) the one the stage holds for its key. ``label``: SQL over
+    ``t.<cursor>``."""
     rows = f"(SELECT * FROM {d.table(target)} WHERE {where}) AS t"
     fingerprint = f"t.{_H}"
     if filled:
         staged = f"(SELECT {_names(key)}, {_H} FROM {d.stage()} WHERE {quote(SIDE)} = 't') AS f"
         rows += f" LEFT JOIN {staged} ON {_same_key(key, 'f', 't')}"
         fingerprint = f"coalesce(t.{_H}, f.{_H})"
-    return (
-        f"SELECT {_names(identity, 't')}, {label} AS {quote(WINDOW)}, {fingerprint} AS {_H} "
-        f"FROM {rows}"
+    window = "" if label is None else f"{label} AS {quote(WINDOW)}, "
+    return f"SELECT {_names(identity, 't')}, {window}{fingerprint} AS {_H} FROM {rows}"
+
+
+def target_windows(d: Dialect, rows: str, label: str) -> str:
+    """Per window of the target: rows, and the sums of their fingerprints' halves.
+    ``rows``: :func:`target_rows` with a bucket of the window in place of its label (a
+    timestamp truncated, cheaper per row than its text), labelled once per bucket by
+    ``label`` (SQL over ``b.b``)."""
+    buckets = (
+        f"SELECT v.{quote(WINDOW)} AS b, count(*) AS n, {_halves('v.' + _H)} FROM ({rows}) "
+        f"AS v GROUP BY v.{quote(WINDOW)}"
     )
-
-
-def target_windows(d: Dialect, rows: str) -> str:
-    """Per window of the target: rows, and the sums of their fingerprints' halves."""
     return (
-        f"SELECT v.{quote(WINDOW)}, count(*), {_halves('v.' + _H)} FROM ({rows}) AS v "
-        f"GROUP BY v.{quote(WINDOW)}"
+        f"SELECT {label}, sum(b.n), sum(b.high), sum(b.low) FROM ({buckets}) AS b GROUP BY {label}"
     )
 
 
@@ -181,26 +186,37 @@ def differences(d: Dialect, identity: Sequence[str], key: Sequence[str]) -> str:
 
 
 def differences_once(
-    d: Dialect, identity: Sequence[str], key: Sequence[str], label: str, rows: str
+    d: Dialect,
+    identity: Sequence[str],
+    key: Sequence[str],
+    labels: tuple[str, str],
+    rows: str,
+    source_filter: str | None = None,
 ) -> str:
-    """:func:`differences` when each key is staged once (``label``: SQL over
-    ``v.<cursor>``; ``rows``: :func:`target_rows`): one hash join of the stage with the
-    target on the key, read for all three kinds, instead of copying both sides' rows of
-    the differing windows into indexed tables and joining them three times. A key whose
-    window moved is missing in the source's window and extra in the target's."""
+    """:func:`differences` when each key is staged once (``labels``: the window, SQL over
+    ``s.<cursor>`` and over ``t.<cursor>``; ``rows``: :func:`target_rows` without a
+    label): one hash join of the stage with the target on the key, read for all three
+    kinds, instead of copying both sides' rows of the differing windows into indexed
+    tables and joining them three times. Only pairs whose fingerprints differ are kept,
+    and only those are labelled: a fingerprint covers the cursor, so equal ones are in
+    the same window. A key whose window moved is missing in the source's window and
+    extra in the target's. ``source_filter``: SQL over the stage's columns, the source's
+    rows compared (``rows`` the target's), to narrow the join to some windows; its
+    parameters come first."""
     w = quote(WINDOW)
     sides = ", ".join(
         f"{side}.{quote(c)} AS {quote(side + '_' + c)}" for side in ("s", "t") for c in identity
     )
-    source = (
-        f"SELECT {_names(identity, 'v')}, v.{_H}, {label} AS {w} FROM {d.stage()} AS v "
-        f"WHERE v.{quote(SIDE)} = 's'"
-    )
+    source = f"SELECT {_names(identity)}, {_H} FROM {d.stage()} WHERE {quote(SIDE)} = 's'"
+    if source_filter:
+        source += f" AND {source_filter}"
     first = quote(key[0])  # NULL in a side only where the join found no row there
+    source_label, target_label = labels
     joined = (
-        f"SELECT {sides}, s.{w} AS sw, t.{w} AS tw, s.{_H} AS sh, t.{_H} AS th "
-        f"FROM ({source}) AS s FULL JOIN ({rows}) AS t ON {_same_key(key, 's', 't')} "
-        f"WHERE s.{first} IS NULL OR t.{first} IS NULL OR s.{w} <> t.{w} OR s.{_H} <> t.{_H}"
+        f"SELECT {sides}, {source_label} AS sw, {target_label} AS tw, s.{_H} AS sh, "
+        f"t.{_H} AS th FROM ({source}) AS s FULL JOIN ({rows}) AS t ON "
+        f"{_same_key(key, 's', 't')} WHERE s.{first} IS NULL OR t.{first} IS NULL "
+        f"OR s.{_H} <> t.{_H}"
     )
     s_ids = ", ".join(f"j.{quote('s_' + c)} AS {quote(c)}" for c in identity)
     t_ids = ", ".join(f"j.{quote('t_' + c)}" for c in identity)

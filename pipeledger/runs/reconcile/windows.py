@@ -70,6 +70,33 @@ class Grain:
         floor = f"(CASE WHEN {column} >= 0 THEN {up} ELSE {down} - 1 END)"
         return f"CAST({floor} * {n} AS TEXT)"
 
+    @property
+    def fine(self) -> Grain:
+        """The finest grain whose windows lie inside this one's: the hour for a timestamp
+        cursor (the day for a date), else this grain. Sums compared per fine window narrow
+        the join of source and target to the rows of the fine windows that differ."""
+        if self.unit is None:
+            return self
+        return Grain(self.cursor_type, unit="day" if self.cursor_type == "date" else "hour")
+
+    def coarse(self, fine_label: str) -> str:
+        """The label of this grain's window holding a :attr:`fine` window (labels are
+        prefixes of finer ones: ``2024-01-05T10`` is in ``2024-01-05`` and ``2024-01``)."""
+        if self.unit is None:
+            return fine_label
+        return fine_label[: _WIDTHS[self.unit]]
+
+    def bucket(self, d: Dialect, column: str) -> str:
+        """SQL: a value per window of ``column`` (as :meth:`label`), cheaper per row than
+        the label itself; :meth:`bucket_label` names its window."""
+        if self.unit is not None:
+            return d.time_bucket(column, self.unit)
+        return self.label(d, column)
+
+    def bucket_label(self, d: Dialect, bucket: str) -> str:
+        """SQL: the window's label of a :meth:`bucket` value."""
+        return d.time_label(bucket, self.unit) if self.unit is not None else bucket
+
     def bounds(self, label: str) -> tuple[CursorValue, CursorValue] | None:
         """The window a label names: ``[start, end)`` (None: the whole snapshot)."""
         if self.is_whole:
@@ -123,6 +150,7 @@ class Grain:
 
 
 _FORMATS = {"hour": "%Y-%m-%dT%H", "day": "%Y-%m-%d", "month": "%Y-%m"}
+_WIDTHS = {"hour": 13, "day": 10, "month": 7}
 
 
 def _next(moment: datetime, unit: str) -> datetime:

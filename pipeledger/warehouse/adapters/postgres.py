@@ -57,6 +57,10 @@ _TRANSIENT = (
     pgerrors.TooManyConnections,
 )
 TEMP_BUFFERS = "256MB"
+# rows encoded for COPY at a time: the encoder holds a few copies of what it encodes (each
+# column's fields, then the joined rows), so a slice of a batch costs a fraction of the
+# batch's memory, with the same bytes on the wire
+ENCODE_ROWS = 8_192
 # how often the server checks that the client of a running statement is still there: a
 # statement whose client died (SIGKILL, OOM) is aborted within this, releasing its locks
 CLIENT_CHECK_INTERVAL = "1s"
@@ -238,7 +242,8 @@ class PostgresSession:
                     copy.write(pg_binary.HEADER)
                 for batch in timer.excluding(itertools.chain(handed_on(head), stream)):
                     self._check()
-                    copy.write(encode(batch))
+                    for start in range(0, batch.num_rows, ENCODE_ROWS):
+                        copy.write(encode(batch.slice(start, ENCODE_ROWS)))
                 if binary:
                     copy.write(pg_binary.TRAILER)
         except psycopg.Error as exc:
