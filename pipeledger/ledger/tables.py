@@ -530,6 +530,11 @@ def ledger_migrations(d: Dialect) -> list[Migration]:
         (13, "tenants: a tenant on every row and first in its indexes; row security", tenants(d)),
         (14, "access audit: reads of the ledger per minute and reader", _access(d)),
         (15, "reads at scale: each pipeline's latest scheduled run", _scheduled_reads(d)),
+        (
+            TENANT_KEYS,
+            "tenant keys: every primary key, unique constraint and foreign key leads with it",
+            tenant_keys(d),
+        ),
     ]
 
 
@@ -874,9 +879,137 @@ def _scheduled_reads(d: Dialect) -> list[str]:
     dashboard's schedule) read from the end of an index of its scheduled runs by interval,
     one probe per pipeline, not a walk of its every run. The tenant leads it, as it leads
     every index since migration 13 (row security adds the tenant to every read)."""
-    runs = d.table(RUNS)
-    return [
-        f"CREATE INDEX IF NOT EXISTS {quote('pipeline_runs_scheduled')} ON {runs} "
-        "(tenant, pipeline, data_interval_end, started_at, run_id) "
-        "WHERE substr(idempotency_key, 1, 9) = 'schedule:'",
+    name, columns, where = _SCHEDULED_INDEX
+    return [f"CREATE INDEX IF NOT EXISTS {quote(name)} ON {d.table(RUNS)} ({columns}) {where}"]
+
+
+_SCHEDULED_INDEX = (
+    "pipeline_runs_scheduled",
+    "tenant, pipeline, data_interval_end, started_at, run_id",
+    "WHERE substr(idempotency_key, 1, 9) = 'schedule:'",
+)
+# the tables whose keys migration 16 leads with the tenant, parents before children (the
+# queue's and the access audit's keys led with it from the start)
+REKEYED = (
+    PIPELINE_TABLE,
+    RUN_TABLE,
+    TASK_TABLE,
+    AUDIT_TABLE,
+    SNAPSHOT_TABLE,
+    DEPENDENCY_TABLE,
+    QUALITY_TABLE,
+    DAY_TABLE,
+    TASK_DAY_TABLE,
+    ALERT_TABLE,
+    BREACH_TABLE,
+    RECONCILIATION_TABLE,
+    CANCEL_TABLE,
+    SLOT_TABLE,
+)
+# SQLite: the function every ledger connection defines (``adapters.sqlite``), the tenant
+# the connection declares; from migration 16 on a tenant column's default
+TENANT_FUNCTION = "pipeledger_tenant"
+
+
+def declared_tenant(d: Dialect) -> str:
+    """SQL for the tenant a writer's session declares, evaluated once per statement: the
+    setting row security reads on PostgreSQL, the connection's function on SQLite."""
+    return _SETTING if d.row_security else f"{TENANT_FUNCTION}()"
+
+
+def tenant_keys(d: Dialect) -> list[str]:
+    """Migration 16: every primary key, unique constraint and foreign key leads with the
+    tenant, so that two tenants of one ledger may each have a pipeline ``orders`` (and
+    its runs, DAG edges, rollups and alerts), and a run is found by (tenant, run_id).
+    PostgreSQL alters the keys in place; SQLite, which cannot, makes each table again
+    with a tenant column whose default is the connection's declared tenant (a writer
+    need not name it), then its indexes and the rollups' triggers."""
+    statements = _alter_keys(d) if d.alters_constraints else _rebuild_keyed(d)
+    days, runs, tasks, task_days = (d.table(n) for n in (DAYS, RUNS, TASKS, TASK_DAYS))
+    if d.triggers_call_functions:  # the functions name the rollups' keys
+        statements += rollup.recreate_triggers(d, SCHEMA, days, runs, tenant=True, keyed=True)
+        statements += rollup.recreate_task_triggers(d, SCHEMA, task_days, tasks, runs, keyed=True)
+    else:  # dropped with their tables
+        statements += rollup.triggers(d, SCHEMA, days, runs, tenant=True, keyed=True)
+        statements += rollup.task_triggers(
+            d, SCHEMA, task_days, tasks, runs, tenant=True, keyed=True
+        )
+    return statements
+
+
+def _pkey(t: LedgerTable) -> str:
+    return quote(f"{t.name.table}_pkey")
+
+
+def _unique_name(t: LedgerTable, columns: tuple[str, ...]) -> str:
+    """A unique constraint's name as PostgreSQL made it (migration 1 left it unnamed)."""
+    return quote("_".join((t.name.table, *columns, "key")))
+
+
+def _alter_keys(d: Dialect) -> list[str]:
+    """PostgreSQL: the foreign keys dropped (they need the keys they reference), each
+    table's keys dropped and made again with the tenant first, the foreign keys again."""
+    referencing = [t for t in REKEYED if t.foreign_key is not None]
+    statements = [
+        f"ALTER TABLE {d.table(t.name)} DROP CONSTRAINT {_constraint(t)}" for t in referencing
     ]
+    for t in REKEYED:
+        changes = [f"DROP CONSTRAINT {_pkey(t)}"]
+        changes += [f"DROP CONSTRAINT {_unique_name(t, columns)}" for columns in t.unique]
+        changes.append(f"ADD CONSTRAINT {_pkey(t)} PRIMARY KEY ({t.conflict})")
+        changes += [
+            f"ADD CONSTRAINT {_unique_name(t, old)} UNIQUE ({', '.join(new)})"
+            for old, new in zip(t.unique, t.uniques(), strict=True)
+        ]
+        statements.append(f"ALTER TABLE {d.table(t.name)} {', '.join(changes)}")
+    statements += [
+        f"ALTER TABLE {d.table(t.name)} ADD CONSTRAINT {_constraint(t)} {t.references(d)}"
+        for t in referencing
+    ]
+    return statements
+
+
+def _rebuild_keyed(d: Dialect) -> list[str]:
+    """SQLite: each table renamed aside (children first: SQLite rewrites the references
+    to a renamed parent, so the tables aside keep referring to each other), made again
+    with its new keys and its rows copied (parents first: each copied row's parent is
+    there), the tables aside dropped (children first), then the indexes. The tables are
+    made again without triggers, so the copy rolls nothing up twice."""
+    aside = {t.name: d.table(TableName(SCHEMA, f"{t.name.table}_before_keys")) for t in REKEYED}
+    statements = [
+        f"ALTER TABLE {d.table(t.name)} RENAME TO {aside[t.name]}" for t in reversed(REKEYED)
+    ]
+    default = f"text NOT NULL DEFAULT ({TENANT_FUNCTION}())"
+    for t in REKEYED:
+        added = "tenant" not in t.column_names
+        names = (*(name for name, _ in t.columns_at(TENANT_KEYS)), *(("tenant",) if added else ()))
+        body = t.body(d, TENANT_KEYS, tenant=default if added else "")
+        references = f", {t.references(d)}" if t.foreign_key is not None else ""
+        columns = ", ".join(names)
+        statements += [
+            f"CREATE TABLE {d.table(t.name)} ({body}{references})",
+            f"INSERT INTO {d.table(t.name)} ({columns}) SELECT {columns} FROM {aside[t.name]}",
+        ]
+    statements += [f"DROP TABLE {aside[t.name]}" for t in reversed(REKEYED)]
+    return statements + _tenant_indexes(d)
+
+
+def _tenant_indexes(d: Dialect) -> list[str]:
+    """Every index of the tables migration 16 makes again, as migrations 13 and 15 left
+    them (the tenant first)."""
+    statements = []
+    for t in REKEYED:
+        for index, columns in t.indexes:
+            led = columns if columns.startswith("tenant,") else f"tenant, {columns}"
+            statements.append(f"CREATE INDEX {quote(index)} ON {d.table(t.name)} ({led})")
+    holds = ", ".join(f"'{status}'" for status in HOLDS_KEY)
+    failed = ", ".join(f"'{status}'" for status in rollup.FAILURES)
+    for index, on, unique, columns, where in _LATER_INDEXES:
+        kind = "UNIQUE INDEX" if unique else "INDEX"
+        predicate = f" WHERE {where.format(holds=holds, failed=failed)}" if where else ""
+        statements.append(
+            f"CREATE {kind} {quote(index)} ON {d.table(on)} (tenant, {columns}){predicate}"
+        )
+    name, columns, where = _SCHEDULED_INDEX
+    statements.append(f"CREATE INDEX {quote(name)} ON {d.table(RUNS)} ({columns}) {where}")
+    return statements
