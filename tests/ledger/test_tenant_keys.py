@@ -317,6 +317,7 @@ def test_a_ledger_with_history_moves_to_tenant_keys_with_nothing_lost(
     with database.session() as session:
         migrate(session, BEFORE_KEYS)
         history(session)
+        indexes = index_names(session)
     before = contents(warehouse_url)
     assert len(before[RUNS.table]) > 10 and len(before[DAYS.table]) > 3
     assert before[TASK_DAYS.table] and before[ALERTS.table]
@@ -325,6 +326,8 @@ def test_a_ledger_with_history_moves_to_tenant_keys_with_nothing_lost(
     assert code == 0, err
     assert json.loads(out)["ledger"] == [16]
     assert contents(warehouse_url) == before
+    with open_warehouse(warehouse_url).session(write=False) as session:
+        assert index_names(session) == indexes  # SQLite made each table again: all of them
     # the rollups' triggers work on the new keys: one more run and task roll up once
     with open_warehouse(warehouse_url).session() as session:
         b = LedgerBuilder(session)
@@ -337,6 +340,30 @@ def test_a_ledger_with_history_moves_to_tenant_keys_with_nothing_lost(
     )
     assert sum(int(row[3]) for row in after[TASK_DAYS.table]) == 1 + sum(
         int(row[3]) for row in before[TASK_DAYS.table]
+    )
+
+
+def index_names(session: Session) -> list[tuple[str, str]]:
+    """The ledger's indexes and triggers by table (not the keys' own indexes)."""
+    ledger = {t.name.table for t in TENANT_TABLES}
+    return [
+        (table, name)
+        for table, name in _index_names(session)
+        if str(table).removeprefix("pipeledger.") in ledger
+    ]
+
+
+def _index_names(session: Session) -> list[tuple[str, str]]:
+    if session.dialect.row_security:
+        return session.query(
+            "SELECT tablename, indexname FROM pg_catalog.pg_indexes WHERE schemaname = "
+            "'pipeledger' AND indexname NOT LIKE '%%_pkey' AND indexname NOT LIKE '%%_key' "
+            "UNION ALL SELECT event_object_table, trigger_name FROM information_schema.triggers "
+            "WHERE trigger_schema = 'pipeledger' ORDER BY 1, 2"
+        )
+    return session.query(
+        "SELECT tbl_name, name FROM sqlite_master WHERE type IN ('index', 'trigger') "
+        "AND name NOT LIKE 'sqlite_autoindex%' ORDER BY 1, 2"
     )
 
 
