@@ -21,6 +21,11 @@ Migration 6 adds the daily rollup of the runs (:mod:`pipeledger.ledger.rollup`),
 triggers on ``pipeline_runs``: a later migration that rebuilds that table on SQLite (as
 migration 4 does) must create them again. Columns a migration adds to a table described
 here are listed in its ``added``, so that the table's first migration does not make them.
+
+Tenants (migrations 13 and 16): every row carries a ``tenant``, which leads every index
+(13) and every primary key, unique constraint and foreign key (16): a pipeline's name, a
+run's id, a rollup's day are each unique within a tenant, and a writer's ``ON CONFLICT``
+names the tenant first (:attr:`LedgerTable.conflict`).
 """
 
 from __future__ import annotations
@@ -769,10 +774,8 @@ def tenants(d: Dialect) -> list[str]:
     'default' (the queue's tables of migration 11 had their tenant already). Every index
     is made again with the tenant first, so that one tenant's questions read only its part
     of each index; the rollups' triggers are made again to give each day's row its run's
-    tenant. The primary keys stay as they were: they are referenced by the foreign keys of
-    migration 4 and named by the writers' ``ON CONFLICT``, and the generated ids (runs,
-    tasks, events, results) are unique across tenants anyway; a pipeline's name is
-    therefore unique across the tenants of a ledger.
+    tenant. The primary keys stayed as they were until migration 16 (:func:`tenant_keys`)
+    led them, and the foreign keys and the writers' ``ON CONFLICT``, with the tenant too.
 
     PostgreSQL: a new row's tenant is the one its writer's session declares; row-level
     security, enabled and forced (the owner too), lets a role that may write the ledger
