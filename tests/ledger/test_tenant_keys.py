@@ -21,6 +21,7 @@ import pytest
 
 from pipeledger.alerts.events import Event
 from pipeledger.alerts.outbox import record
+from pipeledger.errors import WarehouseError
 from pipeledger.ledger import sql as lsql
 from pipeledger.ledger.tables import (
     ALERTS,
@@ -335,6 +336,12 @@ def test_a_ledger_with_history_moves_to_tenant_keys_with_nothing_lost(
         b = LedgerBuilder(session)
         run = b.run("orders", NOW, run_id="after-the-migration")
         b.task(run, "extract", 1)
+    # the foreign keys hold, now per tenant: another tenant's task of this run is refused
+    with (
+        pytest.raises(WarehouseError, match=r"(?i)foreign key"),
+        open_warehouse(warehouse_url, tenant="other").session() as session,
+    ):
+        LedgerBuilder(session).task(run, "extract", 1)
     after = contents(warehouse_url)
     assert len(after[RUNS.table]) == len(before[RUNS.table]) + 1
     assert sum(int(row[2]) for row in after[DAYS.table]) == 1 + sum(
