@@ -3,11 +3,12 @@ ledger's own store (``apply`` of idempotent ops), at fixed times around a fixed 
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from pipeledger.ledger import store as st
 from pipeledger.ledger.tables import LEDGER
@@ -194,3 +195,38 @@ def ledger(url: str) -> Iterator[LedgerBuilder]:
 def reading(url: str) -> Iterator[Session]:
     with open_warehouse(url).session(write=False) as session:
         yield session
+
+
+# what today's writers add for the tenant keys: a conflict target led by the tenant, and a
+# probe of the declared tenant (PostgreSQL's setting, SQLite's function)
+_LED = re.compile(r"ON CONFLICT \(tenant, ")
+_DECLARED = re.compile(
+    r"(\w+\.)?tenant = (\(SELECT current_setting\('pipeledger\.tenant', true\)\)"
+    r"|pipeledger_tenant\(\)) AND "
+)
+
+
+class _Earlier:
+    """A session that writes as the releases before migration 16 wrote: today's writer
+    SQL without the tenant in its conflict targets and probes (those keys did not exist
+    yet). For building a ledger's history on an earlier schema."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+    def execute(self, statement: str, params: Sequence[Any] = ()) -> int:
+        return self._session.execute(earlier(statement), params)
+
+    def query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self._session.query(earlier(statement), params)
+
+
+def earlier(statement: str) -> str:
+    return _DECLARED.sub("", _LED.sub("ON CONFLICT (", statement))
+
+
+def as_earlier(session: Session) -> Session:
+    return cast(Session, _Earlier(session))

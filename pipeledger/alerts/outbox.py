@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pipeledger.alerts.events import Event
 from pipeledger.config.model import AlertKind
 from pipeledger.ledger.reads.queries import Answer
-from pipeledger.ledger.tables import ALERT_TABLE, ALERTS, stored_datetime
+from pipeledger.ledger.tables import ALERT_TABLE, ALERTS, declared_tenant, stored_datetime
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
 
@@ -37,7 +37,7 @@ def insert_sql(d: Dialect) -> str:
     marks = ", ".join(d.json_param if c in ALERT_TABLE.json_columns else d.param for c in _COLUMNS)
     return (
         f"INSERT INTO {d.table(ALERTS)} ({', '.join(_COLUMNS)}) VALUES ({marks}) "
-        "ON CONFLICT (alert_key, webhook) DO NOTHING"
+        f"ON CONFLICT ({ALERT_TABLE.conflict}) DO NOTHING"
     )
 
 
@@ -78,7 +78,8 @@ def due_sql(d: Dialect, webhooks: int) -> str:
     names = d.marks(webhooks)
     return (
         f"SELECT alert_key, webhook, payload, attempts FROM {d.table(ALERTS)} "
-        f"WHERE status = 'pending' AND next_attempt_at <= {d.param} AND webhook IN ({names}) "
+        f"WHERE tenant = {declared_tenant(d)} AND status = 'pending' "
+        f"AND next_attempt_at <= {d.param} AND webhook IN ({names}) "
         f"ORDER BY created_at, alert_key, webhook LIMIT {d.param}"
     )
 
@@ -102,7 +103,8 @@ def claim_sql(d: Dialect) -> str:
     p = d.param
     return (
         f"UPDATE {d.table(ALERTS)} SET attempts = attempts + 1, last_attempt_at = {p}, "
-        f"next_attempt_at = {p} WHERE alert_key = {p} AND webhook = {p} "
+        f"next_attempt_at = {p} WHERE tenant = {declared_tenant(d)} "
+        f"AND alert_key = {p} AND webhook = {p} "
         f"AND status = 'pending' AND next_attempt_at <= {p}"
     )
 
@@ -118,7 +120,8 @@ def outcome_sql(d: Dialect) -> str:
     p = d.param
     return (
         f"UPDATE {d.table(ALERTS)} SET status = {p}, delivered_at = {p}, next_attempt_at = {p}, "
-        f"last_error = {p} WHERE alert_key = {p} AND webhook = {p}"
+        f"last_error = {p} WHERE tenant = {declared_tenant(d)} "
+        f"AND alert_key = {p} AND webhook = {p}"
     )
 
 

@@ -74,7 +74,7 @@ from pipeledger.ledger.run import (
     error_code,
     error_message,
 )
-from pipeledger.ledger.tables import LEDGER, RUNS, stored_datetime
+from pipeledger.ledger.tables import LEDGER, RUNS, declared_tenant, stored_datetime
 from pipeledger.ledger.vocabulary import (
     RunRecord,
     RunStatus,
@@ -559,7 +559,8 @@ class Ledger:
             with self.store.session(write=False) as session:
                 rows = session.query(
                     f"SELECT logical_run_id, attempt, status FROM {d.table(RUNS)} "
-                    f"WHERE pipeline = {d.param} ORDER BY started_at DESC LIMIT 1",
+                    f"WHERE tenant = {declared_tenant(d)} AND pipeline = {d.param} "
+                    "ORDER BY started_at DESC LIMIT 1",
                     [pipeline],
                 )
             if not rows:
@@ -580,8 +581,9 @@ class Ledger:
             if not is_migrated(session, LEDGER):
                 return None
             rows = session.query(
-                f"SELECT run_id FROM {d.table(RUNS)} WHERE pipeline = {d.param} "
-                f"AND correlation_id = {d.param} ORDER BY started_at DESC LIMIT 1",
+                f"SELECT run_id FROM {d.table(RUNS)} WHERE tenant = {declared_tenant(d)} "
+                f"AND pipeline = {d.param} AND correlation_id = {d.param} "
+                "ORDER BY started_at DESC LIMIT 1",
                 [pipeline, correlation_id],
             )
             if not rows:

@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from pipeledger.ledger import sql as lsql
-from pipeledger.ledger.tables import QUEUES, RUNS, SLOTS
+from pipeledger.ledger.tables import QUEUES, RUNS, SLOTS, declared_tenant
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
 
@@ -88,7 +88,8 @@ def occupancy(d: Dialect) -> str:
     return (
         "SELECT sum(CASE WHEN r.status = 'running' THEN 1 ELSE 0 END), "
         "sum(CASE WHEN r.status = 'queued' THEN 1 ELSE 0 END) "
-        f"FROM {d.table(SLOTS)} s JOIN {d.table(RUNS)} r ON r.run_id = s.run_id "
+        f"FROM {d.table(SLOTS)} s JOIN {d.table(RUNS)} r "
+        "ON r.tenant = s.tenant AND r.run_id = s.run_id "
         f"WHERE s.tenant = {d.param}"
     )
 
@@ -96,7 +97,8 @@ def occupancy(d: Dialect) -> str:
 def first_waiter(d: Dialect) -> str:
     return (
         f"SELECT s.run_id FROM {d.table(SLOTS)} s JOIN {d.table(RUNS)} r "
-        f"ON r.run_id = s.run_id WHERE s.tenant = {d.param} AND r.status = 'queued' "
+        "ON r.tenant = s.tenant AND r.run_id = s.run_id "
+        f"WHERE s.tenant = {d.param} AND r.status = 'queued' "
         "ORDER BY s.queued_at, s.run_id LIMIT 1"
     )
 
@@ -112,7 +114,8 @@ def start_waiter(d: Dialect) -> str:
     p = d.param
     return (
         f"UPDATE {d.table(RUNS)} SET status = 'running', started_at = {p}, "
-        f"heartbeat_at = {p}, lease_expires_at = {p} WHERE run_id = {p} AND status = 'queued'"
+        f"heartbeat_at = {p}, lease_expires_at = {p} "
+        f"WHERE tenant = {declared_tenant(d)} AND run_id = {p} AND status = 'queued'"
     )
 
 
@@ -121,12 +124,16 @@ def end_waiter(d: Dialect) -> str:
     p = d.param
     return (
         f"UPDATE {d.table(RUNS)} SET status = {p}, ended_at = {p}, duration_ms = {p}, "
-        f"error_code = {p}, error_message = {p} WHERE run_id = {p} AND status = 'queued'"
+        f"error_code = {p}, error_message = {p} "
+        f"WHERE tenant = {declared_tenant(d)} AND run_id = {p} AND status = 'queued'"
     )
 
 
 def status_of(d: Dialect) -> str:
-    return f"SELECT status FROM {d.table(RUNS)} WHERE run_id = {d.param}"
+    return (
+        f"SELECT status FROM {d.table(RUNS)} "
+        f"WHERE tenant = {declared_tenant(d)} AND run_id = {d.param}"
+    )
 
 
 # -- the decisions (in the caller's transaction) ----------------------------------------

@@ -83,9 +83,10 @@ def fill(d: Dialect, days: str, runs: str) -> str:
     )
 
 
-def _add(d: Dialect, days: str, existing: str, tenant: bool) -> str:
+def _add(d: Dialect, days: str, existing: str, tenant: bool, keyed: bool = False) -> str:
     """One run's counts added to its day (``existing``: how the stored row is named;
-    ``tenant``: the day's row carries the run's tenant, ledger migration 13)."""
+    ``tenant``: the day's row carries the run's tenant, ledger migration 13; ``keyed``:
+    the tenant leads the day's key, migration 16)."""
     pairs = counts(d, "NEW")
     names = ", ".join(name for name, _ in pairs)
     values = ", ".join(expression for _, expression in pairs)
@@ -94,30 +95,34 @@ def _add(d: Dialect, days: str, existing: str, tenant: bool) -> str:
     return (
         f"INSERT INTO {days}{' AS t' if existing else ''} ({keys}pipeline, day, {names}) "
         f"VALUES ({key_values}NEW.pipeline, {d.utc_day('NEW.started_at')}, {values}) "
-        f"ON CONFLICT (pipeline, day) DO UPDATE SET {sets}"
+        f"ON CONFLICT ({'tenant, ' if keyed else ''}pipeline, day) DO UPDATE SET {sets}"
     )
 
 
 def recreate_triggers(
-    d: Dialect, schema: str, days: str, runs: str, *, tenant: bool = False
+    d: Dialect, schema: str, days: str, runs: str, *, tenant: bool = False, keyed: bool = False
 ) -> list[str]:
     """Migration 11: the triggers again, now that ``queued`` and ``rejected`` runs are not
     finished ones (the triggers hold the words of :func:`finished` as they were made);
-    migration 13 (``tenant``): again, each day's row now the run's tenant's."""
+    migration 13 (``tenant``): again, each day's row now the run's tenant's; migration 16
+    (``keyed``): again, the day's key led by the tenant."""
     on = f" ON {runs}" if d.triggers_call_functions else ""
     drops = [f"DROP TRIGGER IF EXISTS {quote(name)}{on}" for name in TRIGGERS]
-    return [*drops, *triggers(d, schema, days, runs, tenant=tenant)]
+    return [*drops, *triggers(d, schema, days, runs, tenant=tenant, keyed=keyed)]
 
 
-def triggers(d: Dialect, schema: str, days: str, runs: str, *, tenant: bool = False) -> list[str]:
+def triggers(
+    d: Dialect, schema: str, days: str, runs: str, *, tenant: bool = False, keyed: bool = False
+) -> list[str]:
     """The triggers that roll up a run when it is inserted final or leaves ``running``
-    (``tenant``: into its tenant's row, from ledger migration 13 on)."""
+    (``tenant``: into its tenant's row, from ledger migration 13 on; ``keyed``: the
+    tenant leads the day's key, from 16 on)."""
     insert, update = (quote(name) for name in TRIGGERS)
     new_final = f"({finished('NEW')})"
     left_running = f"OLD.status = 'running' AND {new_final}"
     if d.triggers_call_functions:
         function = f"{quote(schema)}.{quote(FUNCTION)}()"
-        body = f"BEGIN {_add(d, days, 't.', tenant)}; RETURN NULL; END"
+        body = f"BEGIN {_add(d, days, 't.', tenant, keyed)}; RETURN NULL; END"
         return [
             f"CREATE OR REPLACE FUNCTION {function} RETURNS trigger LANGUAGE plpgsql "
             f"AS $$ {body} $$",
@@ -127,7 +132,7 @@ def triggers(d: Dialect, schema: str, days: str, runs: str, *, tenant: bool = Fa
             f"WHEN ({left_running}) EXECUTE PROCEDURE {function}",
         ]
     # a trigger's INSERT takes no alias: bare names are the stored row
-    add = _add(d, days, "", tenant)
+    add = _add(d, days, "", tenant, keyed)
     return [
         f"CREATE TRIGGER IF NOT EXISTS {insert} AFTER INSERT ON {runs} FOR EACH ROW "
         f"WHEN {new_final} BEGIN {add}; END",
@@ -174,7 +179,9 @@ def fill_tasks(d: Dialect, task_days: str, tasks: str, runs: str) -> str:
     )
 
 
-def _add_task(d: Dialect, task_days: str, runs: str, existing: str, tenant: bool) -> str:
+def _add_task(
+    d: Dialect, task_days: str, runs: str, existing: str, tenant: bool, keyed: bool = False
+) -> str:
     pairs = task_counts("NEW")
     names = ", ".join(name for name, _ in pairs)
     values = ", ".join(expression for _, expression in pairs)
@@ -187,25 +194,39 @@ def _add_task(d: Dialect, task_days: str, runs: str, existing: str, tenant: bool
         )
         for name, _ in pairs
     )
-    pipeline = f"(SELECT r.pipeline FROM {runs} r WHERE r.run_id = NEW.run_id)"
-    # the run's tenant, not the task row's: on SQLite a writer's own trigger tags the task
-    # row after this one may have run (adapters.sqlite._scope_to_tenant)
-    keys, key_values = (
-        ("tenant, ", f"(SELECT r.tenant FROM {runs} r WHERE r.run_id = NEW.run_id), ")
-        if tenant
-        else ("", "")
-    )
+    if keyed:  # migration 16: the task row's tenant is right when it is inserted
+        pipeline = (
+            f"(SELECT r.pipeline FROM {runs} r "
+            "WHERE r.tenant = NEW.tenant AND r.run_id = NEW.run_id)"
+        )
+        keys, key_values = ("tenant, ", "NEW.tenant, ")
+    else:
+        pipeline = f"(SELECT r.pipeline FROM {runs} r WHERE r.run_id = NEW.run_id)"
+        # the run's tenant, not the task row's: on SQLite a writer's own trigger tags the
+        # task row after this one may have run (adapters.sqlite._scope_to_tenant)
+        keys, key_values = (
+            ("tenant, ", f"(SELECT r.tenant FROM {runs} r WHERE r.run_id = NEW.run_id), ")
+            if tenant
+            else ("", "")
+        )
     return (
         f"INSERT INTO {task_days}{' AS t' if existing else ''} "
         f"({keys}pipeline, task, day, {names}) "
         f"SELECT {key_values}{pipeline}, NEW.name, {d.utc_day('NEW.started_at')}, {values} "
         f"WHERE {pipeline} IS NOT NULL "
-        f"ON CONFLICT (pipeline, task, day) DO UPDATE SET {sets}"
+        f"ON CONFLICT ({'tenant, ' if keyed else ''}pipeline, task, day) DO UPDATE SET {sets}"
     )
 
 
 def task_triggers(
-    d: Dialect, schema: str, task_days: str, tasks: str, runs: str, *, tenant: bool = False
+    d: Dialect,
+    schema: str,
+    task_days: str,
+    tasks: str,
+    runs: str,
+    *,
+    tenant: bool = False,
+    keyed: bool = False,
 ) -> list[str]:
     """The trigger that rolls up a task when it is recorded (tasks are inserted once,
     finished; ``ON CONFLICT DO NOTHING`` of a task recorded twice inserts nothing);
@@ -213,14 +234,14 @@ def task_triggers(
     trigger = quote(TASK_TRIGGER)
     if d.triggers_call_functions:
         function = f"{quote(schema)}.{quote(TASK_FUNCTION)}()"
-        body = f"BEGIN {_add_task(d, task_days, runs, 't.', tenant)}; RETURN NULL; END"
+        body = f"BEGIN {_add_task(d, task_days, runs, 't.', tenant, keyed)}; RETURN NULL; END"
         return [
             f"CREATE OR REPLACE FUNCTION {function} RETURNS trigger LANGUAGE plpgsql "
             f"AS $$ {body} $$",
             f"CREATE TRIGGER {trigger} AFTER INSERT ON {tasks} FOR EACH ROW "
             f"EXECUTE PROCEDURE {function}",
         ]
-    add = _add_task(d, task_days, runs, "", tenant)
+    add = _add_task(d, task_days, runs, "", tenant, keyed)
     return [
         f"CREATE TRIGGER IF NOT EXISTS {trigger} AFTER INSERT ON {tasks} FOR EACH ROW "
         f"BEGIN {add}; END"
@@ -228,11 +249,12 @@ def task_triggers(
 
 
 def recreate_task_triggers(
-    d: Dialect, schema: str, task_days: str, tasks: str, runs: str
+    d: Dialect, schema: str, task_days: str, tasks: str, runs: str, *, keyed: bool = False
 ) -> list[str]:
-    """Migration 13: the task trigger again, each day's row now its run's tenant's."""
+    """Migration 13: the task trigger again, each day's row now its run's tenant's;
+    migration 16 (``keyed``): again, the day's key led by the tenant."""
     on = f" ON {tasks}" if d.triggers_call_functions else ""
     return [
         f"DROP TRIGGER IF EXISTS {quote(TASK_TRIGGER)}{on}",
-        *task_triggers(d, schema, task_days, tasks, runs, tenant=True),
+        *task_triggers(d, schema, task_days, tasks, runs, tenant=True, keyed=keyed),
     ]

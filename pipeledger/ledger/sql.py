@@ -7,8 +7,10 @@ from typing import Literal
 from pipeledger.ledger.tables import (
     AUDIT,
     AUDIT_TABLE,
+    CANCEL_TABLE,
     CANCELLATIONS,
     DEPENDENCIES,
+    DEPENDENCY_TABLE,
     HOLDS_KEY,
     PIPELINE_TABLE,
     PIPELINES,
@@ -23,6 +25,7 @@ from pipeledger.ledger.tables import (
     TASK_TABLE,
     TASKS,
     UNREGISTERED,
+    declared_tenant,
 )
 from pipeledger.warehouse.dialect import Dialect
 
@@ -45,12 +48,24 @@ def _insert(d: Dialect, table: str, columns: tuple[str, ...]) -> str:
     return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({_marks(d, columns)})"
 
 
+def _run(d: Dialect, alias: str = "") -> str:
+    """SQL: the row is the run bound next, of the session's declared tenant (the run's
+    key since ledger migration 16: one probe of it, not a scan; and on SQLite, where a
+    writer sees every tenant's rows, only its own)."""
+    return f"{alias}tenant = {declared_tenant(d)} AND {alias}run_id = {d.param}"
+
+
+def _own(d: Dialect, alias: str = "") -> str:
+    """SQL: the row is the session's declared tenant's."""
+    return f"{alias}tenant = {declared_tenant(d)}"
+
+
 def upsert_run(d: Dialect) -> str:
     """Insert a run, or bring a still-running one up to date. A final state never changes."""
     updates = ", ".join(f"{c} = excluded.{c}" for c in RUN_COLUMNS if c != "run_id")
     return (
         f"{_insert(d, d.table(RUNS) + ' AS r', RUN_COLUMNS)} "
-        f"ON CONFLICT (run_id) DO UPDATE SET {updates} WHERE r.status = 'running'"
+        f"ON CONFLICT ({RUN_TABLE.conflict}) DO UPDATE SET {updates} WHERE r.status = 'running'"
     )
 
 
@@ -58,7 +73,7 @@ def finish_run(d: Dialect) -> str:
     """Move a running run to its final state; 0 rows means someone (the watchdog) was first."""
     columns = tuple(c for c in RUN_COLUMNS if c != "run_id")
     sets = ", ".join(f"{c} = {d.json_param if c in JSON_COLUMNS else d.param}" for c in columns)
-    return f"UPDATE {d.table(RUNS)} SET {sets} WHERE run_id = {d.param} AND status = 'running'"
+    return f"UPDATE {d.table(RUNS)} SET {sets} WHERE {_run(d)} AND status = 'running'"
 
 
 def heartbeat(d: Dialect, status: Literal["running", "queued"] = "running") -> str:
@@ -66,33 +81,41 @@ def heartbeat(d: Dialect, status: Literal["running", "queued"] = "running") -> s
     p = d.param
     return (
         f"UPDATE {d.table(RUNS)} SET heartbeat_at = {p}, lease_expires_at = {p} "
-        f"WHERE run_id = {p} AND status = '{status}'"
+        f"WHERE {_run(d)} AND status = '{status}'"
     )
 
 
 def insert_task(d: Dialect) -> str:
-    return f"{_insert(d, d.table(TASKS), TASK_COLUMNS)} ON CONFLICT (task_run_id) DO NOTHING"
+    return (
+        f"{_insert(d, d.table(TASKS), TASK_COLUMNS)} ON CONFLICT ({TASK_TABLE.conflict}) DO NOTHING"
+    )
 
 
 def insert_event(d: Dialect) -> str:
-    return f"{_insert(d, d.table(AUDIT), EVENT_COLUMNS)} ON CONFLICT (event_id) DO NOTHING"
+    return (
+        f"{_insert(d, d.table(AUDIT), EVENT_COLUMNS)} "
+        f"ON CONFLICT ({AUDIT_TABLE.conflict}) DO NOTHING"
+    )
 
 
 def insert_snapshot(d: Dialect) -> str:
     return (
         f"{_insert(d, d.table(SNAPSHOTS), SNAPSHOT_COLUMNS)} "
-        "ON CONFLICT (run_id, target_table) DO NOTHING"
+        f"ON CONFLICT ({SNAPSHOT_TABLE.conflict}) DO NOTHING"
     )
 
 
 def insert_quality(d: Dialect) -> str:
-    return f"{_insert(d, d.table(QUALITY), QUALITY_COLUMNS)} ON CONFLICT (result_id) DO NOTHING"
+    return (
+        f"{_insert(d, d.table(QUALITY), QUALITY_COLUMNS)} "
+        f"ON CONFLICT ({QUALITY_TABLE.conflict}) DO NOTHING"
+    )
 
 
 def insert_reconciliation(d: Dialect) -> str:
     return (
         f"{_insert(d, d.table(RECONCILIATIONS), RECONCILIATION_COLUMNS)} "
-        "ON CONFLICT (run_id) DO NOTHING"
+        f"ON CONFLICT ({RECONCILIATION_TABLE.conflict}) DO NOTHING"
     )
 
 
@@ -102,7 +125,8 @@ def ensure_pipeline(d: Dialect) -> str:
     p = d.param
     return (
         f"INSERT INTO {d.table(PIPELINES)} (name, version, created_at, updated_at) "
-        f"VALUES ({p}, '{UNREGISTERED}', {p}, {p}) ON CONFLICT (name) DO NOTHING"
+        f"VALUES ({p}, '{UNREGISTERED}', {p}, {p}) "
+        f"ON CONFLICT ({PIPELINE_TABLE.conflict}) DO NOTHING"
     )
 
 
@@ -111,26 +135,26 @@ def upsert_pipeline(d: Dialect) -> str:
     updates = ", ".join(f"{c} = excluded.{c}" for c in PIPELINE_COLUMNS if c not in keep)
     return (
         f"{_insert(d, d.table(PIPELINES), PIPELINE_COLUMNS)} "
-        f"ON CONFLICT (name) DO UPDATE SET {updates}"
+        f"ON CONFLICT ({PIPELINE_TABLE.conflict}) DO UPDATE SET {updates}"
     )
 
 
 def delete_dependencies(d: Dialect) -> str:
-    return f"DELETE FROM {d.table(DEPENDENCIES)} WHERE downstream = {d.param}"
+    return f"DELETE FROM {d.table(DEPENDENCIES)} WHERE {_own(d)} AND downstream = {d.param}"
 
 
 def insert_dependency(d: Dialect) -> str:
     p = d.param
     return (
         f"INSERT INTO {d.table(DEPENDENCIES)} (upstream, downstream, created_at) "
-        f"VALUES ({p}, {p}, {p}) ON CONFLICT (upstream, downstream) DO NOTHING"
+        f"VALUES ({p}, {p}, {p}) ON CONFLICT ({DEPENDENCY_TABLE.conflict}) DO NOTHING"
     )
 
 
 def running_runs(d: Dialect) -> str:
     return (
         f"SELECT run_id, started_at, host, pid, lease_expires_at FROM {d.table(RUNS)} "
-        "WHERE status = 'running'"
+        f"WHERE {_own(d)} AND status = 'running'"
     )
 
 
@@ -139,7 +163,7 @@ def abandon_run(d: Dialect) -> str:
     return (
         f"UPDATE {d.table(RUNS)} SET status = 'abandoned', ended_at = {p}, duration_ms = {p}, "
         f"error_code = 'LEASE_EXPIRED', error_message = {p} "
-        f"WHERE run_id = {p} AND status = 'running'"
+        f"WHERE {_run(d)} AND status = 'running'"
     )
 
 
@@ -151,25 +175,26 @@ def key_holder(d: Dialect) -> str:
     """The run of a pipeline that holds an idempotency key (parameters: pipeline, key)."""
     return (
         f"SELECT run_id, status FROM {d.table(RUNS)} "
-        f"WHERE pipeline = {d.param} AND idempotency_key = {d.param} AND {_holds_key()}"
+        f"WHERE {_own(d)} AND pipeline = {d.param} AND idempotency_key = {d.param} "
+        f"AND {_holds_key()}"
     )
 
 
 def read_run(d: Dialect) -> str:
     """One run's row, every column (parameter: run_id)."""
-    return f"SELECT {', '.join(RUN_COLUMNS)} FROM {d.table(RUNS)} WHERE run_id = {d.param}"
+    return f"SELECT {', '.join(RUN_COLUMNS)} FROM {d.table(RUNS)} WHERE {_run(d)}"
 
 
 def request_cancel(d: Dialect) -> str:
     p = d.param
     return (
         f"INSERT INTO {d.table(CANCELLATIONS)} (run_id, requested_at, requested_by, reason) "
-        f"VALUES ({p}, {p}, {p}, {p}) ON CONFLICT (run_id) DO NOTHING"
+        f"VALUES ({p}, {p}, {p}, {p}) ON CONFLICT ({CANCEL_TABLE.conflict}) DO NOTHING"
     )
 
 
 def cancel_request(d: Dialect) -> str:
-    return f"SELECT requested_by, reason FROM {d.table(CANCELLATIONS)} WHERE run_id = {d.param}"
+    return f"SELECT requested_by, reason FROM {d.table(CANCELLATIONS)} WHERE {_run(d)}"
 
 
 SCHEDULED = "substr(idempotency_key, 1, 9) = 'schedule:'"  # as migration 15's index says
@@ -188,7 +213,7 @@ def scheduled_spans(d: Dialect, pipelines: int) -> str:
     read from the partial index of the keys held (migration 5)."""
     return (
         f"SELECT pipeline, min(data_interval_end), max(data_interval_end) FROM {d.table(RUNS)} "
-        f"WHERE {_names(d, 'pipeline', pipelines)} AND idempotency_key IS NOT NULL "
+        f"WHERE {_own(d)} AND {_names(d, 'pipeline', pipelines)} AND idempotency_key IS NOT NULL "
         f"AND {SCHEDULED} AND {_holds_key()} GROUP BY pipeline"
     )
 
@@ -204,14 +229,15 @@ def latest_scheduled(d: Dialect, pipelines: int) -> str:
         else " UNION ALL ".join([one] * pipelines)
     )
     latest = (
-        f"(SELECT x.run_id FROM {d.table(RUNS)} x WHERE x.pipeline = n.pipeline "
+        f"(SELECT x.run_id FROM {d.table(RUNS)} x WHERE {_own(d, 'x.')} "
+        "AND x.pipeline = n.pipeline "
         f"AND {SCHEDULED.replace('idempotency_key', 'x.idempotency_key')} "
         "ORDER BY x.data_interval_end DESC, x.started_at DESC, x.run_id DESC LIMIT 1)"
     )
     return (
         f"WITH heads AS (SELECT n.pipeline, {latest} AS run_id FROM ({names}) n) "
         "SELECT h.pipeline, r.run_id, r.status, r.data_interval_start, r.data_interval_end "
-        f"FROM heads h JOIN {d.table(RUNS)} r ON r.run_id = h.run_id"
+        f"FROM heads h JOIN {d.table(RUNS)} r ON {_own(d, 'r.')} AND r.run_id = h.run_id"
     )
 
 
@@ -221,7 +247,8 @@ def held_keys(d: Dialect, pipelines: int, keys: int) -> str:
     (pipeline, key) pairs it asked about."""
     return (
         f"SELECT pipeline, idempotency_key FROM {d.table(RUNS)} "
-        f"WHERE {_names(d, 'pipeline', pipelines)} AND {_names(d, 'idempotency_key', keys)} "
+        f"WHERE {_own(d)} AND {_names(d, 'pipeline', pipelines)} "
+        f"AND {_names(d, 'idempotency_key', keys)} "
         f"AND {_holds_key()}"
     )
 
@@ -229,6 +256,6 @@ def held_keys(d: Dialect, pipelines: int, keys: int) -> str:
 def attempts_since(d: Dialect) -> str:
     """How many attempts a pipeline has made since an instant (skipped runs made none)."""
     return (
-        f"SELECT count(*) FROM {d.table(RUNS)} WHERE pipeline = {d.param} "
+        f"SELECT count(*) FROM {d.table(RUNS)} WHERE {_own(d)} AND pipeline = {d.param} "
         f"AND started_at >= {d.param} AND status <> 'skipped'"
     )

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pipeledger.errors import DuplicateRun, WarehouseError
 from pipeledger.ledger import sql as lsql
-from pipeledger.ledger.tables import HOLDS_KEY, LEDGER, RUNS
+from pipeledger.ledger.tables import HOLDS_KEY, LEDGER, RUNS, declared_tenant
 from pipeledger.ledger.vocabulary import AuditEvent, DatasetSnapshot, RunRecord, TaskRecord
 from pipeledger.warehouse.migrations import migrate
 from pipeledger.warehouse.session import Session, Warehouse
@@ -178,7 +178,9 @@ def _late_completion(session: Session, data: dict[str, Any]) -> None:
     final state never changes, so the truth is recorded beside it, as an audit event."""
     d = session.dialect
     rows = session.query(
-        f"SELECT status FROM {d.table(RUNS)} WHERE run_id = {d.param}", [data["run_id"]]
+        f"SELECT status FROM {d.table(RUNS)} WHERE tenant = {declared_tenant(d)} "
+        f"AND run_id = {d.param}",
+        [data["run_id"]],
     )
     if not rows or rows[0][0] == data["status"]:
         return

@@ -21,6 +21,11 @@ Migration 6 adds the daily rollup of the runs (:mod:`pipeledger.ledger.rollup`),
 triggers on ``pipeline_runs``: a later migration that rebuilds that table on SQLite (as
 migration 4 does) must create them again. Columns a migration adds to a table described
 here are listed in its ``added``, so that the table's first migration does not make them.
+
+Tenants (migrations 13 and 16): every row carries a ``tenant``, which leads every index
+(13) and every primary key, unique constraint and foreign key (16): a pipeline's name, a
+run's id, a rollup's day are each unique within a tenant, and a writer's ``ON CONFLICT``
+names the tenant first (:attr:`LedgerTable.conflict`).
 """
 
 from __future__ import annotations
@@ -73,16 +78,33 @@ class ForeignKey:
     column: str
     parent: TableName
     parent_column: str
+    on_delete: str = ""  # what deleting the parent row does (" ON DELETE CASCADE")
+
+
+# the migration from which every key leads with the tenant: primary keys, unique
+# constraints and foreign keys (the tenant and the column, to the parent's tenant and key)
+TENANT_KEYS = 16
+
+
+def _led(columns: tuple[str, ...], version: int | None) -> tuple[str, ...]:
+    """``columns`` as a key of migration ``version`` (None: now) names them: the tenant
+    first from migration 16 on."""
+    if (version is not None and version < TENANT_KEYS) or columns[0] == "tenant":
+        return columns
+    return ("tenant", *columns)
 
 
 @dataclass(frozen=True)
 class LedgerTable:
     """One ledger table. Column types may name ``{ts}`` (an instant), ``{json}`` and
-    ``{big}`` (a 64-bit integer): each dialect's own type of that kind."""
+    ``{big}`` (a 64-bit integer): each dialect's own type of that kind. ``key`` (the
+    primary key) and ``unique`` (unique constraints) are as the table was first made;
+    from migration 16 on each leads with the tenant, and so does the foreign key."""
 
     name: TableName
     columns: tuple[tuple[str, str], ...]
-    constraints: tuple[str, ...] = ()
+    key: tuple[str, ...]
+    unique: tuple[tuple[str, ...], ...] = ()
     indexes: tuple[tuple[str, str], ...] = ()  # (index name, indexed columns)
     foreign_key: ForeignKey | None = None
     added: tuple[tuple[int, str, str], ...] = ()  # (migration, name, type) added later
@@ -101,12 +123,47 @@ class LedgerTable:
     def json_columns(self) -> frozenset[str]:
         return frozenset(name for name, kind in self.columns_at() if "{json}" in kind)
 
-    def body(self, d: Dialect, version: int | None = None) -> str:
-        types = {"ts": "timestamptz", "json": d.json_type, "big": d.int64_type}
-        parts = [f"{name} {kind.format(**types)}" for name, kind in self.columns_at(version)]
-        return ", ".join([*parts, *self.constraints])
+    @property
+    def conflict(self) -> str:
+        """The primary key's columns as a writer's ``ON CONFLICT (...)`` names them."""
+        return ", ".join(self.primary_key())
 
-    def create(self, d: Dialect, version: int | None = None) -> str:
+    def primary_key(self, version: int | None = None) -> tuple[str, ...]:
+        return _led(self.key, version)
+
+    def uniques(self, version: int | None = None) -> tuple[tuple[str, ...], ...]:
+        return tuple(_led(columns, version) for columns in self.unique)
+
+    def references(self, d: Dialect, version: int | None = None) -> str:
+        """The foreign key's clause as of migration ``version`` (None: now)."""
+        key = self.foreign_key
+        assert key is not None
+        column, parent = _led((key.column,), version), _led((key.parent_column,), version)
+        return (
+            f"FOREIGN KEY ({', '.join(column)}) REFERENCES {d.table(key.parent)} "
+            f"({', '.join(parent)}){key.on_delete}"
+        )
+
+    def body(self, d: Dialect, version: int | None = None, tenant: str = "") -> str:
+        """The columns and keys as of migration ``version`` (None: now); ``tenant``: the
+        tenant column's type, for a table made again with it (migration 13 added it to
+        the tables that lack it among their columns). A key of one column is declared on
+        the column, a longer one as a constraint (as the first migrations made them)."""
+        types = {"ts": "timestamptz", "json": d.json_type, "big": d.int64_type}
+        key = self.primary_key(version)
+        parts = [
+            f"{name} {kind.format(**types)}" + (" PRIMARY KEY" if key == (name,) else "")
+            for name, kind in self.columns_at(version)
+        ]
+        if tenant:
+            parts.append(f"tenant {tenant}")
+        if len(key) > 1:
+            parts.append(f"PRIMARY KEY ({', '.join(key)})")
+        parts += [f"UNIQUE ({', '.join(columns)})" for columns in self.uniques(version)]
+        return ", ".join(parts)
+
+    def create(self, d: Dialect, version: int) -> str:
+        """The table as migration ``version`` first makes it."""
         return f"CREATE TABLE IF NOT EXISTS {d.table(self.name)} ({self.body(d, version)})"
 
     def add_columns(self, d: Dialect, version: int) -> list[str]:
@@ -128,7 +185,7 @@ _RUN_ID = ForeignKey("run_id", RUNS, "run_id")
 PIPELINE_TABLE = LedgerTable(
     PIPELINES,
     columns=(
-        ("name", "text PRIMARY KEY"),
+        ("name", "text"),
         ("version", "text NOT NULL"),
         ("description", "text"),
         ("owner", "text"),
@@ -138,12 +195,13 @@ PIPELINE_TABLE = LedgerTable(
         ("created_at", "{ts} NOT NULL"),
         ("updated_at", "{ts} NOT NULL"),
     ),
+    key=("name",),
     added=((6, "max_duration_s", "{big}"),),
 )
 RUN_TABLE = LedgerTable(
     RUNS,
     columns=(
-        ("run_id", "text PRIMARY KEY"),
+        ("run_id", "text"),
         ("logical_run_id", "text NOT NULL"),
         ("attempt", "integer NOT NULL"),
         ("parent_run_id", "text"),
@@ -175,7 +233,8 @@ RUN_TABLE = LedgerTable(
         ("lease_expires_at", "{ts}"),
         ("extra", "{json}"),
     ),
-    constraints=("UNIQUE (logical_run_id, attempt)",),
+    key=("run_id",),
+    unique=(("logical_run_id", "attempt"),),
     indexes=(
         ("pipeline_runs_pipeline_started", "pipeline, started_at DESC"),
         ("pipeline_runs_status", "status"),
@@ -187,7 +246,7 @@ RUN_TABLE = LedgerTable(
 TASK_TABLE = LedgerTable(
     TASKS,
     columns=(
-        ("task_run_id", "text PRIMARY KEY"),
+        ("task_run_id", "text"),
         ("run_id", "text NOT NULL"),
         ("name", "text NOT NULL"),
         ("seq", "integer NOT NULL"),
@@ -201,13 +260,14 @@ TASK_TABLE = LedgerTable(
         ("bytes", "{big}"),
         ("error_message", "text"),
     ),
+    key=("task_run_id",),
     indexes=(("task_runs_run", "run_id"), ("task_runs_started", "started_at")),
     foreign_key=_RUN_ID,
 )
 AUDIT_TABLE = LedgerTable(
     AUDIT,
     columns=(
-        ("event_id", "text PRIMARY KEY"),
+        ("event_id", "text"),
         ("run_id", "text"),
         ("pipeline", "text"),
         ("event_type", "text NOT NULL"),
@@ -218,6 +278,7 @@ AUDIT_TABLE = LedgerTable(
         ("metadata", "{json}"),
         ("created_at", "{ts} NOT NULL"),
     ),
+    key=("event_id",),
     indexes=(("audit_events_target", "target_table, created_at"), ("audit_events_run", "run_id")),
     foreign_key=_RUN_ID,  # run_id may be NULL: an event about no run
 )
@@ -232,7 +293,7 @@ SNAPSHOT_TABLE = LedgerTable(
         ("columns", "{json} NOT NULL"),
         ("created_at", "{ts} NOT NULL"),
     ),
-    constraints=("PRIMARY KEY (run_id, target_table)",),
+    key=("run_id", "target_table"),
     indexes=(("dataset_snapshots_target", "target_table, created_at"),),
     foreign_key=_RUN_ID,
 )
@@ -243,12 +304,12 @@ DEPENDENCY_TABLE = LedgerTable(
         ("downstream", "text NOT NULL"),
         ("created_at", "{ts} NOT NULL"),
     ),
-    constraints=("PRIMARY KEY (upstream, downstream)",),
+    key=("upstream", "downstream"),
 )
 QUALITY_TABLE = LedgerTable(
     QUALITY,
     columns=(
-        ("result_id", "text PRIMARY KEY"),
+        ("result_id", "text"),
         ("run_id", "text NOT NULL"),
         ("pipeline", "text NOT NULL"),
         ("target_table", "text"),
@@ -262,6 +323,7 @@ QUALITY_TABLE = LedgerTable(
         ("sample_keys", "{json}"),
         ("created_at", "{ts} NOT NULL"),
     ),
+    key=("result_id",),
     indexes=(
         ("quality_results_run", "run_id"),
         ("quality_results_pipeline", "pipeline, created_at"),
@@ -281,7 +343,7 @@ DAY_TABLE = LedgerTable(
         ("sample_rows", "{big} NOT NULL"),
         ("sample_squares", "numeric NOT NULL"),
     ),
-    constraints=("PRIMARY KEY (pipeline, day)",),
+    key=("pipeline", "day"),
 )
 TASK_DAY_TABLE = LedgerTable(
     TASK_DAYS,
@@ -296,7 +358,7 @@ TASK_DAY_TABLE = LedgerTable(
         ("rows_out_n", "{big} NOT NULL"),
         ("rows_out_sum", "{big} NOT NULL"),
     ),
-    constraints=("PRIMARY KEY (pipeline, task, day)",),
+    key=("pipeline", "task", "day"),
     indexes=(("task_days_day", "day"),),
 )
 ALERT_TABLE = LedgerTable(
@@ -317,13 +379,13 @@ ALERT_TABLE = LedgerTable(
         ("delivered_at", "{ts}"),
         ("last_error", "text"),
     ),
-    constraints=("PRIMARY KEY (alert_key, webhook)",),
+    key=("alert_key", "webhook"),
     indexes=(("alerts_due", "status, next_attempt_at"), ("alerts_created", "created_at")),
 )
 BREACH_TABLE = LedgerTable(
     BREACHES,
     columns=(
-        ("breach_id", "text PRIMARY KEY"),
+        ("breach_id", "text"),
         ("pipeline", "text NOT NULL"),
         ("kind", "text NOT NULL"),
         ("run_id", "text"),
@@ -333,12 +395,13 @@ BREACH_TABLE = LedgerTable(
         ("sla_s", "{big} NOT NULL"),
         ("reason", "text NOT NULL"),
     ),
+    key=("breach_id",),
     indexes=(("sla_breaches_due", "due_at"),),
 )
 RECONCILIATION_TABLE = LedgerTable(
     RECONCILIATIONS,
     columns=(
-        ("run_id", "text PRIMARY KEY"),
+        ("run_id", "text"),
         ("pipeline", "text NOT NULL"),
         ("target_table", "text NOT NULL"),
         ("status", "text NOT NULL"),
@@ -355,6 +418,7 @@ RECONCILIATION_TABLE = LedgerTable(
         ("windows", "{json} NOT NULL"),
         ("created_at", "{ts} NOT NULL"),
     ),
+    key=("run_id",),
     indexes=(("reconciliations_pipeline", "pipeline, created_at"),),
     foreign_key=_RUN_ID,
 )
@@ -362,12 +426,13 @@ RECONCILIATION_TABLE = LedgerTable(
 CANCEL_TABLE = LedgerTable(
     CANCELLATIONS,
     columns=(
-        ("run_id", "text PRIMARY KEY"),
+        ("run_id", "text"),
         ("requested_at", "{ts} NOT NULL"),
         ("requested_by", "text"),
         ("reason", "text"),
     ),
-    foreign_key=_RUN_ID,
+    key=("run_id",),
+    foreign_key=ForeignKey("run_id", RUNS, "run_id", " ON DELETE CASCADE"),
 )
 
 # Migration 11 (:mod:`pipeledger.ledger.queue`): one row per tenant, which the transaction
@@ -375,16 +440,18 @@ CANCEL_TABLE = LedgerTable(
 # one row per run that took a slot or waits for one under max_concurrent_runs.
 QUEUE_TABLE = LedgerTable(
     QUEUES,
-    columns=(("tenant", "text PRIMARY KEY"), ("decided_at", "{ts} NOT NULL")),
+    columns=(("tenant", "text"), ("decided_at", "{ts} NOT NULL")),
+    key=("tenant",),
 )
 SLOT_TABLE = LedgerTable(
     SLOTS,
     columns=(
-        ("run_id", "text PRIMARY KEY"),
+        ("run_id", "text"),
         ("tenant", "text NOT NULL"),
         ("pipeline", "text NOT NULL"),
         ("queued_at", "{ts} NOT NULL"),
     ),
+    key=("run_id",),
     indexes=(("run_slots_tenant", "tenant, queued_at, run_id"),),
 )
 
@@ -394,6 +461,7 @@ SLOT_TABLE = LedgerTable(
 # run and arrives every few seconds from a polling dashboard. Every key column is NOT NULL
 # ('' for "none": no pipeline, no database role, no client address) so that the primary
 # key, which leads with the tenant and the minute, is the upsert's conflict target.
+ACCESS_KEY = ("tenant", "minute", "via", "what", "pipeline", "db_role", "os_user", "client")
 ACCESS_TABLE = LedgerTable(
     ACCESS,
     columns=(
@@ -409,9 +477,8 @@ ACCESS_TABLE = LedgerTable(
         ("first_at", "{ts} NOT NULL"),
         ("last_at", "{ts} NOT NULL"),
     ),
-    constraints=("PRIMARY KEY (tenant, minute, via, what, pipeline, db_role, os_user, client)",),
+    key=ACCESS_KEY,
 )
-ACCESS_KEY = ("tenant", "minute", "via", "what", "pipeline", "db_role", "os_user", "client")
 
 # the tables with a foreign key, parents before children (migration 4 rebuilds them so)
 CHILDREN = (RUN_TABLE, TASK_TABLE, AUDIT_TABLE, SNAPSHOT_TABLE, QUALITY_TABLE)
@@ -468,6 +535,11 @@ def ledger_migrations(d: Dialect) -> list[Migration]:
         (13, "tenants: a tenant on every row and first in its indexes; row security", tenants(d)),
         (14, "access audit: reads of the ledger per minute and reader", _access(d)),
         (15, "reads at scale: each pipeline's latest scheduled run", _scheduled_reads(d)),
+        (
+            TENANT_KEYS,
+            "tenant keys: every primary key, unique constraint and foreign key leads with it",
+            tenant_keys(d),
+        ),
     ]
 
 
@@ -475,8 +547,8 @@ def _slots(d: Dialect) -> list[str]:
     """Migration 11: slots and queues; the rollup's triggers no longer count queued and
     rejected runs as finished."""
     return [
-        QUEUE_TABLE.create(d),
-        SLOT_TABLE.create(d),
+        QUEUE_TABLE.create(d, 11),
+        SLOT_TABLE.create(d, 11),
         SLOT_TABLE.index(d, "run_slots_tenant"),
         *rollup.recreate_triggers(d, SCHEMA, d.table(DAYS), d.table(RUNS)),
     ]
@@ -498,7 +570,7 @@ def _scale(d: Dialect) -> list[str]:
         "(pipeline, started_at, run_id, status, trigger_type, ended_at)",
         f"CREATE INDEX IF NOT EXISTS {quote('pipeline_runs_durations')} ON {runs} "
         "(pipeline, status, duration_ms, started_at, trigger_type)",
-        TASK_DAY_TABLE.create(d),
+        TASK_DAY_TABLE.create(d, 12),
         *(TASK_DAY_TABLE.index(d, name) for name, _ in TASK_DAY_TABLE.indexes),
         rollup.fill_tasks(d, task_days, tasks, runs),
         *rollup.task_triggers(d, SCHEMA, task_days, tasks, runs),
@@ -525,14 +597,14 @@ def operating(d: Dialect) -> list[str]:
     already recorded; at most one freshness breach per pipeline is open at a time."""
     days, runs = d.table(DAYS), d.table(RUNS)
     return [
-        DAY_TABLE.create(d),
+        DAY_TABLE.create(d, 6),
         rollup.fill(d, days, runs),
         *rollup.triggers(d, SCHEMA, days, runs),
         # not among RUN_TABLE's indexes: migration 4 rebuilds those on SQLite, before this
         f"CREATE INDEX IF NOT EXISTS {quote('pipeline_runs_ended')} ON {runs} (ended_at)",
-        ALERT_TABLE.create(d),
+        ALERT_TABLE.create(d, 6),
         *(ALERT_TABLE.index(d, name) for name, _ in ALERT_TABLE.indexes),
-        BREACH_TABLE.create(d),
+        BREACH_TABLE.create(d, 6),
         BREACH_TABLE.index(d, "sla_breaches_due"),
         f"CREATE UNIQUE INDEX IF NOT EXISTS {quote('sla_breaches_open')} "
         f"ON {d.table(BREACHES)} (pipeline, kind) WHERE ended_at IS NULL",
@@ -544,24 +616,21 @@ def _reconciliations(d: Dialect) -> list[str]:
     """Migration 8 (5 to 7 are other components' numbers, assigned ahead): one row per
     reconcile run, which is a run of its pipeline (``trigger_type = 'reconcile'``)."""
     t = RECONCILIATION_TABLE
-    assert t.foreign_key is not None
     return [
-        f"CREATE TABLE IF NOT EXISTS {d.table(t.name)} ({t.body(d)}, "
-        f"{_references(d, t.foreign_key)})",
+        f"CREATE TABLE IF NOT EXISTS {d.table(t.name)} ({t.body(d, 8)}, {t.references(d, 8)})",
         *(t.index(d, name) for name, _ in t.indexes),
     ]
 
 
 def _operate(d: Dialect) -> list[str]:
     """Migration 5. A cancel request goes with its run when ``ledger prune`` deletes it."""
-    assert CANCEL_TABLE.foreign_key is not None
     holds = ", ".join(f"'{status}'" for status in HOLDS_KEY)
     return [
         *RUN_TABLE.add_columns(d, 5),
         f"CREATE UNIQUE INDEX IF NOT EXISTS pipeline_runs_idempotency ON {d.table(RUNS)} "
         f"(pipeline, idempotency_key) WHERE idempotency_key IS NOT NULL AND status IN ({holds})",
-        f"CREATE TABLE IF NOT EXISTS {d.table(CANCELLATIONS)} ({CANCEL_TABLE.body(d)}, "
-        f"{_references(d, CANCEL_TABLE.foreign_key)} ON DELETE CASCADE)",
+        f"CREATE TABLE IF NOT EXISTS {d.table(CANCELLATIONS)} ({CANCEL_TABLE.body(d, 5)}, "
+        f"{CANCEL_TABLE.references(d, 5)})",
     ]
 
 
@@ -601,16 +670,11 @@ def _constraint(child: LedgerTable) -> str:
     return quote(f"{child.name.table}_{child.foreign_key.column}_fkey")
 
 
-def _references(d: Dialect, key: ForeignKey) -> str:
-    return f"FOREIGN KEY ({key.column}) REFERENCES {d.table(key.parent)} ({key.parent_column})"
-
-
 def _add_foreign_key(d: Dialect, child: LedgerTable) -> list[str]:
     """Added unchecked, then validated: the orphans are gone by then."""
-    assert child.foreign_key is not None
     name, table = _constraint(child), d.table(child.name)
     return [
-        f"ALTER TABLE {table} ADD CONSTRAINT {name} {_references(d, child.foreign_key)} NOT VALID",
+        f"ALTER TABLE {table} ADD CONSTRAINT {name} {child.references(d, 4)} NOT VALID",
         f"ALTER TABLE {table} VALIDATE CONSTRAINT {name}",
     ]
 
@@ -619,12 +683,11 @@ def _rebuild_with_foreign_key(d: Dialect, child: LedgerTable) -> list[str]:
     """SQLite: a new table with the constraint, the rows copied, the old one dropped, the
     new one renamed into place and the indexes made again. A parent is rebuilt before its
     children reference it, so dropping it never meets a constraint."""
-    assert child.foreign_key is not None
     table = d.table(child.name)
     rebuilt = d.table(TableName(SCHEMA, f"{child.name.table}_rebuilt"))
     columns = ", ".join(name for name, _ in child.columns_at(4))
     return [
-        f"CREATE TABLE {rebuilt} ({child.body(d, 4)}, {_references(d, child.foreign_key)})",
+        f"CREATE TABLE {rebuilt} ({child.body(d, 4)}, {child.references(d, 4)})",
         f"INSERT INTO {rebuilt} ({columns}) SELECT {columns} FROM {table}",
         f"DROP TABLE {table}",
         f"ALTER TABLE {rebuilt} RENAME TO {table}",
@@ -711,10 +774,8 @@ def tenants(d: Dialect) -> list[str]:
     'default' (the queue's tables of migration 11 had their tenant already). Every index
     is made again with the tenant first, so that one tenant's questions read only its part
     of each index; the rollups' triggers are made again to give each day's row its run's
-    tenant. The primary keys stay as they were: they are referenced by the foreign keys of
-    migration 4 and named by the writers' ``ON CONFLICT``, and the generated ids (runs,
-    tasks, events, results) are unique across tenants anyway; a pipeline's name is
-    therefore unique across the tenants of a ledger.
+    tenant. The primary keys stayed as they were until migration 16 (:func:`tenant_keys`)
+    led them, and the foreign keys and the writers' ``ON CONFLICT``, with the tenant too.
 
     PostgreSQL: a new row's tenant is the one its writer's session declares; row-level
     security, enabled and forced (the owner too), lets a role that may write the ledger
@@ -767,7 +828,7 @@ def _access(d: Dialect) -> list[str]:
     itself), so on PostgreSQL a writer is a role that may write the runs, not this table:
     a reader granted the audit's INSERT and UPDATE (README) records reads of the tenants
     whose reader role it is a member of, and sees only those, whatever it declares."""
-    statements = [ACCESS_TABLE.create(d)]
+    statements = [ACCESS_TABLE.create(d, 14)]
     if d.row_security:
         name = d.table(ACCESS)
         statements += _row_security(name, writer_of=d.table(RUNS))
@@ -821,9 +882,137 @@ def _scheduled_reads(d: Dialect) -> list[str]:
     dashboard's schedule) read from the end of an index of its scheduled runs by interval,
     one probe per pipeline, not a walk of its every run. The tenant leads it, as it leads
     every index since migration 13 (row security adds the tenant to every read)."""
-    runs = d.table(RUNS)
-    return [
-        f"CREATE INDEX IF NOT EXISTS {quote('pipeline_runs_scheduled')} ON {runs} "
-        "(tenant, pipeline, data_interval_end, started_at, run_id) "
-        "WHERE substr(idempotency_key, 1, 9) = 'schedule:'",
+    name, columns, where = _SCHEDULED_INDEX
+    return [f"CREATE INDEX IF NOT EXISTS {quote(name)} ON {d.table(RUNS)} ({columns}) {where}"]
+
+
+_SCHEDULED_INDEX = (
+    "pipeline_runs_scheduled",
+    "tenant, pipeline, data_interval_end, started_at, run_id",
+    "WHERE substr(idempotency_key, 1, 9) = 'schedule:'",
+)
+# the tables whose keys migration 16 leads with the tenant, parents before children (the
+# queue's and the access audit's keys led with it from the start)
+REKEYED = (
+    PIPELINE_TABLE,
+    RUN_TABLE,
+    TASK_TABLE,
+    AUDIT_TABLE,
+    SNAPSHOT_TABLE,
+    DEPENDENCY_TABLE,
+    QUALITY_TABLE,
+    DAY_TABLE,
+    TASK_DAY_TABLE,
+    ALERT_TABLE,
+    BREACH_TABLE,
+    RECONCILIATION_TABLE,
+    CANCEL_TABLE,
+    SLOT_TABLE,
+)
+# SQLite: the function every ledger connection defines (``adapters.sqlite``), the tenant
+# the connection declares; from migration 16 on a tenant column's default
+TENANT_FUNCTION = "pipeledger_tenant"
+
+
+def declared_tenant(d: Dialect) -> str:
+    """SQL for the tenant a writer's session declares, evaluated once per statement: the
+    setting row security reads on PostgreSQL, the connection's function on SQLite."""
+    return _SETTING if d.row_security else f"{TENANT_FUNCTION}()"
+
+
+def tenant_keys(d: Dialect) -> list[str]:
+    """Migration 16: every primary key, unique constraint and foreign key leads with the
+    tenant, so that two tenants of one ledger may each have a pipeline ``orders`` (and
+    its runs, DAG edges, rollups and alerts), and a run is found by (tenant, run_id).
+    PostgreSQL alters the keys in place; SQLite, which cannot, makes each table again
+    with a tenant column whose default is the connection's declared tenant (a writer
+    need not name it), then its indexes and the rollups' triggers."""
+    statements = _alter_keys(d) if d.alters_constraints else _rebuild_keyed(d)
+    days, runs, tasks, task_days = (d.table(n) for n in (DAYS, RUNS, TASKS, TASK_DAYS))
+    if d.triggers_call_functions:  # the functions name the rollups' keys
+        statements += rollup.recreate_triggers(d, SCHEMA, days, runs, tenant=True, keyed=True)
+        statements += rollup.recreate_task_triggers(d, SCHEMA, task_days, tasks, runs, keyed=True)
+    else:  # dropped with their tables
+        statements += rollup.triggers(d, SCHEMA, days, runs, tenant=True, keyed=True)
+        statements += rollup.task_triggers(
+            d, SCHEMA, task_days, tasks, runs, tenant=True, keyed=True
+        )
+    return statements
+
+
+def _pkey(t: LedgerTable) -> str:
+    return quote(f"{t.name.table}_pkey")
+
+
+def _unique_name(t: LedgerTable, columns: tuple[str, ...]) -> str:
+    """A unique constraint's name as PostgreSQL made it (migration 1 left it unnamed)."""
+    return quote("_".join((t.name.table, *columns, "key")))
+
+
+def _alter_keys(d: Dialect) -> list[str]:
+    """PostgreSQL: the foreign keys dropped (they need the keys they reference), each
+    table's keys dropped and made again with the tenant first, the foreign keys again."""
+    referencing = [t for t in REKEYED if t.foreign_key is not None]
+    statements = [
+        f"ALTER TABLE {d.table(t.name)} DROP CONSTRAINT {_constraint(t)}" for t in referencing
     ]
+    for t in REKEYED:
+        changes = [f"DROP CONSTRAINT {_pkey(t)}"]
+        changes += [f"DROP CONSTRAINT {_unique_name(t, columns)}" for columns in t.unique]
+        changes.append(f"ADD CONSTRAINT {_pkey(t)} PRIMARY KEY ({t.conflict})")
+        changes += [
+            f"ADD CONSTRAINT {_unique_name(t, old)} UNIQUE ({', '.join(new)})"
+            for old, new in zip(t.unique, t.uniques(), strict=True)
+        ]
+        statements.append(f"ALTER TABLE {d.table(t.name)} {', '.join(changes)}")
+    statements += [
+        f"ALTER TABLE {d.table(t.name)} ADD CONSTRAINT {_constraint(t)} {t.references(d)}"
+        for t in referencing
+    ]
+    return statements
+
+
+def _rebuild_keyed(d: Dialect) -> list[str]:
+    """SQLite: each table renamed aside (children first: SQLite rewrites the references
+    to a renamed parent, so the tables aside keep referring to each other), made again
+    with its new keys and its rows copied (parents first: each copied row's parent is
+    there), the tables aside dropped (children first), then the indexes. The tables are
+    made again without triggers, so the copy rolls nothing up twice."""
+    aside = {t.name: d.table(TableName(SCHEMA, f"{t.name.table}_before_keys")) for t in REKEYED}
+    statements = [
+        f"ALTER TABLE {d.table(t.name)} RENAME TO {aside[t.name]}" for t in reversed(REKEYED)
+    ]
+    default = f"text NOT NULL DEFAULT ({TENANT_FUNCTION}())"
+    for t in REKEYED:
+        added = "tenant" not in t.column_names
+        names = (*(name for name, _ in t.columns_at(TENANT_KEYS)), *(("tenant",) if added else ()))
+        body = t.body(d, TENANT_KEYS, tenant=default if added else "")
+        references = f", {t.references(d)}" if t.foreign_key is not None else ""
+        columns = ", ".join(names)
+        statements += [
+            f"CREATE TABLE {d.table(t.name)} ({body}{references})",
+            f"INSERT INTO {d.table(t.name)} ({columns}) SELECT {columns} FROM {aside[t.name]}",
+        ]
+    statements += [f"DROP TABLE {aside[t.name]}" for t in reversed(REKEYED)]
+    return statements + _tenant_indexes(d)
+
+
+def _tenant_indexes(d: Dialect) -> list[str]:
+    """Every index of the tables migration 16 makes again, as migrations 13 and 15 left
+    them (the tenant first)."""
+    statements = []
+    for t in REKEYED:
+        for index, columns in t.indexes:
+            led = columns if columns.startswith("tenant,") else f"tenant, {columns}"
+            statements.append(f"CREATE INDEX {quote(index)} ON {d.table(t.name)} ({led})")
+    holds = ", ".join(f"'{status}'" for status in HOLDS_KEY)
+    failed = ", ".join(f"'{status}'" for status in rollup.FAILURES)
+    for index, on, unique, columns, where in _LATER_INDEXES:
+        kind = "UNIQUE INDEX" if unique else "INDEX"
+        predicate = f" WHERE {where.format(holds=holds, failed=failed)}" if where else ""
+        statements.append(
+            f"CREATE {kind} {quote(index)} ON {d.table(on)} (tenant, {columns}){predicate}"
+        )
+    name, columns, where = _SCHEDULED_INDEX
+    statements.append(f"CREATE INDEX {quote(name)} ON {d.table(RUNS)} ({columns}) {where}")
+    return statements

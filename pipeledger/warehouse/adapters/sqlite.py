@@ -297,31 +297,38 @@ def _close_anchors(anchors: list[sqlite3.Connection]) -> None:
         anchors.pop().close()
 
 
-# pipeledger's tables that carry a tenant (ledger migration 13), found without naming them:
-# the warehouse layer does not know the ledger's tables
+# pipeledger's tables that carry a tenant (ledger migration 13), found without naming them
+# (the warehouse layer does not know the ledger's tables), with the tenant's default
 _TENANT_TABLES = (
-    "SELECT m.name FROM sqlite_master AS m, pragma_table_info(m.name) AS c "
+    "SELECT m.name, c.dflt_value FROM sqlite_master AS m, pragma_table_info(m.name) AS c "
     "WHERE m.type = 'table' AND m.name LIKE 'pipeledger.%' AND c.name = 'tenant'"
 )
+# the SQL function a ledger table's tenant defaults to from ledger migration 16 on: the
+# tenant this connection declares, so that a new row is its tenant's when it is inserted
+TENANT_FUNCTION = "pipeledger_tenant"
+# the default migration 13 gave the tenant column, which a writer's trigger corrects
+_UNDECLARED = "'default'"
 
 
 def _scope_to_tenant(conn: sqlite3.Connection, tenant: str, write: bool) -> None:
     """Show this connection only ``tenant``'s ledger rows, and give its new rows that
     tenant. A reader's temporary views shadow the tables (SQLite resolves an unqualified
-    name in ``temp`` first), so every ledger question is filtered without saying so; a
-    writer's temporary triggers tag the rows it inserts (the column's default is
-    'default'). ``tenant`` is quoted as a literal (a view and a trigger take no bound
-    parameter): from a config it is a validated name, from the Python API any text."""
-    tables = [row[0] for row in conn.execute(_TENANT_TABLES)]
+    name in ``temp`` first), so every ledger question is filtered without saying so. A
+    new row's tenant is the column's default, :data:`TENANT_FUNCTION`, this connection's
+    tenant (ledger migration 16); a table whose default is still migration 13's 'default'
+    gets a writer's temporary trigger that tags the rows it inserts. ``tenant`` is quoted
+    as a literal (a view and a trigger take no bound parameter): from a config it is a
+    validated name, from the Python API any text."""
+    tables = list(conn.execute(_TENANT_TABLES))
     value = literal(tenant)
-    for name in tables:
+    for name, default in tables:
         main, scoped = f"main.{quote(name)}", quote(name)
         if not write:
             conn.execute(
                 f"CREATE TEMP VIEW IF NOT EXISTS {scoped} AS "
                 f"SELECT * FROM {main} WHERE tenant = {value}"
             )
-        elif tenant != "default":
+        elif tenant != "default" and default == _UNDECLARED:
             trigger = quote(f"{name}_tenant")
             conn.execute(
                 f"CREATE TEMP TRIGGER IF NOT EXISTS {trigger} AFTER INSERT ON {main} "
@@ -366,6 +373,8 @@ class SqliteWarehouse:
         # the SQL functions the quality gate uses, which PostgreSQL has built in
         conn.create_function("md5", 1, _md5, deterministic=True)
         conn.create_function("regexp", 2, _regexp, deterministic=True)
+        tenant = self.tenant
+        conn.create_function(TENANT_FUNCTION, 0, lambda: tenant)  # the ledger's (above)
         return conn
 
     def _anchor(self) -> None:

@@ -9,16 +9,16 @@ SELECT run_id, pipeline, status, error_code, error_message, ended_at, rows_rejec
 SELECT run_id, pipeline, target_table, windows_differing, missing_rows, extra_rows, changed_rows, created_at FROM "pipeledger"."reconciliations" WHERE created_at >= %s AND status = 'mismatch' ORDER BY created_at, run_id;
 
 -- case: insert_sql
-INSERT INTO "pipeledger"."alerts" (alert_key, webhook, event, pipeline, run_id, reason, payload, status, attempts, created_at, next_attempt_at, last_attempt_at, delivered_at, last_error) VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (alert_key, webhook) DO NOTHING;
+INSERT INTO "pipeledger"."alerts" (alert_key, webhook, event, pipeline, run_id, reason, payload, status, attempts, created_at, next_attempt_at, last_attempt_at, delivered_at, last_error) VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (tenant, alert_key, webhook) DO NOTHING;
 
 -- case: due_sql of two webhooks
-SELECT alert_key, webhook, payload, attempts FROM "pipeledger"."alerts" WHERE status = 'pending' AND next_attempt_at <= %s AND webhook IN (%s, %s) ORDER BY created_at, alert_key, webhook LIMIT %s;
+SELECT alert_key, webhook, payload, attempts FROM "pipeledger"."alerts" WHERE tenant = (SELECT current_setting('pipeledger.tenant', true)) AND status = 'pending' AND next_attempt_at <= %s AND webhook IN (%s, %s) ORDER BY created_at, alert_key, webhook LIMIT %s;
 
 -- case: claim_sql
-UPDATE "pipeledger"."alerts" SET attempts = attempts + 1, last_attempt_at = %s, next_attempt_at = %s WHERE alert_key = %s AND webhook = %s AND status = 'pending' AND next_attempt_at <= %s;
+UPDATE "pipeledger"."alerts" SET attempts = attempts + 1, last_attempt_at = %s, next_attempt_at = %s WHERE tenant = (SELECT current_setting('pipeledger.tenant', true)) AND alert_key = %s AND webhook = %s AND status = 'pending' AND next_attempt_at <= %s;
 
 -- case: outcome_sql
-UPDATE "pipeledger"."alerts" SET status = %s, delivered_at = %s, next_attempt_at = %s, last_error = %s WHERE alert_key = %s AND webhook = %s;
+UPDATE "pipeledger"."alerts" SET status = %s, delivered_at = %s, next_attempt_at = %s, last_error = %s WHERE tenant = (SELECT current_setting('pipeledger.tenant', true)) AND alert_key = %s AND webhook = %s;
 
 -- case: list_sql
 SELECT alert_key, webhook, event, pipeline, run_id, reason, status, attempts, created_at, next_attempt_at, delivered_at, last_error FROM "pipeledger"."alerts" WHERE created_at >= %s ORDER BY created_at DESC, alert_key, webhook;

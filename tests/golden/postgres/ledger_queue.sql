@@ -12,25 +12,25 @@ UPDATE "pipeledger"."pipeline_runs" SET status = 'abandoned', ended_at = %s, err
 DELETE FROM "pipeledger"."run_slots" WHERE tenant = %s AND run_id NOT IN (SELECT run_id FROM "pipeledger"."pipeline_runs" WHERE status IN ('queued', 'running'));
 
 -- case: occupancy
-SELECT sum(CASE WHEN r.status = 'running' THEN 1 ELSE 0 END), sum(CASE WHEN r.status = 'queued' THEN 1 ELSE 0 END) FROM "pipeledger"."run_slots" s JOIN "pipeledger"."pipeline_runs" r ON r.run_id = s.run_id WHERE s.tenant = %s;
+SELECT sum(CASE WHEN r.status = 'running' THEN 1 ELSE 0 END), sum(CASE WHEN r.status = 'queued' THEN 1 ELSE 0 END) FROM "pipeledger"."run_slots" s JOIN "pipeledger"."pipeline_runs" r ON r.tenant = s.tenant AND r.run_id = s.run_id WHERE s.tenant = %s;
 
 -- case: first_waiter
-SELECT s.run_id FROM "pipeledger"."run_slots" s JOIN "pipeledger"."pipeline_runs" r ON r.run_id = s.run_id WHERE s.tenant = %s AND r.status = 'queued' ORDER BY s.queued_at, s.run_id LIMIT 1;
+SELECT s.run_id FROM "pipeledger"."run_slots" s JOIN "pipeledger"."pipeline_runs" r ON r.tenant = s.tenant AND r.run_id = s.run_id WHERE s.tenant = %s AND r.status = 'queued' ORDER BY s.queued_at, s.run_id LIMIT 1;
 
 -- case: take_slot
 INSERT INTO "pipeledger"."run_slots" (run_id, tenant, pipeline, queued_at) VALUES (%s, %s, %s, %s);
 
 -- case: start_waiter
-UPDATE "pipeledger"."pipeline_runs" SET status = 'running', started_at = %s, heartbeat_at = %s, lease_expires_at = %s WHERE run_id = %s AND status = 'queued';
+UPDATE "pipeledger"."pipeline_runs" SET status = 'running', started_at = %s, heartbeat_at = %s, lease_expires_at = %s WHERE tenant = (SELECT current_setting('pipeledger.tenant', true)) AND run_id = %s AND status = 'queued';
 
 -- case: renew_waiter
-UPDATE "pipeledger"."pipeline_runs" SET heartbeat_at = %s, lease_expires_at = %s WHERE run_id = %s AND status = 'queued';
+UPDATE "pipeledger"."pipeline_runs" SET heartbeat_at = %s, lease_expires_at = %s WHERE tenant = (SELECT current_setting('pipeledger.tenant', true)) AND run_id = %s AND status = 'queued';
 
 -- case: end_waiter
-UPDATE "pipeledger"."pipeline_runs" SET status = %s, ended_at = %s, duration_ms = %s, error_code = %s, error_message = %s WHERE run_id = %s AND status = 'queued';
+UPDATE "pipeledger"."pipeline_runs" SET status = %s, ended_at = %s, duration_ms = %s, error_code = %s, error_message = %s WHERE tenant = (SELECT current_setting('pipeledger.tenant', true)) AND run_id = %s AND status = 'queued';
 
 -- case: status_of
-SELECT status FROM "pipeledger"."pipeline_runs" WHERE run_id = %s;
+SELECT status FROM "pipeledger"."pipeline_runs" WHERE tenant = (SELECT current_setting('pipeledger.tenant', true)) AND run_id = %s;
 
 -- case: set_apart_sql (status: rejected and queued runs)
 SELECT pipeline, sum(CASE WHEN status = 'rejected' THEN 1 ELSE 0 END), sum(CASE WHEN status = 'queued' THEN 1 ELSE 0 END) FROM "pipeledger"."pipeline_runs" WHERE status = 'queued' OR (status = 'rejected' AND started_at >= %s) GROUP BY pipeline;

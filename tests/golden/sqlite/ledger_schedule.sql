@@ -3,10 +3,10 @@
 -- `.venv/bin/python -m pytest tests/golden --update-golden` and review the diff.
 
 -- case: scheduled_spans of two pipelines
-SELECT pipeline, min(data_interval_end), max(data_interval_end) FROM "pipeledger.pipeline_runs" WHERE pipeline IN (?, ?) AND idempotency_key IS NOT NULL AND substr(idempotency_key, 1, 9) = 'schedule:' AND status IN ('running', 'success', 'partial') GROUP BY pipeline;
+SELECT pipeline, min(data_interval_end), max(data_interval_end) FROM "pipeledger.pipeline_runs" WHERE tenant = pipeledger_tenant() AND pipeline IN (?, ?) AND idempotency_key IS NOT NULL AND substr(idempotency_key, 1, 9) = 'schedule:' AND status IN ('running', 'success', 'partial') GROUP BY pipeline;
 
 -- case: held_keys of two pipelines and two keys
-SELECT pipeline, idempotency_key FROM "pipeledger.pipeline_runs" WHERE pipeline IN (?, ?) AND idempotency_key IN (?, ?) AND status IN ('running', 'success', 'partial');
+SELECT pipeline, idempotency_key FROM "pipeledger.pipeline_runs" WHERE tenant = pipeledger_tenant() AND pipeline IN (?, ?) AND idempotency_key IN (?, ?) AND status IN ('running', 'success', 'partial');
 
 -- case: latest_scheduled of two pipelines
-WITH heads AS (SELECT n.pipeline, (SELECT x.run_id FROM "pipeledger.pipeline_runs" x WHERE x.pipeline = n.pipeline AND substr(x.idempotency_key, 1, 9) = 'schedule:' ORDER BY x.data_interval_end DESC, x.started_at DESC, x.run_id DESC LIMIT 1) AS run_id FROM (SELECT CAST(? AS text) AS pipeline UNION ALL SELECT CAST(? AS text) AS pipeline) n) SELECT h.pipeline, r.run_id, r.status, r.data_interval_start, r.data_interval_end FROM heads h JOIN "pipeledger.pipeline_runs" r ON r.run_id = h.run_id;
+WITH heads AS (SELECT n.pipeline, (SELECT x.run_id FROM "pipeledger.pipeline_runs" x WHERE x.tenant = pipeledger_tenant() AND x.pipeline = n.pipeline AND substr(x.idempotency_key, 1, 9) = 'schedule:' ORDER BY x.data_interval_end DESC, x.started_at DESC, x.run_id DESC LIMIT 1) AS run_id FROM (SELECT CAST(? AS text) AS pipeline UNION ALL SELECT CAST(? AS text) AS pipeline) n) SELECT h.pipeline, r.run_id, r.status, r.data_interval_start, r.data_interval_end FROM heads h JOIN "pipeledger.pipeline_runs" r ON r.tenant = pipeledger_tenant() AND r.run_id = h.run_id;
