@@ -27,7 +27,15 @@ from pipeledger.ledger.reads.queries import (
     span,
 )
 from pipeledger.ledger.rollup import COMPARES, NOT_FRONTIER
-from pipeledger.ledger.tables import BREACH_TABLE, BREACHES, PIPELINES, RUNS, stored_datetime
+from pipeledger.ledger.tables import (
+    BREACH_TABLE,
+    BREACHES,
+    PIPELINES,
+    RUNS,
+    ask,
+    stored_datetime,
+    tenant_is,
+)
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
 
@@ -68,8 +76,8 @@ def insert_breach_sql(d: Dialect) -> str:
 
 def open_breaches_sql(d: Dialect) -> str:
     return (
-        f"SELECT pipeline, breach_id FROM {d.table(BREACHES)} "
-        "WHERE kind = 'freshness' AND ended_at IS NULL"
+        f"SELECT b.pipeline, b.breach_id FROM {d.table(BREACHES)} b "
+        f"WHERE {tenant_is(d, 'b')} AND b.kind = 'freshness' AND b.ended_at IS NULL"
     )
 
 
@@ -85,8 +93,8 @@ def slow_runs_sql(d: Dialect) -> str:
     return (
         "SELECT r.run_id, r.pipeline, r.started_at, r.ended_at, r.duration_ms, "
         f"pl.max_duration_s FROM {d.table(RUNS)} r "
-        f"JOIN {d.table(PIPELINES)} pl ON pl.name = r.pipeline "
-        f"WHERE r.ended_at >= {d.param} AND pl.max_duration_s IS NOT NULL "
+        f"JOIN {d.table(PIPELINES)} pl ON pl.name = r.pipeline AND {tenant_is(d, 'pl')} "
+        f"WHERE {tenant_is(d, 'r')} AND r.ended_at >= {d.param} AND pl.max_duration_s IS NOT NULL "
         "AND r.duration_ms > pl.max_duration_s * 1000"
     )
 
@@ -138,14 +146,14 @@ def observe(session: Session, now: datetime, runs_since: datetime) -> list[Breac
     ``runs_since`` slower than its max_duration; in ``session`` (a writer). Returns the
     breaches this call opened."""
     d = session.dialect
-    opened = dict(session.query(open_breaches_sql(d)))
+    opened = dict(ask(session, open_breaches_sql(d)))
     found: list[Breach] = []
     for status in pipeline_status(session, now):
         if status.stale and status.pipeline not in opened:
             found.append(_freshness_breach(status, now))
         elif not status.stale and status.pipeline in opened:
             session.execute(end_breach_sql(d), [now, opened[status.pipeline]])
-    found += [_duration_breach(row, now) for row in session.query(slow_runs_sql(d), [runs_since])]
+    found += [_duration_breach(row, now) for row in ask(session, slow_runs_sql(d), [runs_since])]
     return [breach for breach in found if _record(session, breach)]
 
 
@@ -154,9 +162,9 @@ def observe(session: Session, now: datetime, runs_since: datetime) -> list[Breac
 
 def breaches_sql(d: Dialect) -> str:
     return (
-        f"SELECT {', '.join(_COLUMNS)} FROM {d.table(BREACHES)} "
-        f"WHERE ended_at IS NULL OR due_at >= {d.param} OR detected_at >= {d.param} "
-        "ORDER BY due_at DESC, breach_id"
+        f"SELECT {', '.join(_COLUMNS)} FROM {d.table(BREACHES)} b WHERE {tenant_is(d, 'b')} "
+        f"AND (b.ended_at IS NULL OR b.due_at >= {d.param} OR b.detected_at >= {d.param}) "
+        "ORDER BY b.due_at DESC, b.breach_id"
     )
 
 
@@ -172,7 +180,7 @@ def _breach(row: Sequence[Any], now: datetime) -> Breach:
 def breaches(session: Session, now: datetime, days: int = 30) -> list[Breach]:
     """Breaches due or seen in the last ``days`` days, and every open one, newest first."""
     since = now - timedelta(days=days)
-    rows = session.query(breaches_sql(session.dialect), [since, since])
+    rows = ask(session, breaches_sql(session.dialect), [since, since])
     return [_breach(row, now) for row in rows]
 
 
@@ -197,7 +205,8 @@ def timed_successes_sql(d: Dialect) -> str:
     successes have a duration (less those without one: a probe of an empty range, as a
     rule). Parameters: :func:`status_window`, then the start."""
     without = (
-        f"SELECT count(*) FROM {d.table(RUNS)} z WHERE z.pipeline = rc.pipeline "
+        f"SELECT count(*) FROM {d.table(RUNS)} z WHERE {tenant_is(d, 'z')} "
+        "AND z.pipeline = rc.pipeline "
         f"AND z.status = 'success' AND z.trigger_type <> {COMPARES} "
         f"AND z.started_at >= {d.param} AND z.duration_ms IS NULL"
     )
@@ -212,7 +221,8 @@ P95_CHUNK = 200  # pipelines per statement (SQLite allows 500 terms in a UNION A
 
 def _percentile(d: Dialect, pipeline: str, offset: str) -> str:
     return (
-        f"(SELECT r.duration_ms FROM {d.table(RUNS)} r WHERE r.pipeline = {pipeline} "
+        f"(SELECT r.duration_ms FROM {d.table(RUNS)} r WHERE {tenant_is(d, 'r')} "
+        f"AND r.pipeline = {pipeline} "
         "AND r.status = 'success' AND r.duration_ms IS NOT NULL "
         f"AND r.started_at >= {d.param} AND r.trigger_type <> {COMPARES} "
         f"ORDER BY r.duration_ms DESC LIMIT 1 OFFSET {offset})"
@@ -263,7 +273,7 @@ def _p95(session: Session, since: datetime, timed: dict[str, int]) -> dict[str, 
     asked = [(pipeline, n) for pipeline, n in timed.items() if n > 0]
     found: dict[str, int] = {}
     for sql, params in _p95_statements(session.dialect, since, asked) if asked else []:
-        rows = session.query(sql, params)
+        rows = ask(session, sql, params)
         found.update({str(p): int(ms) for p, ms in rows if ms is not None})
     return found
 
@@ -287,7 +297,8 @@ def transitions_sql(d: Dialect) -> str:
         f"r.started_at, r.run_id, r.ended_at, {failing} AS failing, "
         f"lag({failing}) {order} AS before, {short} AS short, "
         f"lag({short}) {order} AS before_short "
-        f"FROM {d.table(RUNS)} r WHERE r.started_at >= {p} AND r.status IN ({kinds}) "
+        f"FROM {d.table(RUNS)} r WHERE {tenant_is(d, 'r')} AND r.started_at >= {p} "
+        f"AND r.status IN ({kinds}) "
         f"AND r.trigger_type NOT IN {NOT_FRONTIER}) x "
         f"WHERE {turn} OR ({opens}) ORDER BY x.pipeline, x.started_at, x.run_id"
     )
@@ -318,7 +329,7 @@ def _both_recoveries(
     session: Session, since: datetime, short_since: datetime
 ) -> tuple[dict[str, _Recovery], dict[str, _Recovery]]:
     """The recoveries of the long window and of the short one, from one read."""
-    rows = session.query(transitions_sql(session.dialect), [short_since, short_since, since])
+    rows = ask(session, transitions_sql(session.dialect), [short_since, short_since, since])
     long = [(p, failing, ended) for p, failing, ended, turn, _, _ in rows if int(turn)]
     short = [
         (p, failing, ended)
@@ -344,7 +355,7 @@ def _window(
     d, since = session.dialect, now - timedelta(days=days)
     params = [*status_window(now, timedelta(days=days)), since]
     counts, timed = {}, {}
-    for pipeline, finished, succeeded, n in session.query(timed_successes_sql(d), params):
+    for pipeline, finished, succeeded, n in ask(session, timed_successes_sql(d), params):
         counts[pipeline] = (int(finished), int(succeeded))
         timed[pipeline] = int(n)
     p95 = _p95(session, since, timed)
