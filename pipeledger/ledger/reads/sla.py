@@ -199,11 +199,17 @@ class Reliability(Answer):
     late_s: float  # time spent in breach (freshness), within the window
 
 
-def timed_successes_sql(d: Dialect) -> str:
+def _among(d: Dialect, column: str, among: int, keyword: str = "AND") -> str:
+    """`` AND column IN (...)`` of ``among`` bound names (none: every pipeline)."""
+    return f" {keyword} {column} IN ({d.marks(among)})" if among else ""
+
+
+def timed_successes_sql(d: Dialect, among: int = 0) -> str:
     """Per pipeline, of its runs that started since the window's start: how many finished
     and succeeded (:func:`recent_counts`: from the daily rollup), and how many of the
     successes have a duration (less those without one: a probe of an empty range, as a
-    rule). Parameters: :func:`status_window`, then the start."""
+    rule). Parameters: :func:`status_window`, then the start, then the ``among``
+    pipelines it is about, if any (else every pipeline)."""
     without = (
         f"SELECT count(*) FROM {d.table(RUNS)} z WHERE {tenant_is(d, 'z')} "
         "AND z.pipeline = rc.pipeline "
@@ -212,7 +218,8 @@ def timed_successes_sql(d: Dialect) -> str:
     )
     return (
         f"WITH {_recent(d)} SELECT rc.pipeline, rc.finished, rc.succeeded, "
-        f"rc.succeeded - ({without}) FROM recent rc ORDER BY rc.pipeline"
+        f"rc.succeeded - ({without}) FROM recent rc{_among(d, 'rc.pipeline', among, 'WHERE')} "
+        "ORDER BY rc.pipeline"
     )
 
 
@@ -278,12 +285,13 @@ def _p95(session: Session, since: datetime, timed: dict[str, int]) -> dict[str, 
     return found
 
 
-def transitions_sql(d: Dialect) -> str:
+def transitions_sql(d: Dialect, among: int = 0) -> str:
     """Runs that started since the first parameter (successes and failures, no backfills
     or replays), in start order, where a pipeline went from succeeding to failing or back
     (``turn``), and the first of those that started since the second parameter (a shorter
     window: ``opens``; ``short``: started in it). One read of the long window answers
-    both: the short window's runs are the end of the long one's, in the same order."""
+    both: the short window's runs are the end of the long one's, in the same order. Then
+    the ``among`` pipelines it is about, if any (else every pipeline)."""
     p = d.param
     failing = "CASE WHEN r.status = 'success' THEN 0 ELSE 1 END"
     short = f"CASE WHEN r.started_at >= {p} THEN 1 ELSE 0 END"
@@ -299,7 +307,7 @@ def transitions_sql(d: Dialect) -> str:
         f"lag({short}) {order} AS before_short "
         f"FROM {d.table(RUNS)} r WHERE {tenant_is(d, 'r')} AND r.started_at >= {p} "
         f"AND r.status IN ({kinds}) "
-        f"AND r.trigger_type NOT IN {NOT_FRONTIER}) x "
+        f"AND r.trigger_type NOT IN {NOT_FRONTIER}{_among(d, 'r.pipeline', among)}) x "
         f"WHERE {turn} OR ({opens}) ORDER BY x.pipeline, x.started_at, x.run_id"
     )
 
@@ -326,10 +334,12 @@ def _recoveries(rows: Sequence[Sequence[Any]]) -> dict[str, _Recovery]:
 
 
 def _both_recoveries(
-    session: Session, since: datetime, short_since: datetime
+    session: Session, since: datetime, short_since: datetime, among: Sequence[str] | None = None
 ) -> tuple[dict[str, _Recovery], dict[str, _Recovery]]:
-    """The recoveries of the long window and of the short one, from one read."""
-    rows = ask(session, transitions_sql(session.dialect), [short_since, short_since, since])
+    """The recoveries of the long window and of the short one, from one read (of the
+    ``among`` pipelines only, when given)."""
+    sql = transitions_sql(session.dialect, len(among or ()))
+    rows = ask(session, sql, [short_since, short_since, since, *(among or ())])
     long = [(p, failing, ended) for p, failing, ended, turn, _, _ in rows if int(turn)]
     short = [
         (p, failing, ended)
@@ -351,17 +361,20 @@ def _window(
     days: int,
     found: Sequence[Breach],
     recovered: dict[str, _Recovery],
+    among: Sequence[str] | None = None,
 ) -> list[Any]:
     d, since = session.dialect, now - timedelta(days=days)
-    params = [*status_window(now, timedelta(days=days)), since]
+    params = [*status_window(now, timedelta(days=days)), since, *(among or ())]
     counts, timed = {}, {}
-    for pipeline, finished, succeeded, n in ask(session, timed_successes_sql(d), params):
+    for pipeline, finished, succeeded, n in ask(
+        session, timed_successes_sql(d, len(among or ())), params
+    ):
         counts[pipeline] = (int(finished), int(succeeded))
         timed[pipeline] = int(n)
     p95 = _p95(session, since, timed)
     mine: dict[str, list[Breach]] = defaultdict(list)
     for b in found:
-        if b.open or b.due_at >= since:
+        if (b.open or b.due_at >= since) and (among is None or b.pipeline in among):
             mine[b.pipeline].append(b)
     rows = []
     for pipeline in sorted(set(counts) | set(p95) | set(recovered) | set(mine)):
@@ -412,3 +425,84 @@ class SlaReport:
 
 def sla_report(session: Session, now: datetime) -> SlaReport:
     return SlaReport(breaches(session, now), reliability(session, now))
+
+
+# -- the worst first, a page of them ------------------------------------------------------
+
+
+def rank_sql(d: Dialect) -> str:
+    """Per pipeline with runs in the short window: how many finished and succeeded (from
+    the daily rollup, as :func:`timed_successes_sql`), and the state of its latest success
+    or failure in that window (one probe of the tenant's (pipeline, started_at) index: a
+    failure there is an episode still open, the reliability's ``failing_since``).
+    Parameters: :func:`status_window` of the short window, then its start."""
+    kinds = ", ".join(f"'{s}'" for s in ("success", *FAILURES))
+    latest = (
+        f"(SELECT r.status FROM {d.table(RUNS)} r WHERE {tenant_is(d, 'r')} "
+        f"AND r.pipeline = rc.pipeline AND r.started_at >= {d.param} "
+        f"AND r.status IN ({kinds}) AND r.trigger_type NOT IN {NOT_FRONTIER} "
+        "ORDER BY r.started_at DESC, r.run_id DESC LIMIT 1)"
+    )
+    return (
+        f"WITH {_recent(d)} SELECT rc.pipeline, rc.finished, rc.succeeded, {latest} FROM recent rc"
+    )
+
+
+Rank = tuple[int, float, str]  # (0 while failing, else 1; short window's success rate; name)
+
+
+def rank(session: Session, now: datetime, found: Sequence[Breach]) -> dict[str, Rank]:
+    """Every pipeline :func:`reliability` has a short window's row for, with its place
+    (lowest first: still failing, then the success rate, none last, then the name), from
+    the rollup and one probe per pipeline, never the runs of the window: the pipelines
+    with runs in it, and those with a breach open or due in it (``found``)."""
+    short = timedelta(days=WINDOWS[0])
+    since = now - short
+    rows = ask(session, rank_sql(session.dialect), [*status_window(now, short), since])
+    places: dict[str, Rank] = {}
+    for pipeline, finished, succeeded, latest in rows:
+        rate = int(succeeded) / int(finished) if int(finished or 0) else 2.0
+        places[str(pipeline)] = (0 if latest not in (None, "success") else 1, rate, str(pipeline))
+    for b in found:
+        if (b.open or b.due_at >= since) and b.pipeline not in places:
+            places[b.pipeline] = (1, 2.0, b.pipeline)
+    return places
+
+
+@dataclass(frozen=True)
+class SlaPage:
+    """The dashboard's alerts page: every breach of the last 30 days (and the open ones),
+    and the reliability of the ``limit`` least reliable pipelines, both windows each,
+    worst first; the rows of :class:`SlaReport` for them. ``nodes``: how many were ranked."""
+
+    breaches: Sequence[Breach]
+    reliability: Sequence[Reliability]
+    nodes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "breaches": [b.to_json() for b in self.breaches],
+            "reliability": [r.to_json() for r in self.reliability],
+            "nodes": self.nodes,
+        }
+
+
+def sla_page(session: Session, now: datetime, limit: int) -> SlaPage:
+    """The ``limit`` least reliable pipelines' rows of :func:`sla_report`, worst first: the
+    rank from the rollup (:func:`rank`), then the runs of those pipelines alone."""
+    short, long = WINDOWS
+    found = breaches(session, now, long)
+    places = rank(session, now, found)
+    worst = sorted(places, key=places.__getitem__)[: max(limit, 0)]
+    if not worst:
+        return SlaPage(found, (), len(places))
+    recovered = _both_recoveries(
+        session, now - timedelta(days=long), now - timedelta(days=short), worst
+    )
+    by_days = {long: recovered[0], short: recovered[1]}
+    rows = [
+        row for days in WINDOWS for row in _window(session, now, days, found, by_days[days], worst)
+    ]
+    order = {name: i for i, name in enumerate(worst)}
+    rows.sort(key=lambda r: (order[r.pipeline], r.days))
+    return SlaPage(found, rows, len(places))
