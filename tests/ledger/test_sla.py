@@ -150,7 +150,8 @@ def test_the_alerts_page_is_the_least_reliable_rows_of_the_report(warehouse_url:
                 b.run(name, at, status=status, duration=(i + 1) * minute, **MOVED)
         b.run("p3", NOW - HOUR, status="timed_out", duration=minute)  # still failing
         b.run("p0", NOW - 2 * HOUR, status="success", trigger="backfill")  # not a frontier
-    observe(warehouse_url, NOW)  # the slow runs' breaches
+    with ledger(warehouse_url) as b:
+        assert sla.observe(b.session, NOW, NOW - 30 * DAY)  # the slow runs' breaches
     with reading(warehouse_url) as session:
         report = sla.sla_report(session, NOW)
         page = sla.sla_page(session, NOW, 3)

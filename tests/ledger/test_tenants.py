@@ -572,7 +572,7 @@ def test_a_superusers_questions_read_its_declared_tenant_through_the_tenant_inde
                 "INSERT INTO pipeledger.pipeline_runs (tenant, run_id, logical_run_id, attempt, "
                 "pipeline, trigger_type, status, started_at, ended_at, duration_ms, "
                 "rows_inserted, rows_updated, watermark_before, watermark_after) "
-                "SELECT %s, %s || i, %s || i, 1, %s || '_p' || (i %% 20 + 1), 'schedule', "
+                "SELECT %s, %s || i, %s || i, 1, %s || '_p' || (i %% 20 + 1), 'scheduled', "
                 "CASE WHEN i %% 7 = 0 THEN 'failed' ELSE 'success' END, "
                 "%s - i * interval '17 minutes', %s - i * interval '17 minutes' + "
                 "interval '30 seconds', 30000 + i %% 50 * 1000, 100 + i %% 13, 0, "
