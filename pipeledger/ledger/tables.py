@@ -860,11 +860,11 @@ def _marks(d: Dialect) -> re.Pattern[str]:
 def tenant_bound(d: Dialect, sql: str, params: Sequence[Any], tenant: str) -> list[Any]:
     """The parameters of ``sql``: ``params`` (the builder's own, in the order of their
     marks) with ``tenant`` at the place of each :func:`tenant_is` condition."""
+    places = [m.group(1) is not None for m in _marks(d).finditer(sql)]
+    if places.count(False) != len(params):
+        raise ValueError(f"{len(params)} parameters for {places.count(False)} places")
     own = iter(params)
-    bound = [tenant if m.group(1) else next(own) for m in _marks(d).finditer(sql)]
-    if next(own, None) is not None:
-        raise ValueError("more parameters than the statement has places for")
-    return bound
+    return [tenant if is_tenant else next(own) for is_tenant in places]
 
 
 def ask(session: Session, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
