@@ -553,7 +553,7 @@ def test_a_superusers_questions_read_its_declared_tenant_through_the_tenant_inde
     the tenant (or the primary key, by run id), not a scan of every tenant's runs."""
     from datetime import timedelta
 
-    from pipeledger.ledger.reads import activity, health, runs, sla
+    from pipeledger.ledger.reads import activity, health, recent, runs, sla
 
     tag = uuid.uuid4().hex[:8]
     a, b = f"a_{tag}", f"b_{tag}"
@@ -605,6 +605,7 @@ def test_a_superusers_questions_read_its_declared_tenant_through_the_tenant_inde
             ("sla counts", sla.timed_successes_sql(d), [*health.status_window(now), since]),
             ("sla breaches", sla.breaches_sql(d), [since, since]),
             ("alerts page rank", sla.rank_sql(d), [*health.status_window(now), short]),
+            ("latest runs", recent.latest_runs_sql(d, 20), [[f"{a}_p{i}" for i in range(20)]]),
         ]
         for what, sql, params in statements:
             bound = tenant_bound(d, sql, params, session.tenant)
