@@ -859,7 +859,9 @@ def _marks(d: Dialect) -> re.Pattern[str]:
 
 def tenant_bound(d: Dialect, sql: str, params: Sequence[Any], tenant: str) -> list[Any]:
     """The parameters of ``sql``: ``params`` (the builder's own, in the order of their
-    marks) with ``tenant`` at the place of each :func:`tenant_is` condition."""
+    marks) with ``tenant`` at the place of each :func:`tenant_is` condition. Every
+    ``alias.tenant = <mark>`` counts as one: a statement that binds a tenant of its own
+    there (the queue's writers) is not a read for :func:`ask`."""
     places = [m.group(1) is not None for m in _marks(d).finditer(sql)]
     if places.count(False) != len(params):
         raise ValueError(f"{len(params)} parameters for {places.count(False)} places")
