@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from pipeledger.ledger.reads.runs import RunRow as RunRow
     from pipeledger.ledger.reads.sla import Breach as Breach
     from pipeledger.ledger.reads.sla import Reliability as Reliability
+    from pipeledger.ledger.reads.sla import SlaPage as SlaPage
     from pipeledger.ledger.reads.sla import SlaReport as SlaReport
     from pipeledger.ledger.tenants import ReaderGrant as ReaderGrant
     from pipeledger.ledger.vocabulary import RunRecord as RunRecord
@@ -1045,6 +1046,18 @@ def sla(project: Project = None, *, now: datetime | None = None) -> SlaReport:
 
     with _reading(project, "sla", current=True) as session:
         return sla_report(session, _now(now)) if session else SlaReport((), ())
+
+
+def sla_page(project: Project = None, *, now: datetime | None = None, limit: int = 50) -> SlaPage:
+    """The dashboard's alerts page: the breaches of :func:`sla`, and its reliability rows
+    of the ``limit`` least reliable pipelines (still failing first, then by the 7-day
+    success rate), worst first, ranked from the daily rollup: the runs of those pipelines
+    are read, not every pipeline's 30 days."""
+    from pipeledger.ledger.reads.sla import SlaPage
+    from pipeledger.ledger.reads.sla import sla_page as page
+
+    with _reading(project, "sla", current=True) as session:
+        return page(session, _now(now), limit) if session else SlaPage((), (), 0)
 
 
 def recent_alerts(

@@ -22,7 +22,14 @@ from typing import Any, Literal
 from pipeledger.alerts.events import Event
 from pipeledger.config.model import AlertKind
 from pipeledger.ledger.reads.queries import Answer
-from pipeledger.ledger.tables import ALERT_TABLE, ALERTS, declared_tenant, stored_datetime
+from pipeledger.ledger.tables import (
+    ALERT_TABLE,
+    ALERTS,
+    ask,
+    declared_tenant,
+    stored_datetime,
+    tenant_is,
+)
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
 
@@ -165,11 +172,11 @@ _LISTED = tuple(c for c in _COLUMNS if c not in ("payload", "last_attempt_at"))
 
 
 def list_sql(d: Dialect, run: bool = False) -> str:
-    """Parameters: since when, then the run id if ``run``."""
+    """Parameters: since when, then the run id if ``run`` (the session's tenant: :func:`ask`)."""
     of_run = f" AND run_id = {d.param}" if run else ""
     return (
-        f"SELECT {', '.join(_LISTED)} FROM {d.table(ALERTS)} WHERE created_at >= {d.param}"
-        f"{of_run} ORDER BY created_at DESC, alert_key, webhook"
+        f"SELECT {', '.join(_LISTED)} FROM {d.table(ALERTS)} a WHERE {tenant_is(d, 'a')} "
+        f"AND created_at >= {d.param}{of_run} ORDER BY created_at DESC, alert_key, webhook"
     )
 
 
@@ -177,7 +184,7 @@ def recent(session: Session, since: datetime, run_id: str | None = None) -> list
     """Alerts raised since ``since`` (about run ``run_id`` only, when given), newest first,
     with their delivery status."""
     params: list[Any] = [since] if run_id is None else [since, run_id]
-    rows = session.query(list_sql(session.dialect, run_id is not None), params)
+    rows = ask(session, list_sql(session.dialect, run_id is not None), params)
     times = ("created_at", "next_attempt_at", "delivered_at")
     found = []
     for row in rows:

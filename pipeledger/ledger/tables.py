@@ -30,13 +30,19 @@ names the tenant first (:attr:`LedgerTable.conflict`).
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from pipeledger.common.columns import TableName
 from pipeledger.ledger import rollup
 from pipeledger.warehouse.dialect import Dialect, quote
 from pipeledger.warehouse.migrations import SCHEMA, Component, Migration, create_schema
+
+if TYPE_CHECKING:
+    from pipeledger.warehouse.session import Session
 
 UNREGISTERED = "unregistered"  # the version of a pipeline known only from its runs
 
@@ -1016,3 +1022,43 @@ def _tenant_indexes(d: Dialect) -> list[str]:
     name, columns, where = _SCHEDULED_INDEX
     statements.append(f"CREATE INDEX {quote(name)} ON {d.table(RUNS)} ({columns}) {where}")
     return statements
+
+
+# -- reads name their tenant ----------------------------------------------------------------
+#
+# Row security (migration 13) isolates the tenants, but it does not help the planner: a
+# superuser or a BYPASSRLS role ignores it, and an ordinary role gets the writer's and the
+# reader's policies OR'd, which no index can take as a condition. So every ledger read names
+# the session's tenant itself, on every table it reads (joins, correlated probes and
+# sub-selects too), and each probe starts at the tenant that leads every index.
+
+
+def tenant_is(d: Dialect, alias: str) -> str:
+    """``alias.tenant = <the session's tenant>``: a condition on the tenant leading the
+    indexes of the table ``alias`` names, bound by :func:`tenant_bound` (never a literal).
+    A builder writes it where the condition goes and leaves its value out of its own
+    parameters: :func:`ask` puts the session's tenant in at its place."""
+    return f"{alias}.tenant = {d.param}"
+
+
+def _marks(d: Dialect) -> re.Pattern[str]:
+    mark = re.escape(d.param)
+    return re.compile(rf"([A-Za-z_][A-Za-z0-9_]*\.tenant = {mark})|{mark}")
+
+
+def tenant_bound(d: Dialect, sql: str, params: Sequence[Any], tenant: str) -> list[Any]:
+    """The parameters of ``sql``: ``params`` (the builder's own, in the order of their
+    marks) with ``tenant`` at the place of each :func:`tenant_is` condition. Every
+    ``alias.tenant = <mark>`` counts as one: a statement that binds a tenant of its own
+    there (the queue's writers) is not a read for :func:`ask`."""
+    places = [m.group(1) is not None for m in _marks(d).finditer(sql)]
+    if places.count(False) != len(params):
+        raise ValueError(f"{len(params)} parameters for {places.count(False)} places")
+    own = iter(params)
+    return [tenant if is_tenant else next(own) for is_tenant in places]
+
+
+def ask(session: Session, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    """Run a ledger read built with :func:`tenant_is` for the session's own tenant (the one
+    its config declares: ``[ledger] tenant``, never a value from a client)."""
+    return session.query(sql, tenant_bound(session.dialect, sql, params, session.tenant))

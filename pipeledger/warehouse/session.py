@@ -28,6 +28,9 @@ class Session(Protocol):
     """One open transaction. Leaving the ``with`` block commits; an exception rolls back."""
 
     dialect: Dialect
+    # the ledger tenant the session was opened for (``open_warehouse``): its ledger reads
+    # name it, so that they probe the tenant-led indexes whatever the role's row security
+    tenant: str
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run a statement; return the driver's row count."""

@@ -23,7 +23,7 @@ page                                its JSON twins (the CLI command whose ``--js
                                     ``/api/runs?correlation_id=``, ``/api/quarantine/NAME?run=``
                                     (``quarantine NAME --run``), ``/api/alerts?run=``
 ``/dag``                            ``/api/dag`` (``dag``)
-``/alerts``                         ``/api/sla`` (``sla``), ``/api/alerts`` (``alerts``)
+``/alerts``                         ``/api/sla?limit=`` (``sla``), ``/api/alerts`` (``alerts``)
 ==================================  ==========================================================
 
 ``/api/status`` and ``/api/volumes`` answer a page (``page``, ``limit``: default 50 of every
@@ -248,6 +248,14 @@ class Dashboard:
         days = sorted(days, key=lambda d: rank.get(d.pipeline, len(rank)))  # stable: by day
         return api.Page([d.to_json() for d in days], shown.number, limit, shown.total)
 
+    def _sla(self, request: Request) -> dict[str, Any]:
+        """``pipeledger sla --json``; with ``limit``, the alerts page's: the breaches and the
+        reliability of the ``limit`` least reliable nodes, worst first, and ``nodes``."""
+        if "limit" not in request.query_params:
+            return api.sla(self.project.located).to_json()
+        limit = self._count(request, "limit", views.PAGE_SIZE)
+        return api.sla_page(self.project.located, limit=limit).to_json()
+
     def api_routes(self) -> list[Route]:
         p = self.project
 
@@ -287,7 +295,7 @@ class Dashboard:
                     include_resolved=r.query_params.get("all") in ("1", "true"),
                 )
             ],
-            "/api/sla": lambda r: api.sla(located()).to_json(),
+            "/api/sla": self._sla,
             "/api/alerts": lambda r: [
                 a.to_json()
                 for a in api.recent_alerts(

@@ -514,41 +514,21 @@ def dag(project: Project) -> dict[str, Any]:
 
 def alerts(project: Project, limit: int = PAGE_SIZE) -> dict[str, Any]:
     """Every breach (open first); the ``limit`` newest alert deliveries; the reliability of
-    the ``limit`` least reliable nodes (the lowest 7-day success rate first, a node still
-    failing before the others), both windows each. The tiles count them all, and the JSON
-    twins (``/api/sla``, ``/api/alerts``) hold the rest."""
+    the ``limit`` least reliable nodes (still failing first, then the lowest 7-day success
+    rate), both windows each, ranked from the daily rollup (``api.sla_page``: only those
+    nodes' runs are read). The tiles count them all, and the JSON twins (``/api/sla``,
+    ``/api/alerts``) hold the rest."""
     located, now = project.located, project.now()
-    report = api.sla(located, now=now)
-    breaches = sorted(report.breaches, key=lambda b: (not b.open, -b.due_at.timestamp()))
+    page = api.sla_page(located, now=now, limit=limit)
+    breaches = sorted(page.breaches, key=lambda b: (not b.open, -b.due_at.timestamp()))
     raised = api.recent_alerts(located, since=now - timedelta(days=7))
-    worst = _least_reliable(report.reliability)
-    shown = set(worst[:limit])
     return {
         "now": now,
         "breaches": breaches,
         "open": [b for b in breaches if b.open],
-        "reliability": sorted(
-            (r for r in report.reliability if r.pipeline in shown),
-            key=lambda r: (worst.index(r.pipeline), r.days),
-        ),
-        "nodes": len(worst),
+        "reliability": list(page.reliability),
+        "nodes": page.nodes,
         "alerts": raised[:limit],
         "raised": len(raised),
         "limit": limit,
     }
-
-
-def _least_reliable(rows: Sequence[Any]) -> list[str]:
-    """The pipelines of ``rows`` (``Reliability``), least reliable first: still failing,
-    then by the short window's success rate (none: last), then by name."""
-    short: dict[str, Any] = {}
-    for r in rows:  # each pipeline's shortest window
-        if r.pipeline not in short or r.days < short[r.pipeline].days:
-            short[r.pipeline] = r
-
-    def rank(name: str) -> tuple[int, float, str]:
-        r = short[name]
-        rate = r.success_rate if r.success_rate is not None else 2.0
-        return (0 if r.failing_since else 1, rate, name)
-
-    return sorted(short, key=rank)

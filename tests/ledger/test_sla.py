@@ -138,6 +138,40 @@ def test_reliability_over_7_and_30_days(warehouse_url: str) -> None:
     assert (week.runs, week.successes, week.recoveries) == (11, 7, 1)
 
 
+def test_the_alerts_page_is_the_least_reliable_rows_of_the_report(warehouse_url: str) -> None:
+    minute = timedelta(minutes=1)
+    with ledger(warehouse_url) as b:
+        for n, failures in enumerate([0, 1, 3, 0, 2, 5]):  # six pipelines, worse and better
+            name = f"p{n}"
+            b.pipeline(name, max_duration=timedelta(minutes=3))
+            for i in range(8):  # a run a day, from 20 days ago: half of them in the week
+                status = "failed" if i < failures else "success"
+                at = NOW - (20 - 2 * i) * DAY - HOUR
+                b.run(name, at, status=status, duration=(i + 1) * minute, **MOVED)
+        b.run("p3", NOW - HOUR, status="timed_out", duration=minute)  # still failing
+        b.run("p0", NOW - 2 * HOUR, status="success", trigger="backfill")  # not a frontier
+    with ledger(warehouse_url) as b:
+        assert sla.observe(b.session, NOW, NOW - 30 * DAY)  # the slow runs' breaches
+    with reading(warehouse_url) as session:
+        report = sla.sla_report(session, NOW)
+        page = sla.sla_page(session, NOW, 3)
+        whole = sla.sla_page(session, NOW, 100)
+    week = {r.pipeline: r for r in report.reliability if r.days == 7}
+    worst = sorted(
+        week,
+        key=lambda p: (
+            0 if week[p].failing_since else 1,
+            2.0 if week[p].success_rate is None else week[p].success_rate,
+            p,
+        ),
+    )
+    assert worst[0] == "p3" and page.nodes == whole.nodes == len(week) == 6
+    expected = [r for name in worst[:3] for r in report.reliability if r.pipeline == name]
+    assert list(page.reliability) == expected  # the very rows of `pipeledger sla`, worst first
+    assert sorted(whole.reliability, key=lambda r: (r.pipeline, r.days)) == list(report.reliability)
+    assert list(page.breaches) == list(report.breaches) and report.breaches
+
+
 # -- the CLI ----------------------------------------------------------------------------
 
 

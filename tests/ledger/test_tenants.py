@@ -19,7 +19,14 @@ import psycopg
 import pytest
 
 from pipeledger.api import load_config
-from pipeledger.ledger.tables import ACCESS_TABLE, LEDGER, RUNS, TENANT_TABLES, ledger_migrations
+from pipeledger.ledger.tables import (
+    ACCESS_TABLE,
+    LEDGER,
+    RUNS,
+    TENANT_TABLES,
+    ledger_migrations,
+    tenant_bound,
+)
 from pipeledger.ledger.tables import table as ledger_table
 from pipeledger.ledger.tenants import grant_reader
 from pipeledger.runs.site import Site
@@ -524,3 +531,90 @@ def test_the_first_run_of_a_new_ledger_is_its_tenants(project: Project) -> None:
             f"SELECT DISTINCT tenant FROM {project.table('pipeledger.' + table)}"
         )
         assert tenants == [("team_a",)], table
+
+
+def _runs_scans(plan: dict[str, object]) -> list[dict[str, object]]:
+    """The plan's nodes that read the runs table, and the index scans beneath bitmaps."""
+    found, todo = [], [plan]
+    while todo:
+        node = todo.pop()
+        name = str(node.get("Relation Name") or node.get("Index Name") or "")
+        if name.startswith("pipeline_runs"):
+            found.append(node)
+        todo += node.get("Plans", [])  # type: ignore[arg-type]
+    return found
+
+
+def test_a_superusers_questions_read_its_declared_tenant_through_the_tenant_indexes(
+    postgres_url: str,
+) -> None:
+    """A superuser passes row security by: the reads name the tenant its config declares,
+    so it sees that tenant's rows alone, and every read of the runs probes an index led by
+    the tenant (or the primary key, by run id), not a scan of every tenant's runs."""
+    from datetime import timedelta
+
+    from pipeledger.ledger.reads import activity, health, recent, runs, sla
+
+    tag = uuid.uuid4().hex[:8]
+    a, b = f"a_{tag}", f"b_{tag}"
+    with open_warehouse(postgres_url, tenant=a).session() as session:
+        migrate(session, LEDGER)
+    now = datetime.now(UTC).replace(microsecond=0)
+    with psycopg.connect(postgres_url) as superuser:
+        for tenant in (a, b):
+            superuser.execute(
+                "INSERT INTO pipeledger.pipelines (tenant, name, version, created_at, "
+                "updated_at, freshness_sla_s, max_duration_s) SELECT %s, %s || '_p' || i, "
+                "'v1', %s, %s, 3600, 60 FROM generate_series(1, 20) AS i",
+                [tenant, tenant, now - timedelta(days=60), now],
+            )
+            superuser.execute(
+                "INSERT INTO pipeledger.pipeline_runs (tenant, run_id, logical_run_id, attempt, "
+                "pipeline, trigger_type, status, started_at, ended_at, duration_ms, "
+                "rows_inserted, rows_updated, watermark_before, watermark_after) "
+                "SELECT %s, %s || i, %s || i, 1, %s || '_p' || (i %% 20 + 1), 'scheduled', "
+                "CASE WHEN i %% 7 = 0 THEN 'failed' ELSE 'success' END, "
+                "%s - i * interval '17 minutes', %s - i * interval '17 minutes' + "
+                "interval '30 seconds', 30000 + i %% 50 * 1000, 100 + i %% 13, 0, "
+                "'2024-01-01', '2024-01-02' FROM generate_series(1, 4000) AS i",
+                [tenant, tenant, tenant, tenant, now, now],
+            )
+        superuser.execute("ANALYZE")
+    with open_warehouse(postgres_url, tenant=a).session(write=False) as session:
+        d = session.dialect
+        statuses = health.pipeline_status(session, now)
+        listed = runs.list_runs(session, limit=10_000)
+        report = sla.sla_report(session, now)
+        days = activity.volume_days(session, now)
+        volumes = health.volume_anomalies(session, now)
+        seen = {
+            "status": {s.pipeline for s in statuses},
+            "runs": {r.pipeline for r in listed},
+            "sla": {r.pipeline for r in report.reliability},
+            "volumes": {v.pipeline for v in days} | {v.pipeline for v in volumes},
+        }
+        assert seen == {what: {f"{a}_p{i}" for i in range(1, 21)} for what in seen}
+        assert len(listed) == 4000
+        since, short = now - timedelta(days=30), now - timedelta(days=7)
+        statements = [
+            ("status", *health.pipeline_status_sql(d, now)),
+            ("runs", *runs.list_runs_sql(d, f"{a}_p3", limit=50)),
+            ("runs of every pipeline", *runs.list_runs_sql(d, limit=50)),
+            ("volumes", *health.volume_anomalies_sql(d, now, None)),
+            ("sla recoveries", sla.transitions_sql(d), [short, short, since]),
+            ("sla counts", sla.timed_successes_sql(d), [*health.status_window(now), since]),
+            ("sla breaches", sla.breaches_sql(d), [since, since]),
+            ("alerts page rank", sla.rank_sql(d), [*health.status_window(now), short]),
+            ("latest runs", recent.latest_runs_sql(d, 20), [[f"{a}_p{i}" for i in range(20)]]),
+        ]
+        for what, sql, params in statements:
+            bound = tenant_bound(d, sql, params, session.tenant)
+            (plan,) = session.query(f"EXPLAIN (FORMAT JSON) {sql}", bound)[0]
+            scans = _runs_scans(plan[0]["Plan"])
+            assert scans or what == "sla breaches", what
+            for node in (n for n in scans if n["Node Type"] != "Bitmap Heap Scan"):
+                shown = json.dumps(node)
+                assert node["Node Type"] != "Seq Scan", (what, shown)
+                condition = str(node.get("Index Cond", ""))
+                by_run_id = node.get("Index Name") == "pipeline_runs_pkey"
+                assert "tenant = " in condition or by_run_id, (what, shown)

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pipeledger.ledger.reads.answers import Answer, _day
-from pipeledger.ledger.tables import DAYS, RUNS
+from pipeledger.ledger.tables import DAYS, RUNS, ask, tenant_is
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
 
@@ -34,8 +34,9 @@ def work_by_state_sql(d: Dialect) -> str:
     started_at index)."""
     hour = d.time_label("started_at", "hour")
     return (
-        f"SELECT {hour} AS hour, status, count(*) FROM {d.table(RUNS)} "
-        f"WHERE started_at >= {d.param} GROUP BY {hour}, status ORDER BY hour, status"
+        f"SELECT {hour} AS hour, status, count(*) FROM {d.table(RUNS)} w "
+        f"WHERE {tenant_is(d, 'w')} AND started_at >= {d.param} "
+        f"GROUP BY {hour}, status ORDER BY hour, status"
     )
 
 
@@ -48,7 +49,7 @@ def hour_start(now: datetime, hours: int) -> datetime:
 def work_by_state(session: Session, now: datetime, hours: int = 24) -> list[WorkHour]:
     """Per UTC hour of the last ``hours`` (this one included) and state: the runs that
     started in it. Hours without runs are left out."""
-    rows = session.query(work_by_state_sql(session.dialect), [hour_start(now, hours)])
+    rows = ask(session, work_by_state_sql(session.dialect), [hour_start(now, hours)])
     return [WorkHour(hour=str(h), status=str(s), runs=int(n)) for h, s, n in rows]
 
 
@@ -72,8 +73,9 @@ def volume_days_sql(d: Dialect, pipeline: bool, among: int = 0) -> str:
     if among and not pipeline:
         only = f" AND pipeline IN ({d.marks(among)})"
     return (
-        f"SELECT pipeline, day, samples, sample_rows FROM {d.table(DAYS)} "
-        f"WHERE day >= {d.param}{only} AND samples > 0 ORDER BY pipeline, day"
+        f"SELECT pipeline, day, samples, sample_rows FROM {d.table(DAYS)} y "
+        f"WHERE {tenant_is(d, 'y')} AND day >= {d.param}{only} AND samples > 0 "
+        "ORDER BY pipeline, day"
     )
 
 
@@ -91,7 +93,7 @@ def volume_days(
     if pipeline is None and among:
         params += list(among)
     sql = volume_days_sql(session.dialect, pipeline is not None, 0 if pipeline else len(among))
-    rows = session.query(sql, params)
+    rows = ask(session, sql, params)
     return [
         VolumeDay(pipeline=str(p), day=str(day), samples=int(n), rows=int(total))
         for p, day, n, total in rows

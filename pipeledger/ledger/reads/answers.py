@@ -16,7 +16,7 @@ from typing import Any
 from pipeledger.common.durations import span as span
 from pipeledger.ledger.rollup import COMPARES, sample
 from pipeledger.ledger.rollup import FAILURES as FAILURES
-from pipeledger.ledger.tables import RUNS, stored_datetime
+from pipeledger.ledger.tables import RUNS, stored_datetime, tenant_is
 from pipeledger.warehouse.dialect import Dialect
 
 STATUS_WINDOW = timedelta(days=7)
@@ -127,7 +127,8 @@ def _latest(d: Dialect, outer: str, condition: str = "") -> str:
     """A correlated subquery: the run id of ``outer``'s latest run meeting ``condition``
     (one probe of the (pipeline, started_at) index per pipeline)."""
     return (
-        f"(SELECT r.run_id FROM {d.table(RUNS)} r WHERE r.pipeline = {outer}{condition} "
+        f"(SELECT r.run_id FROM {d.table(RUNS)} r WHERE {tenant_is(d, 'r')} "
+        f"AND r.pipeline = {outer}{condition} "
         "ORDER BY r.started_at DESC, r.run_id DESC LIMIT 1)"
     )
 

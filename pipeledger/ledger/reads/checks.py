@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from pipeledger.ledger.reads.answers import Answer, _as_json, _build, _columns
-from pipeledger.ledger.tables import QUALITY
+from pipeledger.ledger.tables import QUALITY, ask, tenant_is
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
 
@@ -32,8 +32,8 @@ class CheckRow(Answer):
 
 def run_checks_sql(d: Dialect) -> str:
     return (
-        f"SELECT {', '.join(_columns(CheckRow))} FROM {d.table(QUALITY)} "
-        f"WHERE run_id = {d.param} ORDER BY created_at, check_name"
+        f"SELECT {', '.join(_columns(CheckRow))} FROM {d.table(QUALITY)} q "
+        f"WHERE {tenant_is(d, 'q')} AND run_id = {d.param} ORDER BY created_at, check_name"
     )
 
 
@@ -42,8 +42,8 @@ def check_history_sql(d: Dialect, since: datetime | None) -> str:
     the limit), on the (pipeline, created_at) index."""
     after = f" AND created_at >= {d.param}" if since is not None else ""
     return (
-        f"SELECT {', '.join(_columns(CheckRow))} FROM {d.table(QUALITY)} "
-        f"WHERE pipeline = {d.param}{after} "
+        f"SELECT {', '.join(_columns(CheckRow))} FROM {d.table(QUALITY)} q "
+        f"WHERE {tenant_is(d, 'q')} AND pipeline = {d.param}{after} "
         f"ORDER BY created_at DESC, run_id DESC, check_name LIMIT {d.param}"
     )
 
@@ -51,7 +51,7 @@ def check_history_sql(d: Dialect, since: datetime | None) -> str:
 def _checks(session: Session, sql: str, params: list[Any]) -> list[CheckRow]:
     d = session.dialect
     found = []
-    for row in session.query(sql, params):
+    for row in ask(session, sql, params):
         check: CheckRow = _build(CheckRow, row, frozenset({"created_at"}))
         found.append(replace(check, sample_keys=_as_json(d, check.sample_keys)))
     return found

@@ -13,7 +13,7 @@ from pipeledger.errors import AmbiguousRunId
 from pipeledger.ledger.reads.answers import MIN_PREFIX, Answer, _as_json, _build, _columns
 from pipeledger.ledger.reads.checks import CheckRow, run_checks
 from pipeledger.ledger.reads.runs import _RUN_TIMES, RunRow
-from pipeledger.ledger.tables import AUDIT, RUNS, SNAPSHOTS, TASKS, stored_datetime
+from pipeledger.ledger.tables import AUDIT, RUNS, SNAPSHOTS, TASKS, ask, stored_datetime, tenant_is
 from pipeledger.ledger.vocabulary import TaskStatus
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
@@ -104,14 +104,17 @@ def match_run_id(session: Session, run_id: str) -> str | None:
     of; None when it names none. Raises AmbiguousRunId when it starts several."""
     d = session.dialect
     runs = d.table(RUNS)
-    if session.query(f"SELECT 1 FROM {runs} WHERE run_id = {d.param}", [run_id]):
+    mine = tenant_is(d, "r")
+    if ask(session, f"SELECT 1 FROM {runs} r WHERE r.run_id = {d.param} AND {mine}", [run_id]):
         return run_id
     if len(run_id) < MIN_PREFIX:
         return None
     found = [
         str(row[0])
-        for row in session.query(
-            f"SELECT run_id FROM {runs} WHERE substr(run_id, 1, {d.param}) = {d.param} "
+        for row in ask(
+            session,
+            f"SELECT run_id FROM {runs} r WHERE {mine} "
+            f"AND substr(run_id, 1, {d.param}) = {d.param} "
             "ORDER BY run_id LIMIT 6",
             [len(run_id), run_id],
         )
@@ -135,9 +138,10 @@ def show_run(session: Session, run_id: str) -> RunDetail | None:
         return None
     d = session.dialect
     p = d.param
-    (row,) = session.query(
+    (row,) = ask(
+        session,
         f"SELECT {', '.join((*_columns(RunRow), *_DETAIL_COLUMNS))} "
-        f"FROM {d.table(RUNS)} WHERE run_id = {p}",
+        f"FROM {d.table(RUNS)} r WHERE r.run_id = {p} AND {tenant_is(d, 'r')}",
         [full],
     )
     run = _build(RunRow, row, _RUN_TIMES)
@@ -145,14 +149,17 @@ def show_run(session: Session, run_id: str) -> RunDetail | None:
     for name in _DETAIL_TIMES:
         more[name] = stored_datetime(more[name])
     more["extra"] = _as_json(d, more["extra"])
-    tasks = session.query(
-        f"SELECT {', '.join(_columns(TaskRow))} FROM {d.table(TASKS)} WHERE run_id = {p} "
+    tasks = ask(
+        session,
+        f"SELECT {', '.join(_columns(TaskRow))} FROM {d.table(TASKS)} t "
+        f"WHERE {tenant_is(d, 't')} AND t.run_id = {p} "
         "ORDER BY seq, started_at",
         [full],
     )
-    snapshots = session.query(
-        f"SELECT {', '.join(_columns(SnapshotRow))} FROM {d.table(SNAPSHOTS)} "
-        f"WHERE run_id = {p} ORDER BY target_table",
+    snapshots = ask(
+        session,
+        f"SELECT {', '.join(_columns(SnapshotRow))} FROM {d.table(SNAPSHOTS)} sn "
+        f"WHERE {tenant_is(d, 'sn')} AND sn.run_id = {p} ORDER BY target_table",
         [full],
     )
     return RunDetail(
@@ -184,7 +191,10 @@ def _events(
 ) -> list[AuditRow]:
     d = session.dialect
     params: list[Any] = [value]
-    sql = f"SELECT {', '.join(_columns(AuditRow))} FROM {d.table(AUDIT)} WHERE {column} = {d.param}"
+    sql = (
+        f"SELECT {', '.join(_columns(AuditRow))} FROM {d.table(AUDIT)} e "
+        f"WHERE {tenant_is(d, 'e')} AND {column} = {d.param}"
+    )
     if since is not None:
         sql += f" AND created_at >= {d.param}"
         params.append(since)
@@ -194,7 +204,7 @@ def _events(
         sql += f" LIMIT {d.param}"
         params.append(limit)
     result = []
-    for row in session.query(sql, params):
+    for row in ask(session, sql, params):
         event: AuditRow = _build(AuditRow, row, frozenset({"created_at"}))
         parsed = {
             k: _as_json(d, getattr(event, k)) for k in ("old_values", "new_values", "metadata")

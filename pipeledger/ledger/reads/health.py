@@ -27,7 +27,15 @@ from pipeledger.ledger.reads.answers import (
     span,
 )
 from pipeledger.ledger.rollup import counts, finished, written
-from pipeledger.ledger.tables import DAYS, PIPELINES, RUNS, SNAPSHOTS, stored_datetime
+from pipeledger.ledger.tables import (
+    DAYS,
+    PIPELINES,
+    RUNS,
+    SNAPSHOTS,
+    ask,
+    stored_datetime,
+    tenant_is,
+)
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
 
@@ -50,12 +58,12 @@ class VolumeAnomaly(Answer):
 
 def _seen(d: Dialect) -> str:
     """Recursive CTE ``seen``: the distinct pipelines of the runs table, one index probe
-    each (a loose index scan; a plain DISTINCT would read every run)."""
+    each (a loose index scan of the tenant's part; a plain DISTINCT would read every run)."""
     runs = d.table(RUNS)
     return (
-        f"seen(pipeline) AS (SELECT min(pipeline) FROM {runs} UNION ALL "
-        f"SELECT (SELECT min(r.pipeline) FROM {runs} r WHERE r.pipeline > s.pipeline) "
-        "FROM seen s WHERE s.pipeline IS NOT NULL)"
+        f"seen(pipeline) AS (SELECT min(f.pipeline) FROM {runs} f WHERE {tenant_is(d, 'f')} "
+        f"UNION ALL SELECT (SELECT min(r.pipeline) FROM {runs} r WHERE {tenant_is(d, 'r')} "
+        "AND r.pipeline > s.pipeline) FROM seen s WHERE s.pipeline IS NOT NULL)"
     )
 
 
@@ -85,7 +93,8 @@ def _history(d: Dialect, pipeline: bool = False) -> str:
     return (
         "history AS (SELECT y.pipeline, sum(y.samples) AS n, sum(y.sample_rows) AS s, "
         f"sum(y.sample_squares) AS ss FROM {d.table(DAYS)} y "
-        f"WHERE y.day >= {d.param} AND y.day < {d.param}{only} GROUP BY y.pipeline)"
+        f"WHERE {tenant_is(d, 'y')} AND y.day >= {d.param} AND y.day < {d.param}{only} "
+        "GROUP BY y.pipeline)"
     )
 
 
@@ -99,7 +108,10 @@ def _of(d: Dialect, run_id: str, expression: str) -> str:
     """``expression`` (over ``x``) of the run ``run_id`` (an expression of ``heads``)
     names, as a scalar subquery: one probe of the primary key per pipeline whatever the
     ledger's size (a join to the runs is hashed over every run once pipelines are many)."""
-    return f"(SELECT {expression} FROM {d.table(RUNS)} x WHERE x.run_id = {run_id})"
+    return (
+        f"(SELECT {expression} FROM {d.table(RUNS)} x "
+        f"WHERE x.run_id = {run_id} AND {tenant_is(d, 'x')})"
+    )
 
 
 def _volume_columns(d: Dialect) -> str:
@@ -198,7 +210,7 @@ def volume_anomalies(
     """The volume verdict on each pipeline's latest interval (its latest volume sample)."""
     sql, params = volume_anomalies_sql(session.dialect, now, pipeline)
     window = volume_window(now)
-    found = (_assess_row(row, window, min_history) for row in session.query(sql, params))
+    found = (_assess_row(row, window, min_history) for row in ask(session, sql, params))
     return [a for a in found if a is not None]
 
 
@@ -246,11 +258,12 @@ def _recent(d: Dialect) -> str:
     each, p = dict(counts(d, "r")), d.param
     days = (
         "SELECT y.pipeline, y.finished, y.succeeded, y.success_rows "
-        f"FROM {d.table(DAYS)} y WHERE y.day > {p}"
+        f"FROM {d.table(DAYS)} y WHERE {tenant_is(d, 'y')} AND y.day > {p}"
     )
     first_day = (
         f"SELECT r.pipeline, {each['finished']}, {each['succeeded']}, {each['success_rows']} "
-        f"FROM {d.table(RUNS)} r WHERE {finished('r')} AND r.started_at >= {p} "
+        f"FROM {d.table(RUNS)} r WHERE {tenant_is(d, 'r')} AND {finished('r')} "
+        f"AND r.started_at >= {p} "
         f"AND r.started_at < {p}"
     )
     return (
@@ -275,7 +288,7 @@ def recent_counts(
 ) -> dict[str, tuple[int, int]]:
     """Per pipeline, how many runs that started in ``window`` before ``now`` finished, and
     how many of them succeeded."""
-    rows = session.query(recent_counts_sql(session.dialect), status_window(now, window))
+    rows = ask(session, recent_counts_sql(session.dialect), status_window(now, window))
     return {str(p): (int(n), int(ok)) for p, n, ok in rows}
 
 
@@ -287,11 +300,11 @@ def pipeline_status_sql(
     names = (
         f"SELECT CAST({d.param} AS text) AS pipeline"
         if one
-        else f"{_SEEN} UNION SELECT name FROM {d.table(PIPELINES)}"
+        else f"{_SEEN} UNION SELECT k.name FROM {d.table(PIPELINES)} k WHERE {tenant_is(d, 'k')}"
     )
     newest = (
         f"(SELECT sn.max_cursor FROM {d.table(SNAPSHOTS)} sn WHERE sn.run_id = h.volume_id "
-        "ORDER BY sn.created_at DESC LIMIT 1)"
+        f"AND {tenant_is(d, 'sn')} ORDER BY sn.created_at DESC LIMIT 1)"
     )
     last, success, failure = "h.last_run_id", "h.success_id", "h.failure_id"
     volume = "h.volume_id"
@@ -306,6 +319,7 @@ def pipeline_status_sql(
         f"{_of(d, failure, 'x.started_at')}, {_of(d, failure, 'x.status')}, "
         f"{_of(d, failure, 'x.error_message')} "
         f"FROM heads h LEFT JOIN {d.table(PIPELINES)} pl ON pl.name = h.pipeline "
+        f"AND {tenant_is(d, 'pl')} "
         "LEFT JOIN recent rc ON rc.pipeline = h.pipeline "
         "LEFT JOIN history hi ON hi.pipeline = h.pipeline ORDER BY h.pipeline"
     )
@@ -464,7 +478,7 @@ def pipeline_status(
     and from its data), volume verdict, whether its latest run was slow, and health (one
     query)."""
     sql, params = pipeline_status_sql(session.dialect, now, pipeline)
-    rows = session.query(sql, params)
+    rows = ask(session, sql, params)
     known = [row for row in rows if pipeline is None or row[1] is not None or row[11] is not None]
     apart = set_apart(session, now - STATUS_WINDOW)
     statuses = [_status(row, now, min_history) for row in known]
@@ -480,16 +494,16 @@ def set_apart_sql(d: Dialect) -> str:
     """Per pipeline, the rejected runs since a moment and the runs queued now (from the
     index on status: both are rare)."""
     return (
-        "SELECT pipeline, sum(CASE WHEN status = 'rejected' THEN 1 ELSE 0 END), "
-        "sum(CASE WHEN status = 'queued' THEN 1 ELSE 0 END) "
-        f"FROM {d.table(RUNS)} WHERE status = 'queued' OR "
-        f"(status = 'rejected' AND started_at >= {d.param}) GROUP BY pipeline"
+        "SELECT r.pipeline, sum(CASE WHEN r.status = 'rejected' THEN 1 ELSE 0 END), "
+        "sum(CASE WHEN r.status = 'queued' THEN 1 ELSE 0 END) "
+        f"FROM {d.table(RUNS)} r WHERE {tenant_is(d, 'r')} AND (r.status = 'queued' OR "
+        f"(r.status = 'rejected' AND r.started_at >= {d.param})) GROUP BY r.pipeline"
     )
 
 
 def set_apart(session: Session, since: datetime) -> dict[str, tuple[int, int]]:
     """What status counts apart from failures: (rejected work, runs queued) per pipeline."""
-    rows = session.query(set_apart_sql(session.dialect), [since])
+    rows = ask(session, set_apart_sql(session.dialect), [since])
     return {str(p): (int(rejected or 0), int(queued or 0)) for p, rejected, queued in rows}
 
 

@@ -137,7 +137,9 @@ from pipeledger.ledger.tables import (
     SNAPSHOTS,
     TASK_DAYS,
     TASKS,
+    ask,
     stored_datetime,
+    tenant_is,
 )
 from pipeledger.state.lateness import LatenessReport, RunLateness, report
 from pipeledger.warehouse.dialect import Dialect
@@ -167,6 +169,7 @@ def task_trends_sql(
     first = _day(_day_start(now) - timedelta(days=days - 1))
     params: list[Any] = [first]
     condition = ""
+    mine = tenant_is(d, "y")
     if pipeline is not None:
         condition = f" AND y.pipeline = {d.param}"
         params.append(pipeline)
@@ -178,19 +181,19 @@ def task_trends_sql(
     if limit is None:
         sql = (
             f"SELECT {columns} FROM {d.table(TASK_DAYS)} y "
-            f"WHERE y.day >= {d.param}{condition} {order}"
+            f"WHERE {mine} AND y.day >= {d.param}{condition} {order}"
         )
         return sql, params
     series = (
         f"SELECT y.pipeline, y.task FROM {d.table(TASK_DAYS)} y "
-        f"WHERE y.day >= {d.param}{condition} GROUP BY y.pipeline, y.task "
+        f"WHERE {mine} AND y.day >= {d.param}{condition} GROUP BY y.pipeline, y.task "
         "ORDER BY coalesce(max(y.duration_max), -1) DESC, y.pipeline, y.task "
         f"LIMIT {int(limit)}"
     )
     sql = (
         f"WITH series AS ({series}) SELECT {columns} FROM {d.table(TASK_DAYS)} y "
         "JOIN series s ON s.pipeline = y.pipeline AND s.task = y.task "
-        f"WHERE y.day >= {d.param} {order}"
+        f"WHERE {mine} AND y.day >= {d.param} {order}"
     )
     return sql, [*params, first]
 
@@ -221,7 +224,7 @@ def task_trends(
             max_duration_ms=None if mx is None else int(mx),
             avg_rows_out=_mean(rn, rs),
         )
-        for p, name, day, n, dn, ds, mx, rn, rs in session.query(sql, params)
+        for p, name, day, n, dn, ds, mx, rn, rs in ask(session, sql, params)
     ]
 
 
@@ -242,12 +245,12 @@ def dependencies_sql(d: Dialect) -> str:
     the index, then of the primary key), never a join over every run."""
     ended = (
         f"(SELECT ls.ended_at FROM {d.table(RUNS)} ls "
-        f"WHERE ls.run_id = {_latest(d, 'e.upstream', _SUCCESS)})"
+        f"WHERE ls.run_id = {_latest(d, 'e.upstream', _SUCCESS)} AND {tenant_is(d, 'ls')})"
     )
     return (
         f"SELECT e.downstream, e.upstream, {ended}, pl.freshness_sla_s "
         f"FROM {d.table(DEPENDENCIES)} e LEFT JOIN {d.table(PIPELINES)} pl ON pl.name = e.upstream "
-        "ORDER BY e.downstream, e.upstream"
+        f"AND {tenant_is(d, 'pl')} WHERE {tenant_is(d, 'e')} ORDER BY e.downstream, e.upstream"
     )
 
 
@@ -274,7 +277,7 @@ def _blocked(row: Sequence[Any], now: datetime) -> Blocked | None:
 def blocked_pipelines(session: Session, now: datetime) -> list[Blocked]:
     """Dependency edges whose upstream never succeeded, or whose last success ended longer
     ago than the upstream's freshness SLA (24 h when it has none): the downstream waits."""
-    rows = session.query(dependencies_sql(session.dialect))
+    rows = ask(session, dependencies_sql(session.dialect))
     return [b for b in (_blocked(row, now) for row in rows) if b is not None]
 
 
@@ -350,7 +353,7 @@ def _prune_access(session: Session, cutoff: datetime) -> int:
 def lateness_sql(d: Dialect) -> str:
     """The ``extra`` of a pipeline's runs that committed, oldest first."""
     return (
-        f"SELECT extra FROM {d.table(RUNS)} WHERE pipeline = {d.param} "
+        f"SELECT extra FROM {d.table(RUNS)} r WHERE {tenant_is(d, 'r')} AND pipeline = {d.param} "
         "AND status IN ('success', 'partial') AND extra IS NOT NULL ORDER BY started_at, run_id"
     )
 
@@ -360,7 +363,7 @@ def lateness_report(session: Session, pipeline: str, buffer_s: int) -> LatenessR
     found (``extra.lateness``; definitions in :mod:`pipeledger.state.lateness`), against the
     buffer configured now (``buffer_s``)."""
     d = session.dialect
-    extras = (_as_json(d, row[0]) for row in session.query(lateness_sql(d), [pipeline]))
+    extras = (_as_json(d, row[0]) for row in ask(session, lateness_sql(d), [pipeline]))
     runs = [RunLateness.from_json(e["lateness"]) for e in extras if e and e.get("lateness")]
     return report(pipeline, buffer_s, runs)
 
@@ -370,7 +373,8 @@ def lateness_report(session: Session, pipeline: str, buffer_s: int) -> LatenessR
 
 def last_success_sql(d: Dialect) -> str:
     return (
-        f"SELECT data_interval_end FROM {d.table(RUNS)} WHERE pipeline = {d.param} "
+        f"SELECT data_interval_end FROM {d.table(RUNS)} r WHERE {tenant_is(d, 'r')} "
+        f"AND pipeline = {d.param} "
         f"AND status = 'success' AND trigger_type NOT IN {NOT_FRONTIER} "
         "ORDER BY started_at DESC, run_id DESC LIMIT 1"
     )
@@ -380,7 +384,7 @@ def last_success(session: Session, pipeline: str) -> datetime | None:
     """``data_interval_end`` of the pipeline's latest successful run (by start time) that
     is not a backfill or a replay: those re-load old data, and must not move the answer
     back (a replay covers no interval at all). None for an integer cursor."""
-    rows = session.query(last_success_sql(session.dialect), [pipeline])
+    rows = ask(session, last_success_sql(session.dialect), [pipeline])
     return stored_datetime(rows[0][0]) if rows else None
 
 

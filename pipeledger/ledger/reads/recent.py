@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from pipeledger.ledger import sql as lsql
-from pipeledger.ledger.tables import LEDGER, RUNS, SNAPSHOTS, stored_datetime
+from pipeledger.ledger.tables import LEDGER, RUNS, SNAPSHOTS, ask, stored_datetime, tenant_is
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.migrations import is_migrated
 from pipeledger.warehouse.session import Session
@@ -121,8 +121,10 @@ def volume_history(session: Session, pipeline: str, runs: int = 30) -> list[int]
     if not is_migrated(session, LEDGER):
         return []
     d = session.dialect
-    rows = session.query(
-        f"SELECT rows_read FROM {d.table(RUNS)} WHERE pipeline = {d.param} "
+    rows = ask(
+        session,
+        f"SELECT rows_read FROM {d.table(RUNS)} v WHERE {tenant_is(d, 'v')} "
+        f"AND pipeline = {d.param} "
         "AND status IN ('success', 'partial') "
         "AND trigger_type NOT IN ('backfill', 'replay', 'reconcile') "
         f"AND rows_read IS NOT NULL ORDER BY started_at DESC LIMIT {int(runs)}",
@@ -142,13 +144,20 @@ def latest_runs_sql(d: Dialect, count: int) -> str:
         else " UNION ALL ".join([one] * count)
     )
     latest = (
-        f"(SELECT x.run_id FROM {d.table(RUNS)} x WHERE x.pipeline = n.pipeline "
+        f"(SELECT x.run_id FROM {d.table(RUNS)} x WHERE {tenant_is(d, 'x')} "
+        "AND x.pipeline = n.pipeline "
         "ORDER BY x.started_at DESC, x.run_id DESC LIMIT 1)"
     )
+    # each latest run's columns by a probe of the primary key: a join is hashed over every
+    # run of the tenant once the pipelines are many (500 nodes: a scan of all the runs)
+    of = [
+        f"(SELECT r.{column} FROM {d.table(RUNS)} r "
+        f"WHERE r.run_id = h.run_id AND {tenant_is(d, 'r')})"
+        for column in ("status", "started_at")
+    ]
     return (
         f"WITH heads AS (SELECT n.pipeline, {latest} AS run_id FROM ({names}) n) "
-        f"SELECT h.pipeline, r.run_id, r.status, r.started_at FROM heads h "
-        f"JOIN {d.table(RUNS)} r ON r.run_id = h.run_id"
+        f"SELECT h.pipeline, h.run_id, {', '.join(of)} FROM heads h WHERE h.run_id IS NOT NULL"
     )
 
 
@@ -159,12 +168,12 @@ def latest_runs(session: Session, pipelines: Sequence[str]) -> dict[str, dict[st
         return out
     d = session.dialect
     if d.array_params:
-        rows = session.query(latest_runs_sql(d, len(pipelines)), [list(pipelines)])
+        rows = ask(session, latest_runs_sql(d, len(pipelines)), [list(pipelines)])
     else:  # SQLite takes at most 500 terms in a UNION ALL
         chunks = [
             list(pipelines[i : i + NAMES_CHUNK]) for i in range(0, len(pipelines), NAMES_CHUNK)
         ]
-        rows = [row for c in chunks for row in session.query(latest_runs_sql(d, len(c)), c)]
+        rows = [row for c in chunks for row in ask(session, latest_runs_sql(d, len(c)), c)]
     for name, run_id, status, started in rows:
         out[str(name)] = {"run_id": str(run_id), "status": str(status), "started_at": str(started)}
     return {name: out[name] for name in pipelines if name in out}
@@ -173,9 +182,10 @@ def latest_runs(session: Session, pipelines: Sequence[str]) -> dict[str, dict[st
 def latest_snapshot(session: Session, target: str) -> tuple[int, str | None] | None:
     """(row_count, max_cursor) of the target's latest snapshot, or None."""
     d = session.dialect
-    rows = session.query(
-        f"SELECT row_count, max_cursor FROM {d.table(SNAPSHOTS)} WHERE target_table = "
-        f"{d.param} ORDER BY created_at DESC LIMIT 1",
+    rows = ask(
+        session,
+        f"SELECT row_count, max_cursor FROM {d.table(SNAPSHOTS)} sn WHERE {tenant_is(d, 'sn')} "
+        f"AND target_table = {d.param} ORDER BY created_at DESC LIMIT 1",
         [target],
     )
     return (int(rows[0][0]), rows[0][1]) if rows else None

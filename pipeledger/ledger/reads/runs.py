@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from pipeledger.ledger.reads.answers import Answer, _build, _columns
-from pipeledger.ledger.tables import RUNS, stored_datetime
+from pipeledger.ledger.tables import RUNS, ask, stored_datetime, tenant_is
 from pipeledger.ledger.vocabulary import RunStatus, TriggerType
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
@@ -78,13 +78,14 @@ def _where(d: Dialect, f: RunFilter) -> tuple[str, list[Any]]:
         ("logical_run_id =", f.logical_run_id),
         ("correlation_id =", f.correlation_id),
     )
-    where = [f"{clause} {p}" for clause, value in pairs if value is not None]
+    where = [tenant_is(d, "r")]  # the tenant's part of every index on the runs
+    where += [f"{clause} {p}" for clause, value in pairs if value is not None]
     params: list[Any] = [value for _, value in pairs if value is not None]
     if f.before is not None:
         # started_at <= ... first: an index condition; the tie on run id filters it
         where.append(f"started_at <= {p} AND (started_at < {p} OR run_id < {p})")
         params += [f.before[0], f.before[0], f.before[1]]
-    return (f" WHERE {' AND '.join(where)}" if where else ""), params
+    return f" r WHERE {' AND '.join(where)}", params
 
 
 def list_runs_sql(
@@ -113,7 +114,10 @@ def count_runs_sql(d: Dialect, where: RunFilter) -> tuple[str, list[Any]]:
 
 def run_start_sql(d: Dialect) -> str:
     """A run's (started_at, run_id): where the page after it starts."""
-    return f"SELECT started_at, run_id FROM {d.table(RUNS)} WHERE run_id = {d.param}"
+    return (
+        f"SELECT r.started_at, r.run_id FROM {d.table(RUNS)} r "
+        f"WHERE r.run_id = {d.param} AND {tenant_is(d, 'r')}"
+    )
 
 
 def _plain(where: RunFilter) -> RunFilter:
@@ -133,7 +137,7 @@ def _plain(where: RunFilter) -> RunFilter:
 
 def run_start(session: Session, run_id: str) -> tuple[datetime, str] | None:
     """Where the page after run ``run_id`` starts; None when the ledger has no such run."""
-    rows = session.query(run_start_sql(session.dialect), [run_id])
+    rows = ask(session, run_start_sql(session.dialect), [run_id])
     if not rows:
         return None
     started = stored_datetime(rows[0][0])
@@ -154,10 +158,10 @@ def list_runs(
     pipeline, started since ``since``, in ``status``), at most ``limit``."""
     chosen = _plain(where or RunFilter(pipeline=pipeline, since=since, status=status))
     sql, params = list_runs_sql(session.dialect, limit=limit, where=chosen)
-    return [_build(RunRow, row, _RUN_TIMES) for row in session.query(sql, params)]
+    return [_build(RunRow, row, _RUN_TIMES) for row in ask(session, sql, params)]
 
 
 def count_runs(session: Session, where: RunFilter) -> int:
     """How many runs ``where`` matches (its ``before`` left out: every page's total)."""
     sql, params = count_runs_sql(session.dialect, replace(_plain(where), before=None))
-    return int(session.query(sql, params)[0][0])
+    return int(ask(session, sql, params)[0][0])

@@ -27,7 +27,15 @@ from pipeledger.ledger.reads.queries import (
     span,
 )
 from pipeledger.ledger.rollup import COMPARES, NOT_FRONTIER
-from pipeledger.ledger.tables import BREACH_TABLE, BREACHES, PIPELINES, RUNS, stored_datetime
+from pipeledger.ledger.tables import (
+    BREACH_TABLE,
+    BREACHES,
+    PIPELINES,
+    RUNS,
+    ask,
+    stored_datetime,
+    tenant_is,
+)
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
 
@@ -68,8 +76,8 @@ def insert_breach_sql(d: Dialect) -> str:
 
 def open_breaches_sql(d: Dialect) -> str:
     return (
-        f"SELECT pipeline, breach_id FROM {d.table(BREACHES)} "
-        "WHERE kind = 'freshness' AND ended_at IS NULL"
+        f"SELECT b.pipeline, b.breach_id FROM {d.table(BREACHES)} b "
+        f"WHERE {tenant_is(d, 'b')} AND b.kind = 'freshness' AND b.ended_at IS NULL"
     )
 
 
@@ -85,8 +93,8 @@ def slow_runs_sql(d: Dialect) -> str:
     return (
         "SELECT r.run_id, r.pipeline, r.started_at, r.ended_at, r.duration_ms, "
         f"pl.max_duration_s FROM {d.table(RUNS)} r "
-        f"JOIN {d.table(PIPELINES)} pl ON pl.name = r.pipeline "
-        f"WHERE r.ended_at >= {d.param} AND pl.max_duration_s IS NOT NULL "
+        f"JOIN {d.table(PIPELINES)} pl ON pl.name = r.pipeline AND {tenant_is(d, 'pl')} "
+        f"WHERE {tenant_is(d, 'r')} AND r.ended_at >= {d.param} AND pl.max_duration_s IS NOT NULL "
         "AND r.duration_ms > pl.max_duration_s * 1000"
     )
 
@@ -138,14 +146,14 @@ def observe(session: Session, now: datetime, runs_since: datetime) -> list[Breac
     ``runs_since`` slower than its max_duration; in ``session`` (a writer). Returns the
     breaches this call opened."""
     d = session.dialect
-    opened = dict(session.query(open_breaches_sql(d)))
+    opened = dict(ask(session, open_breaches_sql(d)))
     found: list[Breach] = []
     for status in pipeline_status(session, now):
         if status.stale and status.pipeline not in opened:
             found.append(_freshness_breach(status, now))
         elif not status.stale and status.pipeline in opened:
             session.execute(end_breach_sql(d), [now, opened[status.pipeline]])
-    found += [_duration_breach(row, now) for row in session.query(slow_runs_sql(d), [runs_since])]
+    found += [_duration_breach(row, now) for row in ask(session, slow_runs_sql(d), [runs_since])]
     return [breach for breach in found if _record(session, breach)]
 
 
@@ -154,9 +162,9 @@ def observe(session: Session, now: datetime, runs_since: datetime) -> list[Breac
 
 def breaches_sql(d: Dialect) -> str:
     return (
-        f"SELECT {', '.join(_COLUMNS)} FROM {d.table(BREACHES)} "
-        f"WHERE ended_at IS NULL OR due_at >= {d.param} OR detected_at >= {d.param} "
-        "ORDER BY due_at DESC, breach_id"
+        f"SELECT {', '.join(_COLUMNS)} FROM {d.table(BREACHES)} b WHERE {tenant_is(d, 'b')} "
+        f"AND (b.ended_at IS NULL OR b.due_at >= {d.param} OR b.detected_at >= {d.param}) "
+        "ORDER BY b.due_at DESC, b.breach_id"
     )
 
 
@@ -172,7 +180,7 @@ def _breach(row: Sequence[Any], now: datetime) -> Breach:
 def breaches(session: Session, now: datetime, days: int = 30) -> list[Breach]:
     """Breaches due or seen in the last ``days`` days, and every open one, newest first."""
     since = now - timedelta(days=days)
-    rows = session.query(breaches_sql(session.dialect), [since, since])
+    rows = ask(session, breaches_sql(session.dialect), [since, since])
     return [_breach(row, now) for row in rows]
 
 
@@ -191,19 +199,27 @@ class Reliability(Answer):
     late_s: float  # time spent in breach (freshness), within the window
 
 
-def timed_successes_sql(d: Dialect) -> str:
+def _among(d: Dialect, column: str, among: int, keyword: str = "AND") -> str:
+    """`` AND column IN (...)`` of ``among`` bound names (none: every pipeline)."""
+    return f" {keyword} {column} IN ({d.marks(among)})" if among else ""
+
+
+def timed_successes_sql(d: Dialect, among: int = 0) -> str:
     """Per pipeline, of its runs that started since the window's start: how many finished
     and succeeded (:func:`recent_counts`: from the daily rollup), and how many of the
     successes have a duration (less those without one: a probe of an empty range, as a
-    rule). Parameters: :func:`status_window`, then the start."""
+    rule). Parameters: :func:`status_window`, then the start, then the ``among``
+    pipelines it is about, if any (else every pipeline)."""
     without = (
-        f"SELECT count(*) FROM {d.table(RUNS)} z WHERE z.pipeline = rc.pipeline "
+        f"SELECT count(*) FROM {d.table(RUNS)} z WHERE {tenant_is(d, 'z')} "
+        "AND z.pipeline = rc.pipeline "
         f"AND z.status = 'success' AND z.trigger_type <> {COMPARES} "
         f"AND z.started_at >= {d.param} AND z.duration_ms IS NULL"
     )
     return (
         f"WITH {_recent(d)} SELECT rc.pipeline, rc.finished, rc.succeeded, "
-        f"rc.succeeded - ({without}) FROM recent rc ORDER BY rc.pipeline"
+        f"rc.succeeded - ({without}) FROM recent rc{_among(d, 'rc.pipeline', among, 'WHERE')} "
+        "ORDER BY rc.pipeline"
     )
 
 
@@ -212,7 +228,8 @@ P95_CHUNK = 200  # pipelines per statement (SQLite allows 500 terms in a UNION A
 
 def _percentile(d: Dialect, pipeline: str, offset: str) -> str:
     return (
-        f"(SELECT r.duration_ms FROM {d.table(RUNS)} r WHERE r.pipeline = {pipeline} "
+        f"(SELECT r.duration_ms FROM {d.table(RUNS)} r WHERE {tenant_is(d, 'r')} "
+        f"AND r.pipeline = {pipeline} "
         "AND r.status = 'success' AND r.duration_ms IS NOT NULL "
         f"AND r.started_at >= {d.param} AND r.trigger_type <> {COMPARES} "
         f"ORDER BY r.duration_ms DESC LIMIT 1 OFFSET {offset})"
@@ -263,17 +280,18 @@ def _p95(session: Session, since: datetime, timed: dict[str, int]) -> dict[str, 
     asked = [(pipeline, n) for pipeline, n in timed.items() if n > 0]
     found: dict[str, int] = {}
     for sql, params in _p95_statements(session.dialect, since, asked) if asked else []:
-        rows = session.query(sql, params)
+        rows = ask(session, sql, params)
         found.update({str(p): int(ms) for p, ms in rows if ms is not None})
     return found
 
 
-def transitions_sql(d: Dialect) -> str:
+def transitions_sql(d: Dialect, among: int = 0) -> str:
     """Runs that started since the first parameter (successes and failures, no backfills
     or replays), in start order, where a pipeline went from succeeding to failing or back
     (``turn``), and the first of those that started since the second parameter (a shorter
     window: ``opens``; ``short``: started in it). One read of the long window answers
-    both: the short window's runs are the end of the long one's, in the same order."""
+    both: the short window's runs are the end of the long one's, in the same order. Then
+    the ``among`` pipelines it is about, if any (else every pipeline)."""
     p = d.param
     failing = "CASE WHEN r.status = 'success' THEN 0 ELSE 1 END"
     short = f"CASE WHEN r.started_at >= {p} THEN 1 ELSE 0 END"
@@ -287,8 +305,9 @@ def transitions_sql(d: Dialect) -> str:
         f"r.started_at, r.run_id, r.ended_at, {failing} AS failing, "
         f"lag({failing}) {order} AS before, {short} AS short, "
         f"lag({short}) {order} AS before_short "
-        f"FROM {d.table(RUNS)} r WHERE r.started_at >= {p} AND r.status IN ({kinds}) "
-        f"AND r.trigger_type NOT IN {NOT_FRONTIER}) x "
+        f"FROM {d.table(RUNS)} r WHERE {tenant_is(d, 'r')} AND r.started_at >= {p} "
+        f"AND r.status IN ({kinds}) "
+        f"AND r.trigger_type NOT IN {NOT_FRONTIER}{_among(d, 'r.pipeline', among)}) x "
         f"WHERE {turn} OR ({opens}) ORDER BY x.pipeline, x.started_at, x.run_id"
     )
 
@@ -315,10 +334,12 @@ def _recoveries(rows: Sequence[Sequence[Any]]) -> dict[str, _Recovery]:
 
 
 def _both_recoveries(
-    session: Session, since: datetime, short_since: datetime
+    session: Session, since: datetime, short_since: datetime, among: Sequence[str] | None = None
 ) -> tuple[dict[str, _Recovery], dict[str, _Recovery]]:
-    """The recoveries of the long window and of the short one, from one read."""
-    rows = session.query(transitions_sql(session.dialect), [short_since, short_since, since])
+    """The recoveries of the long window and of the short one, from one read (of the
+    ``among`` pipelines only, when given)."""
+    sql = transitions_sql(session.dialect, len(among or ()))
+    rows = ask(session, sql, [short_since, short_since, since, *(among or ())])
     long = [(p, failing, ended) for p, failing, ended, turn, _, _ in rows if int(turn)]
     short = [
         (p, failing, ended)
@@ -340,17 +361,20 @@ def _window(
     days: int,
     found: Sequence[Breach],
     recovered: dict[str, _Recovery],
+    among: Sequence[str] | None = None,
 ) -> list[Any]:
     d, since = session.dialect, now - timedelta(days=days)
-    params = [*status_window(now, timedelta(days=days)), since]
+    params = [*status_window(now, timedelta(days=days)), since, *(among or ())]
     counts, timed = {}, {}
-    for pipeline, finished, succeeded, n in session.query(timed_successes_sql(d), params):
+    for pipeline, finished, succeeded, n in ask(
+        session, timed_successes_sql(d, len(among or ())), params
+    ):
         counts[pipeline] = (int(finished), int(succeeded))
         timed[pipeline] = int(n)
     p95 = _p95(session, since, timed)
     mine: dict[str, list[Breach]] = defaultdict(list)
     for b in found:
-        if b.open or b.due_at >= since:
+        if (b.open or b.due_at >= since) and (among is None or b.pipeline in among):
             mine[b.pipeline].append(b)
     rows = []
     for pipeline in sorted(set(counts) | set(p95) | set(recovered) | set(mine)):
@@ -401,3 +425,84 @@ class SlaReport:
 
 def sla_report(session: Session, now: datetime) -> SlaReport:
     return SlaReport(breaches(session, now), reliability(session, now))
+
+
+# -- the worst first, a page of them ------------------------------------------------------
+
+
+def rank_sql(d: Dialect) -> str:
+    """Per pipeline with runs in the short window: how many finished and succeeded (from
+    the daily rollup, as :func:`timed_successes_sql`), and the state of its latest success
+    or failure in that window (one probe of the tenant's (pipeline, started_at) index: a
+    failure there is an episode still open, the reliability's ``failing_since``).
+    Parameters: :func:`status_window` of the short window, then its start."""
+    kinds = ", ".join(f"'{s}'" for s in ("success", *FAILURES))
+    latest = (
+        f"(SELECT r.status FROM {d.table(RUNS)} r WHERE {tenant_is(d, 'r')} "
+        f"AND r.pipeline = rc.pipeline AND r.started_at >= {d.param} "
+        f"AND r.status IN ({kinds}) AND r.trigger_type NOT IN {NOT_FRONTIER} "
+        "ORDER BY r.started_at DESC, r.run_id DESC LIMIT 1)"
+    )
+    return (
+        f"WITH {_recent(d)} SELECT rc.pipeline, rc.finished, rc.succeeded, {latest} FROM recent rc"
+    )
+
+
+Rank = tuple[int, float, str]  # (0 while failing, else 1; short window's success rate; name)
+
+
+def rank(session: Session, now: datetime, found: Sequence[Breach]) -> dict[str, Rank]:
+    """Every pipeline :func:`reliability` has a short window's row for, with its place
+    (lowest first: still failing, then the success rate, none last, then the name), from
+    the rollup and one probe per pipeline, never the runs of the window: the pipelines
+    with runs in it, and those with a breach open or due in it (``found``)."""
+    short = timedelta(days=WINDOWS[0])
+    since = now - short
+    rows = ask(session, rank_sql(session.dialect), [*status_window(now, short), since])
+    places: dict[str, Rank] = {}
+    for pipeline, finished, succeeded, latest in rows:
+        rate = int(succeeded) / int(finished) if int(finished or 0) else 2.0
+        places[str(pipeline)] = (0 if latest not in (None, "success") else 1, rate, str(pipeline))
+    for b in found:
+        if (b.open or b.due_at >= since) and b.pipeline not in places:
+            places[b.pipeline] = (1, 2.0, b.pipeline)
+    return places
+
+
+@dataclass(frozen=True)
+class SlaPage:
+    """The dashboard's alerts page: every breach of the last 30 days (and the open ones),
+    and the reliability of the ``limit`` least reliable pipelines, both windows each,
+    worst first; the rows of :class:`SlaReport` for them. ``nodes``: how many were ranked."""
+
+    breaches: Sequence[Breach]
+    reliability: Sequence[Reliability]
+    nodes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "breaches": [b.to_json() for b in self.breaches],
+            "reliability": [r.to_json() for r in self.reliability],
+            "nodes": self.nodes,
+        }
+
+
+def sla_page(session: Session, now: datetime, limit: int) -> SlaPage:
+    """The ``limit`` least reliable pipelines' rows of :func:`sla_report`, worst first: the
+    rank from the rollup (:func:`rank`), then the runs of those pipelines alone."""
+    short, long = WINDOWS
+    found = breaches(session, now, long)
+    places = rank(session, now, found)
+    worst = sorted(places, key=places.__getitem__)[: max(limit, 0)]
+    if not worst:
+        return SlaPage(found, (), len(places))
+    recovered = _both_recoveries(
+        session, now - timedelta(days=long), now - timedelta(days=short), worst
+    )
+    by_days = {long: recovered[0], short: recovered[1]}
+    rows = [
+        row for days in WINDOWS for row in _window(session, now, days, found, by_days[days], worst)
+    ]
+    order = {name: i for i, name in enumerate(worst)}
+    rows.sort(key=lambda r: (order[r.pipeline], r.days))
+    return SlaPage(found, rows, len(places))

@@ -177,6 +177,7 @@ def _stageable(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 class DuckdbSession:
     dialect = DUCKDB
+    tenant = "default"  # the ledger is never in DuckDB
 
     def __init__(self, cursor: duckdb.DuckDBPyConnection) -> None:
         self._cursor = cursor

@@ -180,8 +180,9 @@ def _rollback(conn: psycopg.Connection[Any]) -> None:
 class PostgresSession:
     dialect = POSTGRES
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], tenant: str = "default") -> None:
         self._conn = conn
+        self.tenant = tenant
         self.rollback_only = False
         self.interrupted = False
 
@@ -406,7 +407,7 @@ class PostgresWarehouse:
         conn = self._checkout(settings)
         clean = False
         try:
-            session = PostgresSession(conn)
+            session = PostgresSession(conn, self.tenant)
             yield session
             session._check()  # an interrupted run never commits
             if session.rollback_only:

@@ -176,8 +176,9 @@ def read_only_reason(path: Path) -> tuple[str, str] | None:
 class SqliteSession:
     dialect = SQLITE
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, tenant: str = "default") -> None:
         self._conn = conn
+        self.tenant = tenant
         self.rollback_only = False
         self.interrupted = False
         self._savepoints = itertools.count()
@@ -437,7 +438,7 @@ class SqliteWarehouse:
         try:
             self._begin(conn, write)
             _scope_to_tenant(conn, self.tenant, write)
-            session = SqliteSession(conn)
+            session = SqliteSession(conn, self.tenant)
             yield session
             session._check()  # an interrupted run never commits
             ending = "ROLLBACK" if session.rollback_only else "COMMIT"
