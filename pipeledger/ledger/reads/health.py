@@ -514,7 +514,7 @@ def status_with_volumes(
     :func:`volume_anomalies` answers for it, None without a volume sample): both from the
     one status query, whose row already holds the volume columns."""
     sql, params = pipeline_status_sql(session.dialect, now, pipeline)
-    rows = session.query(sql, params)
+    rows = ask(session, sql, params)
     known = [row for row in rows if pipeline is None or row[1] is not None or row[11] is not None]
     apart = set_apart(session, now - STATUS_WINDOW)
     window = volume_window(now)
