@@ -22,7 +22,8 @@ CLASSES = (
     StatementClass(  # sql.running_runs, sql.abandon_run, queue.abandon_dead_waiters
         "watchdog: runs whose lease expired",
         re.compile(
-            rf"FROM {RUNS} WHERE status = 'running'|^UPDATE {RUNS} SET status = 'abandoned'"
+            rf"FROM {RUNS} WHERE (tenant = .* AND )?status = 'running'"
+            rf"|^UPDATE {RUNS} SET status = 'abandoned'"
         ),
     ),
     StatementClass(  # sql.ensure_pipeline, upsert_pipeline, delete/insert_dependency
