@@ -35,7 +35,7 @@ from pipeledger.common.buffers import prefer_system_allocator
 from pipeledger.config.model import Config, parse_config
 from pipeledger.ledger.reads import queries as q
 from pipeledger.ledger.reads import sla
-from pipeledger.ledger.tables import LEDGER, tenant_bound
+from pipeledger.ledger.tables import LEDGER
 from pipeledger.state.tables import STATE
 from pipeledger.warehouse.adapters import open_warehouse
 from pipeledger.warehouse.migrations import is_migrated, migrate
@@ -129,7 +129,6 @@ def _explain(session: Session, now: datetime) -> dict[str, Any]:
         "pipeline_status": q.pipeline_status_sql(d, now),
         "volume_anomalies": q.volume_anomalies_sql(d, now, None),
     }.items():
-        params = tenant_bound(d, statement, params, session.tenant)
         if d.name == "postgres":
             rows = session.query(f"EXPLAIN (ANALYZE, BUFFERS) {statement}", params)
             text = "\n".join(str(r[0]) for r in rows)

@@ -25,7 +25,6 @@ from pipeledger.ledger.reads.queries import Answer
 from pipeledger.ledger.tables import (
     ALERT_TABLE,
     ALERTS,
-    ask,
     declared_tenant,
     stored_datetime,
     tenant_is,
@@ -184,7 +183,7 @@ def recent(session: Session, since: datetime, run_id: str | None = None) -> list
     """Alerts raised since ``since`` (about run ``run_id`` only, when given), newest first,
     with their delivery status."""
     params: list[Any] = [since] if run_id is None else [since, run_id]
-    rows = ask(session, list_sql(session.dialect, run_id is not None), params)
+    rows = session.query(list_sql(session.dialect, run_id is not None), params)
     times = ("created_at", "next_attempt_at", "delivered_at")
     found = []
     for row in rows:

@@ -30,11 +30,9 @@ names the tenant first (:attr:`LedgerTable.conflict`).
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pipeledger.common.columns import TableName
 from pipeledger.ledger import rollup
@@ -42,7 +40,7 @@ from pipeledger.warehouse.dialect import Dialect, quote
 from pipeledger.warehouse.migrations import SCHEMA, Component, Migration, create_schema
 
 if TYPE_CHECKING:
-    from pipeledger.warehouse.session import Session
+    pass
 
 UNREGISTERED = "unregistered"  # the version of a pipeline known only from its runs
 
@@ -1034,31 +1032,8 @@ def _tenant_indexes(d: Dialect) -> list[str]:
 
 
 def tenant_is(d: Dialect, alias: str) -> str:
-    """``alias.tenant = <the session's tenant>``: a condition on the tenant leading the
-    indexes of the table ``alias`` names, bound by :func:`tenant_bound` (never a literal).
-    A builder writes it where the condition goes and leaves its value out of its own
-    parameters: :func:`ask` puts the session's tenant in at its place."""
-    return f"{alias}.tenant = {d.param}"
-
-
-def _marks(d: Dialect) -> re.Pattern[str]:
-    mark = re.escape(d.param)
-    return re.compile(rf"([A-Za-z_][A-Za-z0-9_]*\.tenant = {mark})|{mark}")
-
-
-def tenant_bound(d: Dialect, sql: str, params: Sequence[Any], tenant: str) -> list[Any]:
-    """The parameters of ``sql``: ``params`` (the builder's own, in the order of their
-    marks) with ``tenant`` at the place of each :func:`tenant_is` condition. Every
-    ``alias.tenant = <mark>`` counts as one: a statement that binds a tenant of its own
-    there (the queue's writers) is not a read for :func:`ask`."""
-    places = [m.group(1) is not None for m in _marks(d).finditer(sql)]
-    if places.count(False) != len(params):
-        raise ValueError(f"{len(params)} parameters for {places.count(False)} places")
-    own = iter(params)
-    return [tenant if is_tenant else next(own) for is_tenant in places]
-
-
-def ask(session: Session, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-    """Run a ledger read built with :func:`tenant_is` for the session's own tenant (the one
-    its config declares: ``[ledger] tenant``, never a value from a client)."""
-    return session.query(sql, tenant_bound(session.dialect, sql, params, session.tenant))
+    """``alias.tenant = <the session's declared tenant>``: a condition on the tenant that
+    leads the indexes of the table ``alias`` names. The tenant is the one the session
+    declares (:func:`declared_tenant`: ``[ledger] tenant``, never a value from a client),
+    evaluated once per statement, so a builder binds no parameter for it."""
+    return f"{alias}.tenant = {declared_tenant(d)}"

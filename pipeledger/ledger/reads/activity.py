@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pipeledger.ledger.reads.answers import Answer, _day
-from pipeledger.ledger.tables import DAYS, RUNS, ask, tenant_is
+from pipeledger.ledger.tables import DAYS, RUNS, tenant_is
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
 
@@ -49,7 +49,7 @@ def hour_start(now: datetime, hours: int) -> datetime:
 def work_by_state(session: Session, now: datetime, hours: int = 24) -> list[WorkHour]:
     """Per UTC hour of the last ``hours`` (this one included) and state: the runs that
     started in it. Hours without runs are left out."""
-    rows = ask(session, work_by_state_sql(session.dialect), [hour_start(now, hours)])
+    rows = session.query(work_by_state_sql(session.dialect), [hour_start(now, hours)])
     return [WorkHour(hour=str(h), status=str(s), runs=int(n)) for h, s, n in rows]
 
 
@@ -93,7 +93,7 @@ def volume_days(
     if pipeline is None and among:
         params += list(among)
     sql = volume_days_sql(session.dialect, pipeline is not None, 0 if pipeline else len(among))
-    rows = ask(session, sql, params)
+    rows = session.query(sql, params)
     return [
         VolumeDay(pipeline=str(p), day=str(day), samples=int(n), rows=int(total))
         for p, day, n, total in rows

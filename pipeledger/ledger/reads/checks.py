@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from pipeledger.ledger.reads.answers import Answer, _as_json, _build, _columns
-from pipeledger.ledger.tables import QUALITY, ask, tenant_is
+from pipeledger.ledger.tables import QUALITY, tenant_is
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
 
@@ -51,7 +51,7 @@ def check_history_sql(d: Dialect, since: datetime | None) -> str:
 def _checks(session: Session, sql: str, params: list[Any]) -> list[CheckRow]:
     d = session.dialect
     found = []
-    for row in ask(session, sql, params):
+    for row in session.query(sql, params):
         check: CheckRow = _build(CheckRow, row, frozenset({"created_at"}))
         found.append(replace(check, sample_keys=_as_json(d, check.sample_keys)))
     return found

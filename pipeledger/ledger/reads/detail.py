@@ -13,7 +13,7 @@ from pipeledger.errors import AmbiguousRunId
 from pipeledger.ledger.reads.answers import MIN_PREFIX, Answer, _as_json, _build, _columns
 from pipeledger.ledger.reads.checks import CheckRow, run_checks
 from pipeledger.ledger.reads.runs import _RUN_TIMES, RunRow
-from pipeledger.ledger.tables import AUDIT, RUNS, SNAPSHOTS, TASKS, ask, stored_datetime, tenant_is
+from pipeledger.ledger.tables import AUDIT, RUNS, SNAPSHOTS, TASKS, stored_datetime, tenant_is
 from pipeledger.ledger.vocabulary import TaskStatus
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
@@ -105,14 +105,13 @@ def match_run_id(session: Session, run_id: str) -> str | None:
     d = session.dialect
     runs = d.table(RUNS)
     mine = tenant_is(d, "r")
-    if ask(session, f"SELECT 1 FROM {runs} r WHERE r.run_id = {d.param} AND {mine}", [run_id]):
+    if session.query(f"SELECT 1 FROM {runs} r WHERE r.run_id = {d.param} AND {mine}", [run_id]):
         return run_id
     if len(run_id) < MIN_PREFIX:
         return None
     found = [
         str(row[0])
-        for row in ask(
-            session,
+        for row in session.query(
             f"SELECT run_id FROM {runs} r WHERE {mine} "
             f"AND substr(run_id, 1, {d.param}) = {d.param} "
             "ORDER BY run_id LIMIT 6",
@@ -138,8 +137,7 @@ def show_run(session: Session, run_id: str) -> RunDetail | None:
         return None
     d = session.dialect
     p = d.param
-    (row,) = ask(
-        session,
+    (row,) = session.query(
         f"SELECT {', '.join((*_columns(RunRow), *_DETAIL_COLUMNS))} "
         f"FROM {d.table(RUNS)} r WHERE r.run_id = {p} AND {tenant_is(d, 'r')}",
         [full],
@@ -149,15 +147,13 @@ def show_run(session: Session, run_id: str) -> RunDetail | None:
     for name in _DETAIL_TIMES:
         more[name] = stored_datetime(more[name])
     more["extra"] = _as_json(d, more["extra"])
-    tasks = ask(
-        session,
+    tasks = session.query(
         f"SELECT {', '.join(_columns(TaskRow))} FROM {d.table(TASKS)} t "
         f"WHERE {tenant_is(d, 't')} AND t.run_id = {p} "
         "ORDER BY seq, started_at",
         [full],
     )
-    snapshots = ask(
-        session,
+    snapshots = session.query(
         f"SELECT {', '.join(_columns(SnapshotRow))} FROM {d.table(SNAPSHOTS)} sn "
         f"WHERE {tenant_is(d, 'sn')} AND sn.run_id = {p} ORDER BY target_table",
         [full],
@@ -204,7 +200,7 @@ def _events(
         sql += f" LIMIT {d.param}"
         params.append(limit)
     result = []
-    for row in ask(session, sql, params):
+    for row in session.query(sql, params):
         event: AuditRow = _build(AuditRow, row, frozenset({"created_at"}))
         parsed = {
             k: _as_json(d, getattr(event, k)) for k in ("old_values", "new_values", "metadata")

@@ -32,7 +32,6 @@ from pipeledger.ledger.tables import (
     PIPELINES,
     RUNS,
     SNAPSHOTS,
-    ask,
     stored_datetime,
     tenant_is,
 )
@@ -210,7 +209,7 @@ def volume_anomalies(
     """The volume verdict on each pipeline's latest interval (its latest volume sample)."""
     sql, params = volume_anomalies_sql(session.dialect, now, pipeline)
     window = volume_window(now)
-    found = (_assess_row(row, window, min_history) for row in ask(session, sql, params))
+    found = (_assess_row(row, window, min_history) for row in session.query(sql, params))
     return [a for a in found if a is not None]
 
 
@@ -288,7 +287,7 @@ def recent_counts(
 ) -> dict[str, tuple[int, int]]:
     """Per pipeline, how many runs that started in ``window`` before ``now`` finished, and
     how many of them succeeded."""
-    rows = ask(session, recent_counts_sql(session.dialect), status_window(now, window))
+    rows = session.query(recent_counts_sql(session.dialect), status_window(now, window))
     return {str(p): (int(n), int(ok)) for p, n, ok in rows}
 
 
@@ -478,7 +477,7 @@ def pipeline_status(
     and from its data), volume verdict, whether its latest run was slow, and health (one
     query)."""
     sql, params = pipeline_status_sql(session.dialect, now, pipeline)
-    rows = ask(session, sql, params)
+    rows = session.query(sql, params)
     known = [row for row in rows if pipeline is None or row[1] is not None or row[11] is not None]
     apart = set_apart(session, now - STATUS_WINDOW)
     statuses = [_status(row, now, min_history) for row in known]
@@ -503,7 +502,7 @@ def set_apart_sql(d: Dialect) -> str:
 
 def set_apart(session: Session, since: datetime) -> dict[str, tuple[int, int]]:
     """What status counts apart from failures: (rejected work, runs queued) per pipeline."""
-    rows = ask(session, set_apart_sql(session.dialect), [since])
+    rows = session.query(set_apart_sql(session.dialect), [since])
     return {str(p): (int(rejected or 0), int(queued or 0)) for p, rejected, queued in rows}
 
 
@@ -514,7 +513,7 @@ def status_with_volumes(
     :func:`volume_anomalies` answers for it, None without a volume sample): both from the
     one status query, whose row already holds the volume columns."""
     sql, params = pipeline_status_sql(session.dialect, now, pipeline)
-    rows = ask(session, sql, params)
+    rows = session.query(sql, params)
     known = [row for row in rows if pipeline is None or row[1] is not None or row[11] is not None]
     apart = set_apart(session, now - STATUS_WINDOW)
     window = volume_window(now)

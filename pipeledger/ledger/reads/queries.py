@@ -137,7 +137,6 @@ from pipeledger.ledger.tables import (
     SNAPSHOTS,
     TASK_DAYS,
     TASKS,
-    ask,
     stored_datetime,
     tenant_is,
 )
@@ -224,7 +223,7 @@ def task_trends(
             max_duration_ms=None if mx is None else int(mx),
             avg_rows_out=_mean(rn, rs),
         )
-        for p, name, day, n, dn, ds, mx, rn, rs in ask(session, sql, params)
+        for p, name, day, n, dn, ds, mx, rn, rs in session.query(sql, params)
     ]
 
 
@@ -277,7 +276,7 @@ def _blocked(row: Sequence[Any], now: datetime) -> Blocked | None:
 def blocked_pipelines(session: Session, now: datetime) -> list[Blocked]:
     """Dependency edges whose upstream never succeeded, or whose last success ended longer
     ago than the upstream's freshness SLA (24 h when it has none): the downstream waits."""
-    rows = ask(session, dependencies_sql(session.dialect))
+    rows = session.query(dependencies_sql(session.dialect))
     return [b for b in (_blocked(row, now) for row in rows) if b is not None]
 
 
@@ -363,7 +362,7 @@ def lateness_report(session: Session, pipeline: str, buffer_s: int) -> LatenessR
     found (``extra.lateness``; definitions in :mod:`pipeledger.state.lateness`), against the
     buffer configured now (``buffer_s``)."""
     d = session.dialect
-    extras = (_as_json(d, row[0]) for row in ask(session, lateness_sql(d), [pipeline]))
+    extras = (_as_json(d, row[0]) for row in session.query(lateness_sql(d), [pipeline]))
     runs = [RunLateness.from_json(e["lateness"]) for e in extras if e and e.get("lateness")]
     return report(pipeline, buffer_s, runs)
 
@@ -384,7 +383,7 @@ def last_success(session: Session, pipeline: str) -> datetime | None:
     """``data_interval_end`` of the pipeline's latest successful run (by start time) that
     is not a backfill or a replay: those re-load old data, and must not move the answer
     back (a replay covers no interval at all). None for an integer cursor."""
-    rows = ask(session, last_success_sql(session.dialect), [pipeline])
+    rows = session.query(last_success_sql(session.dialect), [pipeline])
     return stored_datetime(rows[0][0]) if rows else None
 
 

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from pipeledger.ledger import sql as lsql
-from pipeledger.ledger.tables import LEDGER, RUNS, SNAPSHOTS, ask, stored_datetime, tenant_is
+from pipeledger.ledger.tables import LEDGER, RUNS, SNAPSHOTS, stored_datetime, tenant_is
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.migrations import is_migrated
 from pipeledger.warehouse.session import Session
@@ -121,8 +121,7 @@ def volume_history(session: Session, pipeline: str, runs: int = 30) -> list[int]
     if not is_migrated(session, LEDGER):
         return []
     d = session.dialect
-    rows = ask(
-        session,
+    rows = session.query(
         f"SELECT rows_read FROM {d.table(RUNS)} v WHERE {tenant_is(d, 'v')} "
         f"AND pipeline = {d.param} "
         "AND status IN ('success', 'partial') "
@@ -168,12 +167,12 @@ def latest_runs(session: Session, pipelines: Sequence[str]) -> dict[str, dict[st
         return out
     d = session.dialect
     if d.array_params:
-        rows = ask(session, latest_runs_sql(d, len(pipelines)), [list(pipelines)])
+        rows = session.query(latest_runs_sql(d, len(pipelines)), [list(pipelines)])
     else:  # SQLite takes at most 500 terms in a UNION ALL
         chunks = [
             list(pipelines[i : i + NAMES_CHUNK]) for i in range(0, len(pipelines), NAMES_CHUNK)
         ]
-        rows = [row for c in chunks for row in ask(session, latest_runs_sql(d, len(c)), c)]
+        rows = [row for c in chunks for row in session.query(latest_runs_sql(d, len(c)), c)]
     for name, run_id, status, started in rows:
         out[str(name)] = {"run_id": str(run_id), "status": str(status), "started_at": str(started)}
     return {name: out[name] for name in pipelines if name in out}
@@ -182,8 +181,7 @@ def latest_runs(session: Session, pipelines: Sequence[str]) -> dict[str, dict[st
 def latest_snapshot(session: Session, target: str) -> tuple[int, str | None] | None:
     """(row_count, max_cursor) of the target's latest snapshot, or None."""
     d = session.dialect
-    rows = ask(
-        session,
+    rows = session.query(
         f"SELECT row_count, max_cursor FROM {d.table(SNAPSHOTS)} sn WHERE {tenant_is(d, 'sn')} "
         f"AND target_table = {d.param} ORDER BY created_at DESC LIMIT 1",
         [target],

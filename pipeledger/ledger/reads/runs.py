@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from pipeledger.ledger.reads.answers import Answer, _build, _columns
-from pipeledger.ledger.tables import RUNS, ask, stored_datetime, tenant_is
+from pipeledger.ledger.tables import RUNS, stored_datetime, tenant_is
 from pipeledger.ledger.vocabulary import RunStatus, TriggerType
 from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
@@ -137,7 +137,7 @@ def _plain(where: RunFilter) -> RunFilter:
 
 def run_start(session: Session, run_id: str) -> tuple[datetime, str] | None:
     """Where the page after run ``run_id`` starts; None when the ledger has no such run."""
-    rows = ask(session, run_start_sql(session.dialect), [run_id])
+    rows = session.query(run_start_sql(session.dialect), [run_id])
     if not rows:
         return None
     started = stored_datetime(rows[0][0])
@@ -158,10 +158,10 @@ def list_runs(
     pipeline, started since ``since``, in ``status``), at most ``limit``."""
     chosen = _plain(where or RunFilter(pipeline=pipeline, since=since, status=status))
     sql, params = list_runs_sql(session.dialect, limit=limit, where=chosen)
-    return [_build(RunRow, row, _RUN_TIMES) for row in ask(session, sql, params)]
+    return [_build(RunRow, row, _RUN_TIMES) for row in session.query(sql, params)]
 
 
 def count_runs(session: Session, where: RunFilter) -> int:
     """How many runs ``where`` matches (its ``before`` left out: every page's total)."""
     sql, params = count_runs_sql(session.dialect, replace(_plain(where), before=None))
-    return int(ask(session, sql, params)[0][0])
+    return int(session.query(sql, params)[0][0])

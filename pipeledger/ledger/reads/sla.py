@@ -32,7 +32,6 @@ from pipeledger.ledger.tables import (
     BREACHES,
     PIPELINES,
     RUNS,
-    ask,
     stored_datetime,
     tenant_is,
 )
@@ -146,14 +145,14 @@ def observe(session: Session, now: datetime, runs_since: datetime) -> list[Breac
     ``runs_since`` slower than its max_duration; in ``session`` (a writer). Returns the
     breaches this call opened."""
     d = session.dialect
-    opened = dict(ask(session, open_breaches_sql(d)))
+    opened = dict(session.query(open_breaches_sql(d)))
     found: list[Breach] = []
     for status in pipeline_status(session, now):
         if status.stale and status.pipeline not in opened:
             found.append(_freshness_breach(status, now))
         elif not status.stale and status.pipeline in opened:
             session.execute(end_breach_sql(d), [now, opened[status.pipeline]])
-    found += [_duration_breach(row, now) for row in ask(session, slow_runs_sql(d), [runs_since])]
+    found += [_duration_breach(row, now) for row in session.query(slow_runs_sql(d), [runs_since])]
     return [breach for breach in found if _record(session, breach)]
 
 
@@ -180,7 +179,7 @@ def _breach(row: Sequence[Any], now: datetime) -> Breach:
 def breaches(session: Session, now: datetime, days: int = 30) -> list[Breach]:
     """Breaches due or seen in the last ``days`` days, and every open one, newest first."""
     since = now - timedelta(days=days)
-    rows = ask(session, breaches_sql(session.dialect), [since, since])
+    rows = session.query(breaches_sql(session.dialect), [since, since])
     return [_breach(row, now) for row in rows]
 
 
@@ -280,7 +279,7 @@ def _p95(session: Session, since: datetime, timed: dict[str, int]) -> dict[str, 
     asked = [(pipeline, n) for pipeline, n in timed.items() if n > 0]
     found: dict[str, int] = {}
     for sql, params in _p95_statements(session.dialect, since, asked) if asked else []:
-        rows = ask(session, sql, params)
+        rows = session.query(sql, params)
         found.update({str(p): int(ms) for p, ms in rows if ms is not None})
     return found
 
@@ -339,7 +338,7 @@ def _both_recoveries(
     """The recoveries of the long window and of the short one, from one read (of the
     ``among`` pipelines only, when given)."""
     sql = transitions_sql(session.dialect, len(among or ()))
-    rows = ask(session, sql, [short_since, short_since, since, *(among or ())])
+    rows = session.query(sql, [short_since, short_since, since, *(among or ())])
     long = [(p, failing, ended) for p, failing, ended, turn, _, _ in rows if int(turn)]
     short = [
         (p, failing, ended)
@@ -366,8 +365,8 @@ def _window(
     d, since = session.dialect, now - timedelta(days=days)
     params = [*status_window(now, timedelta(days=days)), since, *(among or ())]
     counts, timed = {}, {}
-    for pipeline, finished, succeeded, n in ask(
-        session, timed_successes_sql(d, len(among or ())), params
+    for pipeline, finished, succeeded, n in session.query(
+        timed_successes_sql(d, len(among or ())), params
     ):
         counts[pipeline] = (int(finished), int(succeeded))
         timed[pipeline] = int(n)
@@ -458,7 +457,7 @@ def rank(session: Session, now: datetime, found: Sequence[Breach]) -> dict[str, 
     with runs in it, and those with a breach open or due in it (``found``)."""
     short = timedelta(days=WINDOWS[0])
     since = now - short
-    rows = ask(session, rank_sql(session.dialect), [*status_window(now, short), since])
+    rows = session.query(rank_sql(session.dialect), [*status_window(now, short), since])
     places: dict[str, Rank] = {}
     for pipeline, finished, succeeded, latest in rows:
         rate = int(succeeded) / int(finished) if int(finished or 0) else 2.0

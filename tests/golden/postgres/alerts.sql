@@ -21,7 +21,7 @@ UPDATE "pipeledger"."alerts" SET attempts = attempts + 1, last_attempt_at = %s, 
 UPDATE "pipeledger"."alerts" SET status = %s, delivered_at = %s, next_attempt_at = %s, last_error = %s WHERE tenant = (SELECT current_setting('pipeledger.tenant', true)) AND alert_key = %s AND webhook = %s;
 
 -- case: list_sql
-SELECT alert_key, webhook, event, pipeline, run_id, reason, status, attempts, created_at, next_attempt_at, delivered_at, last_error FROM "pipeledger"."alerts" a WHERE a.tenant = %s AND created_at >= %s ORDER BY created_at DESC, alert_key, webhook;
+SELECT alert_key, webhook, event, pipeline, run_id, reason, status, attempts, created_at, next_attempt_at, delivered_at, last_error FROM "pipeledger"."alerts" a WHERE a.tenant = (SELECT current_setting('pipeledger.tenant', true)) AND created_at >= %s ORDER BY created_at DESC, alert_key, webhook;
 
 -- case: list_sql of one run
-SELECT alert_key, webhook, event, pipeline, run_id, reason, status, attempts, created_at, next_attempt_at, delivered_at, last_error FROM "pipeledger"."alerts" a WHERE a.tenant = %s AND created_at >= %s AND run_id = %s ORDER BY created_at DESC, alert_key, webhook;
+SELECT alert_key, webhook, event, pipeline, run_id, reason, status, attempts, created_at, next_attempt_at, delivered_at, last_error FROM "pipeledger"."alerts" a WHERE a.tenant = (SELECT current_setting('pipeledger.tenant', true)) AND created_at >= %s AND run_id = %s ORDER BY created_at DESC, alert_key, webhook;

@@ -33,4 +33,4 @@ UPDATE "pipeledger"."pipeline_runs" SET status = %s, ended_at = %s, duration_ms 
 SELECT status FROM "pipeledger"."pipeline_runs" WHERE tenant = (SELECT current_setting('pipeledger.tenant', true)) AND run_id = %s;
 
 -- case: set_apart_sql (status: rejected and queued runs)
-SELECT r.pipeline, sum(CASE WHEN r.status = 'rejected' THEN 1 ELSE 0 END), sum(CASE WHEN r.status = 'queued' THEN 1 ELSE 0 END) FROM "pipeledger"."pipeline_runs" r WHERE r.tenant = %s AND (r.status = 'queued' OR (r.status = 'rejected' AND r.started_at >= %s)) GROUP BY r.pipeline;
+SELECT r.pipeline, sum(CASE WHEN r.status = 'rejected' THEN 1 ELSE 0 END), sum(CASE WHEN r.status = 'queued' THEN 1 ELSE 0 END) FROM "pipeledger"."pipeline_runs" r WHERE r.tenant = (SELECT current_setting('pipeledger.tenant', true)) AND (r.status = 'queued' OR (r.status = 'rejected' AND r.started_at >= %s)) GROUP BY r.pipeline;

@@ -21,7 +21,7 @@ UPDATE "pipeledger.alerts" SET attempts = attempts + 1, last_attempt_at = ?, nex
 UPDATE "pipeledger.alerts" SET status = ?, delivered_at = ?, next_attempt_at = ?, last_error = ? WHERE tenant = pipeledger_tenant() AND alert_key = ? AND webhook = ?;
 
 -- case: list_sql
-SELECT alert_key, webhook, event, pipeline, run_id, reason, status, attempts, created_at, next_attempt_at, delivered_at, last_error FROM "pipeledger.alerts" a WHERE a.tenant = ? AND created_at >= ? ORDER BY created_at DESC, alert_key, webhook;
+SELECT alert_key, webhook, event, pipeline, run_id, reason, status, attempts, created_at, next_attempt_at, delivered_at, last_error FROM "pipeledger.alerts" a WHERE a.tenant = pipeledger_tenant() AND created_at >= ? ORDER BY created_at DESC, alert_key, webhook;
 
 -- case: list_sql of one run
-SELECT alert_key, webhook, event, pipeline, run_id, reason, status, attempts, created_at, next_attempt_at, delivered_at, last_error FROM "pipeledger.alerts" a WHERE a.tenant = ? AND created_at >= ? AND run_id = ? ORDER BY created_at DESC, alert_key, webhook;
+SELECT alert_key, webhook, event, pipeline, run_id, reason, status, attempts, created_at, next_attempt_at, delivered_at, last_error FROM "pipeledger.alerts" a WHERE a.tenant = pipeledger_tenant() AND created_at >= ? AND run_id = ? ORDER BY created_at DESC, alert_key, webhook;

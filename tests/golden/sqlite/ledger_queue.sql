@@ -33,4 +33,4 @@ UPDATE "pipeledger.pipeline_runs" SET status = ?, ended_at = ?, duration_ms = ?,
 SELECT status FROM "pipeledger.pipeline_runs" WHERE tenant = pipeledger_tenant() AND run_id = ?;
 
 -- case: set_apart_sql (status: rejected and queued runs)
-SELECT r.pipeline, sum(CASE WHEN r.status = 'rejected' THEN 1 ELSE 0 END), sum(CASE WHEN r.status = 'queued' THEN 1 ELSE 0 END) FROM "pipeledger.pipeline_runs" r WHERE r.tenant = ? AND (r.status = 'queued' OR (r.status = 'rejected' AND r.started_at >= ?)) GROUP BY r.pipeline;
+SELECT r.pipeline, sum(CASE WHEN r.status = 'rejected' THEN 1 ELSE 0 END), sum(CASE WHEN r.status = 'queued' THEN 1 ELSE 0 END) FROM "pipeledger.pipeline_runs" r WHERE r.tenant = pipeledger_tenant() AND (r.status = 'queued' OR (r.status = 'rejected' AND r.started_at >= ?)) GROUP BY r.pipeline;
