@@ -375,7 +375,9 @@ class SqliteWarehouse:
         conn.create_function("md5", 1, _md5, deterministic=True)
         conn.create_function("regexp", 2, _regexp, deterministic=True)
         tenant = self.tenant
-        conn.create_function(TENANT_FUNCTION, 0, lambda: tenant)  # the ledger's (above)
+        # the ledger's tenant (above): one per connection, so deterministic, which lets a
+        # statement evaluate it once rather than at every probe of a tenant-led index
+        conn.create_function(TENANT_FUNCTION, 0, lambda: tenant, deterministic=True)
         return conn
 
     def _anchor(self) -> None:
