@@ -897,22 +897,7 @@ _SCHEDULED_INDEX = (
 )
 # the tables whose keys migration 16 leads with the tenant, parents before children (the
 # queue's and the access audit's keys led with it from the start)
-REKEYED = (
-    PIPELINE_TABLE,
-    RUN_TABLE,
-    TASK_TABLE,
-    AUDIT_TABLE,
-    SNAPSHOT_TABLE,
-    DEPENDENCY_TABLE,
-    QUALITY_TABLE,
-    DAY_TABLE,
-    TASK_DAY_TABLE,
-    ALERT_TABLE,
-    BREACH_TABLE,
-    RECONCILIATION_TABLE,
-    CANCEL_TABLE,
-    SLOT_TABLE,
-)
+REKEYED = tuple(t for t in TENANT_TABLES if t is not QUEUE_TABLE and t is not ACCESS_TABLE)
 # SQLite: the function every ledger connection defines (``adapters.sqlite``), the tenant
 # the connection declares; from migration 16 on a tenant column's default
 TENANT_FUNCTION = "pipeledger_tenant"

@@ -476,17 +476,7 @@ def pipeline_status(
     run, 7-day success rate and volume, freshness against its SLA (from its last success
     and from its data), volume verdict, whether its latest run was slow, and health (one
     query)."""
-    sql, params = pipeline_status_sql(session.dialect, now, pipeline)
-    rows = session.query(sql, params)
-    known = [row for row in rows if pipeline is None or row[1] is not None or row[11] is not None]
-    apart = set_apart(session, now - STATUS_WINDOW)
-    statuses = [_status(row, now, min_history) for row in known]
-    return [
-        replace(
-            s, rejected_7d=apart.get(s.pipeline, (0, 0))[0], queued=apart.get(s.pipeline, (0, 0))[1]
-        )
-        for s in statuses
-    ]
+    return [s for s, _ in status_with_volumes(session, now, min_history, pipeline)]
 
 
 def set_apart_sql(d: Dialect) -> str:
