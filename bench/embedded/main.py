@@ -33,7 +33,9 @@ MODULE = "bench.embedded"
 BLOCK = "EMBEDDED"
 PHASES = ("first load", "re-run", "incremental")
 ON_SQLITE, ON_DUCKDB, PEER = "pipeledger (SQLite)", "pipeledger (DuckDB warehouse)", "DuckDB"
-TOOLS = (ON_SQLITE, ON_DUCKDB, PEER)
+ON_FILES = 'pipeledger (SQLite, incremental = "files")'  # the folder's new files only
+OURS = (ON_SQLITE, ON_FILES, ON_DUCKDB)
+TOOLS = (*OURS, PEER)
 FORMATS = ("csv", "parquet")
 MAX_RATIO = 3.0  # each phase, pipeledger's process against DuckDB's, wall time
 
@@ -54,10 +56,11 @@ class Step:
     load: float  # the 1-minute load average as it began
 
 
-def _toml(fmt: str, warehouse: str | None) -> str:
+def _toml(fmt: str, warehouse: str | None, files: bool) -> str:
     """The pipeline over the folder ``src`` (into ``warehouse``; None: the embedded
     default): the CSV's columns declared (its text has no types), the Parquet file's own
-    types."""
+    types; with ``files``, ``incremental = "files"`` (a run reads the folder's new files,
+    not every file for rows past the watermark)."""
     columns = ", ".join(f'{k} = "{v}"' for k, v in CSV_COLUMNS.items())
     typed = f"columns = {{ {columns} }}\n" if fmt == "csv" else ""
     where = f'[warehouse]\nurl = "{warehouse}"\n\n' if warehouse else ""
@@ -65,19 +68,20 @@ def _toml(fmt: str, warehouse: str | None) -> str:
         f"{where}[pipelines.orders]\n"
         f'source = {{ kind = "{fmt}", path = "src" }}\n'
         'target = "orders"\nkey = ["order_id"]\ncursor = "updated_at"\n'
-        f'on_conflict = "newer_wins"\n{typed}'
+        f'on_conflict = "newer_wins"\n{typed}' + ('incremental = "files"\n' if files else "")
     )
 
 
 class Project:
     """A pipeledger project of one round: its config, its source folder, its warehouse."""
 
-    def __init__(self, folder: Path, fmt: str, duckdb: bool) -> None:
+    def __init__(self, folder: Path, fmt: str, *, duckdb: bool, files: bool = False) -> None:
         (folder / "src").mkdir(parents=True)
         self.folder, self.duckdb = folder, duckdb
         self.warehouse = folder / ("warehouse.duckdb" if duckdb else ".pipeledger/warehouse.db")
         self.config = folder / "pipeledger.toml"
-        self.config.write_text(_toml(fmt, f"duckdb:///{self.warehouse}" if duckdb else None))
+        url = f"duckdb:///{self.warehouse}" if duckdb else None
+        self.config.write_text(_toml(fmt, url, files))
 
     def add(self, path: Path) -> None:
         (self.folder / "src" / path.name).hardlink_to(path)
@@ -97,6 +101,7 @@ class Round:
         shutil.rmtree(self.folder, ignore_errors=True)
         self.projects = {
             ON_SQLITE: Project(self.folder / "sqlite", fmt, duckdb=False),
+            ON_FILES: Project(self.folder / "sqlite-files", fmt, duckdb=False, files=True),
             ON_DUCKDB: Project(self.folder / "duckdb", fmt, duckdb=True),
         }
         self.peer_file = self.folder / "peer.duckdb"
@@ -150,7 +155,7 @@ class Round:
 
 
 def one_round(work: Path, data: PeerData, fmt: str, index: int) -> list[Step]:
-    """The three phases, each tool's process in turn (the order turns each round)."""
+    """The phases, each tool's process in turn (the order turns each round)."""
     here = Round(work, data, fmt, index)
     shift = index % len(TOOLS)
     tools = TOOLS[shift:] + TOOLS[:shift]
@@ -201,7 +206,7 @@ def pairs(steps: Sequence[Step], formats: Sequence[str]) -> list[Pair]:
 
     return [
         Pair(fmt, phase, tool, of(fmt, phase, tool), of(fmt, phase, PEER))
-        for tool in (ON_SQLITE, ON_DUCKDB)
+        for tool in OURS
         for fmt in formats
         for phase in PHASES
     ]
@@ -306,13 +311,14 @@ def block(
         f"{run_line(MODULE)}. The peers' {data.rows:,}-row orders file ({size:.0f} MB of "
         f"CSV; the same rows as Parquet) and its batch 2 ({data.batch2_rows:,} rows), "
         "whole processes, each timed from its start to its exit (bench/embedded/): "
-        "`pipeledger run orders` on the embedded default (SQLite) and on a DuckDB "
-        'warehouse (`url = "duckdb:///..."`, its ledger a SQLite file beside it), '
+        "`pipeledger run orders` on the embedded default (SQLite; and the same with "
+        '`incremental = "files"`, which reads only the folder\'s new files) and on a '
+        'DuckDB warehouse (`url = "duckdb:///..."`, its ledger a SQLite file beside it), '
         "against the DuckDB peer (`CREATE TABLE AS SELECT * FROM read_csv(...)` + primary "
         "key; `INSERT .. ON CONFLICT DO UPDATE .. WHERE excluded.updated_at > "
         "orders.updated_at`). First load: batch 1 into nothing; re-run: the same input "
         "again; incremental: batch 2 added (pipeledger: beside batch 1 in its source "
-        f"folder; the peer: batch 2 upserted). {rounds} rounds back to back, the three "
+        f"folder; the peer: batch 2 upserted). {rounds} rounds back to back, the "
         "processes of a phase one after the other (their order turns each round); a "
         "phase's ratio is the median of its rounds' ratios (range in brackets). CPU is the "
         "process's user + system time, every thread. Every table was checked against the "
