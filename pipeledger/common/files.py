@@ -9,7 +9,6 @@ without loading the readers.
 from __future__ import annotations
 
 import glob
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +42,8 @@ class FileSeen:
 def content_hash(path: Path) -> str:
     """A 128-bit BLAKE2b digest of the file's bytes, as hex: what tells a file rewritten
     with other rows from one only copied or touched (a new modification time)."""
+    import hashlib  # here: `pipeledger state`, which hashes nothing, need not load OpenSSL
+
     digest = hashlib.blake2b(digest_size=16)
     with path.open("rb") as handle:
         while chunk := handle.read(HASH_CHUNK):

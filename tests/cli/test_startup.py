@@ -90,6 +90,7 @@ def test_state_runs_and_status_read_without_the_loader(project: Project) -> None
     assert not [m for m in modules if m.split(".")[0] == "rich"]
     if project.backend != "postgres":  # (the PostgreSQL driver logs and opens sockets)
         assert not {"logging", "socket", "getpass"} & modules  # the access record's needs
+        assert "hashlib" not in modules  # OpenSSL: only what hashes a file or a key loads it
 
 
 def test_runs_looks_a_run_up_only_for_before(tmp_path: Path) -> None:
