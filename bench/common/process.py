@@ -123,10 +123,15 @@ class Process:
     output: str
 
 
-def run_process(command: list[str], exit_code: int = 0, **env: str) -> Process:
+def run_process(command: list[str], **env: str) -> Process:
     """``command`` as a whole process: interpreter start, imports and exit included; it
-    must exit with ``exit_code``. The peak RSS is the command's own (GNU time's, which
-    forks from a small process), or ``ru_maxrss`` from wait4."""
+    must succeed. The peak RSS is the command's own (GNU time's, which forks from a small
+    process), or ``ru_maxrss`` from wait4."""
+    return run_exiting(command, 0, env)
+
+
+def run_exiting(command: list[str], exit_code: int, env: dict[str, str]) -> Process:
+    """:func:`run_process` of a command that must exit with ``exit_code``."""
     WORK.mkdir(parents=True, exist_ok=True)
     rss_file = WORK / "cli-rss.txt"
     timed = TIME_BIN.exists()

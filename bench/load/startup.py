@@ -15,7 +15,7 @@ from bench.common.clock import spread
 from bench.common.machine import LOAD_AVERAGE
 from bench.common.orders import PIPELINE, SEED, generate, pipeline_toml
 from bench.common.postgres import fresh_database, settle
-from bench.common.process import Process, pipeledger_command, run_process
+from bench.common.process import Process, pipeledger_command, run_exiting, run_process
 from bench.common.results import Target, markers, run_line, table, target_table
 from bench.load.measure import APP_NAME, Measurement
 
@@ -47,7 +47,7 @@ def timed_command(
     """The median wall time of ``calls`` runs of ``argv`` as a whole process, each exiting
     with ``exit_code``; ``command`` names it, ``where`` is the warehouse it reads (none for
     the baselines)."""
-    runs = [run_process(argv, exit_code, PGAPPNAME=APP_NAME) for _ in range(calls)]
+    runs = [run_exiting(argv, exit_code, {"PGAPPNAME": APP_NAME}) for _ in range(calls)]
     return measured(command, runs, where, rows)
 
 
@@ -136,7 +136,7 @@ def unchanged_folder(work: Path, csv: Path, calls: int) -> dict[str, Measurement
     start_up: list[Process] = []
     for _ in range(calls):  # one call of each in turn: a busy spell weighs on both
         unchanged.append(run_process(argv, PGAPPNAME=APP_NAME))
-        start_up.append(run_process(started, 2, PGAPPNAME=APP_NAME))
+        start_up.append(run_exiting(started, 2, {"PGAPPNAME": APP_NAME}))
     ms = measured("pipeledger run", unchanged, UNCHANGED, ROWS)
     return ms | measured("pipeledger run", start_up, STARTED, ROWS)
 
