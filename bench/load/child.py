@@ -28,34 +28,31 @@ from pipeledger.warehouse.session import observe_statements
 PIPELEDGER_STEPS = ("run", "backfill", "backfill-full")
 RECONCILE_STEPS = ("reconcile", "reconcile-missing")
 MISSING = 1_000  # target rows reconcile-missing deletes (spread over the key range) first
-# what a load imports on first use (the library imports lazily so that the quick commands
+# what a step imports on first use (the library imports lazily so that the quick commands
 # start fast): imported before the clock starts, as the step's other imports are, so that
-# a step's seconds are the load's work and not a process's one-time imports
+# its seconds are its work and not a process's one-time imports; a reconcile's likewise,
+# since its ratio is against the first load's seconds
+_BOTH = (
+    "pipeledger.ledger.ledger",
+    "pipeledger.sources.csv",
+    "pipeledger.warehouse.adapters.postgres",
+    "pipeledger.warehouse.adapters.pg_binary",
+)
 LOAD_MODULES = (
     "pipeledger.runs.nodes",
     "pipeledger.runs.scaffold",
     "pipeledger.runs.load.job",
     "pipeledger.runs.load.loader",
-    "pipeledger.ledger.ledger",
-    "pipeledger.sources.csv",
-    "pipeledger.warehouse.adapters.postgres",
-    "pipeledger.warehouse.adapters.pg_binary",
+    *_BOTH,
 )
-# and what a reconcile imports on first use, for the same reason (its ratio is against the
-# first load's seconds, which exclude them)
-RECONCILE_MODULES = (
-    "pipeledger.runs.reconcile.job",
-    "pipeledger.runs.reconcile.compare",
-    "pipeledger.ledger.ledger",
-    "pipeledger.sources.csv",
-    "pipeledger.warehouse.adapters.postgres",
-    "pipeledger.warehouse.adapters.pg_binary",
-)
+RECONCILE_MODULES = ("pipeledger.runs.reconcile.job", "pipeledger.runs.reconcile.compare", *_BOTH)
 
 
-def orders_config(url: str, work: Path, source: str) -> Config:
+def orders_config(url: str, work: Path, source: str, modules: tuple[str, ...]) -> Config:
     """The orders pipeline over ``source`` into ``url``, parsed as a command parses its
-    ``pipeledger.toml`` before it runs anything."""
+    ``pipeledger.toml`` before it runs anything, with ``modules`` imported."""
+    for module in modules:
+        importlib.import_module(module)
     return parse_config(
         {"warehouse": {"url": url}, "pipelines": {PIPELINE: pipeline(source)}},
         work / "pipeledger.toml",
@@ -77,9 +74,7 @@ def pipeledger_step(
 ) -> dict[str, Any]:
     """One pipeledger load, timed from the parsed config (as the hand-written baseline is
     timed from its connection); its phases from its steps and its statements."""
-    config = orders_config(url, work, source)
-    for module in LOAD_MODULES:
-        importlib.import_module(module)
+    config = orders_config(url, work, source, LOAD_MODULES)
     clock = Clock()
     with observe_statements(clock.statements(phases.classify)):
         started, cpu = time.perf_counter(), time.process_time()
@@ -105,9 +100,7 @@ def reconcile_step(step: str, url: str, work: Path, source: str) -> dict[str, An
     next step finds the target as it was). It checks what it found."""
     import psycopg
 
-    config = orders_config(url, work, source)
-    for module in RECONCILE_MODULES:
-        importlib.import_module(module)
+    config = orders_config(url, work, source, RECONCILE_MODULES)
     missing = MISSING if step == "reconcile-missing" else 0
     with psycopg.connect(url, autocommit=True) as conn:
         if missing:

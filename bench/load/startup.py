@@ -37,17 +37,11 @@ STARTED = "pipeledger run, no node selected"
 
 
 def timed_command(
-    command: str,
-    argv: list[str],
-    calls: int,
-    where: str = "",
-    rows: int = 0,
-    exit_code: int = 0,
+    command: str, argv: list[str], calls: int, where: str = "", rows: int = 0
 ) -> dict[str, Measurement]:
-    """The median wall time of ``calls`` runs of ``argv`` as a whole process, each exiting
-    with ``exit_code``; ``command`` names it, ``where`` is the warehouse it reads (none for
-    the baselines)."""
-    runs = [run_exiting(argv, exit_code, {"PGAPPNAME": APP_NAME}) for _ in range(calls)]
+    """The median wall time of ``calls`` runs of ``argv`` as a whole process; ``command``
+    names it, ``where`` is the warehouse it reads (none for the baselines)."""
+    runs = [run_process(argv, PGAPPNAME=APP_NAME) for _ in range(calls)]
     return measured(command, runs, where, rows)
 
 

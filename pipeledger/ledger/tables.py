@@ -32,15 +32,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from pipeledger.common.columns import TableName
 from pipeledger.ledger import rollup
 from pipeledger.warehouse.dialect import Dialect, quote
 from pipeledger.warehouse.migrations import SCHEMA, Component, Migration, create_schema
-
-if TYPE_CHECKING:
-    pass
 
 UNREGISTERED = "unregistered"  # the version of a pipeline known only from its runs
 

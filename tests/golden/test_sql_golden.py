@@ -167,14 +167,10 @@ def build_world(session: Session, parts: frozenset[str]) -> None:
         session.execute(load_sql.dedupe_stage(d, spec()))
 
 
-def _marks(d: Dialect, statement: str) -> int:
-    return statement.count(d.param)
-
-
 def run_statement(session: Session, statement: str, params: list[Any] | None) -> None:
     """With values, for real; without, a statement that takes parameters is EXPLAINed with
     NULLs (it is planned against the real tables but writes nothing)."""
-    marks = _marks(session.dialect, statement)
+    marks = statement.count(session.dialect.param)
     if params is not None or not marks:
         session.execute(statement, params or [])
     else:
