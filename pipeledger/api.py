@@ -715,6 +715,22 @@ def serve(
         loop(site, report, lambda: _serve_upkeep(site), poll=poll, threads=threads)
 
 
+@contextmanager
+def terminating() -> Iterator[Callable[[], None]]:
+    """For the invocation in the block, the function a SIGTERM or Ctrl-C handler calls
+    before it raises :class:`RunCancelled` or ``KeyboardInterrupt``: this invocation is
+    being stopped, so no run starts or retries from then on and :func:`serve` returns
+    instead of sleeping again, even when the exception is lost on its way out. It is safe
+    in a signal handler (it imports nothing and takes no lock). Leaving the block undoes
+    it, for a program that goes on (a test, an embedding application)."""
+    from pipeledger.runs import interrupt
+
+    try:
+        yield interrupt.terminate
+    finally:
+        interrupt.terminate_reset()
+
+
 def cancel(config: ConfigLike, run_id: str, reason: str | None = None) -> RunRecord:
     """Ask a running run to stop, from any process or host (the id may be its first 8+
     characters); return the run as the ledger has it just after the request. A run that

@@ -357,20 +357,30 @@ def report_scheduled(outcomes: Sequence[api.ScheduledOutcome], as_json: bool) ->
 @contextmanager
 def cancellable() -> Iterator[None]:
     """SIGTERM and Ctrl-C cancel the run: its transaction rolls back, the ledger says
-    ``cancelled``, and the exit code is 130 (SIGINT) or 143 (SIGTERM)."""
+    ``cancelled``, and the exit code is 130 (SIGINT) or 143 (SIGTERM). No run starts
+    after the signal, even if a cleanup that fails loses its exception (api.terminating)."""
     import signal
 
-    from pipeledger.api import RunCancelled
+    from pipeledger.api import RunCancelled, terminating
 
-    def on_sigterm(signum: int, frame: object) -> None:
-        raise RunCancelled("terminated by SIGTERM")
+    with terminating() as terminate:
 
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
-    try:
-        yield
-    except (KeyboardInterrupt, RunCancelled) as exc:
-        code = 143 if isinstance(exc, RunCancelled) else 130
-        err.print("[bold red]cancelled:[/] the run was rolled back; nothing was written")
-        raise fail(code) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        def on_sigterm(signum: int, frame: object) -> None:
+            terminate()
+            raise RunCancelled("terminated by SIGTERM")
+
+        def on_sigint(signum: int, frame: object) -> None:
+            terminate()
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGTERM, on_sigterm)
+        previous_int = signal.signal(signal.SIGINT, on_sigint)
+        try:
+            yield
+        except (KeyboardInterrupt, RunCancelled) as exc:
+            code = 143 if isinstance(exc, RunCancelled) else 130
+            err.print("[bold red]cancelled:[/] the run was rolled back; nothing was written")
+            raise fail(code) from None
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            signal.signal(signal.SIGINT, previous_int)

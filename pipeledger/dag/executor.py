@@ -19,6 +19,7 @@ from typing import Generic, TypeVar
 from pipeledger.dag.graph import Graph
 
 Outcome = TypeVar("Outcome")  # what running a node gives: the runner decides
+WAKE_S = 1.0  # the longest the main thread waits for a worker without looking at signals
 
 
 def execute(
@@ -98,7 +99,9 @@ class _Progress(Generic[Outcome]):
                 running[pool.submit(self.run_node, name)] = name
 
     def _collect(self, order: TopologicalSorter[str], running: dict[Future[Outcome], str]) -> None:
-        done, _ = wait(running, return_when=FIRST_COMPLETED)
+        # in slices: a SIGTERM that the kernel gave a worker runs its handler only when
+        # this (the main) thread next runs, never while it waits in one piece
+        done, _ = wait(running, timeout=WAKE_S, return_when=FIRST_COMPLETED)
         for future in done:
             name = running.pop(future)
             self._finish(order, name, future.result())

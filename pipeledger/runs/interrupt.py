@@ -6,6 +6,7 @@ through its ledger heartbeat instead (:mod:`pipeledger.ledger.cancel`). Each run
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -16,6 +17,8 @@ from pipeledger.errors import RunCancelled, RunTimedOut
 _RUNS: dict[str, Stop] = {}  # run id -> its stop, while the run is open: interrupt_all
 _RUNS_LOCK = threading.Lock()
 _INTERRUPTED = threading.Event()
+_TERMINATING = False  # set by a signal handler for the rest of the invocation: terminate
+_SLICE_S = 1.0  # the longest a wait goes without looking at the signals (pause)
 
 
 @contextmanager
@@ -30,7 +33,7 @@ def stoppable(run_id: str, stop: Stop, timeout: timedelta | None) -> Iterator[No
         timer.daemon = True
         timer.start()
     with _RUNS_LOCK:
-        if _INTERRUPTED.is_set():  # interrupted while it waited to begin
+        if _INTERRUPTED.is_set() or _TERMINATING:  # interrupted while it waited to begin
             stop.stop(RunCancelled("cancelled while it ran"))
         _RUNS[run_id] = stop
     try:
@@ -63,6 +66,33 @@ def interrupt_all() -> None:
         stop.stop(RunCancelled("cancelled while it ran"))
 
 
+def terminate() -> None:
+    """This process is being stopped (SIGTERM, Ctrl-C): from now on no run starts, no
+    retry waits and ``serve`` does not sleep again, whatever becomes of the exception the
+    signal handler raises (a cleanup that fails on its way out may replace it with its own
+    error, which the loop would otherwise report as one more failed run and go on).
+    Called from a signal handler, so it only sets a flag: it takes no lock, which the
+    interrupted code may be holding. :func:`terminate_reset` ends it."""
+    global _TERMINATING
+    _TERMINATING = True
+
+
+def terminate_reset() -> None:
+    """The invocation that was being terminated has ended (the process goes on)."""
+    global _TERMINATING
+    _TERMINATING = False
+
+
 def pause(seconds: float) -> bool:
-    """Wait ``seconds`` (before a retry); False when this process is being interrupted."""
-    return not _INTERRUPTED.wait(seconds)
+    """Wait ``seconds`` (before a retry, between ``serve``'s rounds); False when this
+    process is being interrupted or terminated. It looks at least every second: a signal
+    that the kernel gave another thread (the dashboard's) runs its Python handler only
+    when the main thread next runs, and a wait of an hour would keep it waiting."""
+    deadline = time.monotonic() + seconds
+    while not _TERMINATING:
+        left = deadline - time.monotonic()
+        if _INTERRUPTED.wait(max(0.0, min(left, _SLICE_S))):
+            return False
+        if left <= _SLICE_S:
+            return True
+    return False

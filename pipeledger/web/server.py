@@ -19,6 +19,9 @@ from pipeledger.web.app import create_app
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8420
+# a read-only page has nothing worth keeping a stop waiting for: a request still open
+# after this is cut (uvicorn's default waits for every connection without bound)
+GRACE_S = 5
 
 
 def _server(config_path: Path | None, host: str, port: int) -> uvicorn.Server:
@@ -30,6 +33,7 @@ def _server(config_path: Path | None, host: str, port: int) -> uvicorn.Server:
         access_log=False,
         proxy_headers=True,  # X-Forwarded-* from a proxy on this host (forwarded_allow_ips)
         server_header=False,
+        timeout_graceful_shutdown=GRACE_S,
     )
     return uvicorn.Server(config)
 
@@ -43,8 +47,13 @@ class Running:
     url: str
 
     def stop(self) -> None:
+        """Stop serving, within the grace period and a little more: a connection or a
+        page that is still open then is dropped (``force_exit``), never waited for."""
         self.server.should_exit = True
-        self.thread.join()
+        self.thread.join(GRACE_S + 1.0)
+        if self.thread.is_alive():
+            self.server.force_exit = True
+            self.thread.join(GRACE_S)
 
 
 def _url(server: uvicorn.Server, host: str) -> str:
@@ -90,6 +99,9 @@ def serve(
     if on_ready is not None:
         on_ready(running.url)
     try:
-        running.thread.join()
+        while running.thread.is_alive():
+            # in slices: a Ctrl-C that the kernel gave the server's thread runs its
+            # handler only when this thread next runs, never while it waits in one piece
+            running.thread.join(1.0)
     except KeyboardInterrupt:
         running.stop()
