@@ -105,6 +105,8 @@ class Dialect:
     triggers_call_functions: ClassVar[bool]
     #: LIMIT and OFFSET of a correlated subquery may name the outer query's columns
     correlated_limit: ClassVar[bool]
+    #: a subquery in FROM may name the columns of the tables before it (``LATERAL``)
+    lateral_joins: ClassVar[bool]
     #: the column type of pipeledger's own instants in tables kept as plain text
     instant_type: ClassVar[str]
     #: a statement sees the tables as they were when it began, not its own changes so far
@@ -299,6 +301,7 @@ class _Postgres(Dialect):
     toggles_triggers = True
     triggers_call_functions = True
     correlated_limit = True
+    lateral_joins = True
     instant_type = "timestamptz"
     int64_type = "bigint"
     alters_constraints = True
@@ -385,6 +388,7 @@ class _Sqlite(Dialect):
     toggles_triggers = False
     triggers_call_functions = False
     correlated_limit = False
+    lateral_joins = False
     instant_type = "text"
     int64_type = "integer"  # SQLite's INTEGER is 64-bit
     alters_constraints = False
@@ -577,6 +581,7 @@ class _Duckdb(Dialect):
     light_write = ()  # one process has the file: there is no lock to wait for
     statement_snapshot = True
     correlated_limit = False  # never asked: the ledger is never inside a DuckDB file
+    lateral_joins = True
     replaces_views = True
     percent_placeholders = False
     translates_models = False  # models run as written, in DuckDB's PostgreSQL-like SQL

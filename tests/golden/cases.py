@@ -1091,7 +1091,7 @@ def _ledger_sla() -> list[Case]:
              bind=lambda d: [LOWER, ["orders", "customers"], [0, 1]] if d.correlated_limit
              else ["orders", "orders", LOWER, 0, "customers", "customers", LOWER, 1]),
         Case(m, "transitions_sql", lambda d: text(sla.transitions_sql(d)), world=_w("ledger"),
-             bind=lambda d: [LOWER, LOWER, LOWER]),
+             bind=lambda d: [LOWER]),
     ]  # fmt: skip
 
 

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from pipeledger.ledger.reads import sla
+from pipeledger.ledger.reads.answers import FAILURES
 from pipeledger.ledger.reads.queries import Health, data_time
+from pipeledger.ledger.tables import RUNS, stored_datetime
 from tests.helpers import Project, order, orders_pipeline
 from tests.ledger.test_queries import ALTERNATING, MOVED, statuses
 from tests.ledger_fixtures import NOW, TODAY, ledger, reading
@@ -243,3 +245,57 @@ def test_a_ledger_from_an_earlier_release_is_named(project: Project, command: st
     assert code == 2 and "pipeledger ledger migrate" in err
     assert project.cli("ledger", "migrate")[0] == 0
     assert project.cli(command)[0] == 0
+
+
+def _episodes(runs: list[tuple[Any, ...]], since: datetime) -> tuple[list[float], Any]:
+    """The definition, run by run: among a pipeline's successes and failures (no backfill,
+    replay or reconcile) that started since ``since``, in (start, run id) order, an
+    episode opens at the end of a failure that follows a success or opens the window and
+    closes at the end of the next success. The recovery times, and the open episode."""
+    took, failing_since = [], None
+    counted = sorted(
+        (r for r in runs if r[4] >= since and r[2] in ("success", *FAILURES)
+         and r[3] not in ("backfill", "replay", "reconcile")),
+        key=lambda r: (r[4], r[1]),
+    )  # fmt: skip
+    for _, _, status, _, _, ended in counted:
+        if status != "success":
+            failing_since = failing_since or ended
+        elif failing_since is not None:
+            took.append((ended - failing_since).total_seconds())
+            failing_since = None
+    return took, failing_since
+
+
+def test_recoveries_follow_the_definition_run_by_run(warehouse_url: str) -> None:
+    # random histories: ties in start time, runs out of order, backfills and reconciles
+    # between failures, partial and cancelled runs (neither), episodes across the windows
+    import random
+
+    statuses = ["success"] * 5 + ["failed", "timed_out", "abandoned", "partial", "cancelled"]
+    triggers = ["scheduled"] * 6 + ["manual", "retry", "backfill", "replay", "reconcile"]
+    with ledger(warehouse_url) as b:
+        for p in range(12):
+            rng = random.Random(p)
+            for i in range(rng.randint(1, 90)):
+                at = NOW - timedelta(hours=rng.randint(1, 40 * 24) // (1 + p % 3))
+                b.run(
+                    f"p{p:02d}", at, run_id=f"{rng.randint(0, 10**6):07d}-{i}",
+                    status=rng.choice(statuses), trigger=rng.choice(triggers),
+                    duration=timedelta(minutes=rng.randint(1, 90)),
+                )  # fmt: skip
+    with reading(warehouse_url) as session:
+        rows = session.query(
+            "SELECT pipeline, run_id, status, trigger_type, started_at, ended_at "
+            f"FROM {session.dialect.table(RUNS)}"
+        )
+        found = {(r.pipeline, r.days): r for r in sla.reliability(session, NOW)}
+    runs = [(p, i, s, t, stored_datetime(a), stored_datetime(e)) for p, i, s, t, a, e in rows]
+    checked = 0
+    for (pipeline, days), row in found.items():
+        took, open_since = _episodes([r for r in runs if r[0] == pipeline], NOW - days * DAY)
+        assert row.recoveries == len(took), (pipeline, days)
+        assert row.mttr_s == (sum(took) / len(took) if took else None), (pipeline, days)
+        assert row.failing_since == open_since, (pipeline, days)
+        checked += bool(took) + bool(open_since)
+    assert checked > 12  # the histories have episodes, closed and open

@@ -284,31 +284,109 @@ def _p95(session: Session, since: datetime, timed: dict[str, int]) -> dict[str, 
     return found
 
 
-def transitions_sql(d: Dialect, among: int = 0) -> str:
-    """Runs that started since the first parameter (successes and failures, no backfills
-    or replays), in start order, where a pipeline went from succeeding to failing or back
-    (``turn``), and the first of those that started since the second parameter (a shorter
-    window: ``opens``; ``short``: started in it). One read of the long window answers
-    both: the short window's runs are the end of the long one's, in the same order. Then
-    the ``among`` pipelines it is about, if any (else every pipeline)."""
-    p = d.param
-    failing = "CASE WHEN r.status = 'success' THEN 0 ELSE 1 END"
-    short = f"CASE WHEN r.started_at >= {p} THEN 1 ELSE 0 END"
-    order = "OVER (PARTITION BY r.pipeline ORDER BY r.started_at, r.run_id)"
+def _neighbour_sql(d: Dialect, before: bool, columns: str) -> str:
+    """``columns`` of the failure ``f``'s neighbour among its pipeline's runs that count
+    for recovery (successes and failures; no backfills, replays or reconciles): the one
+    just before it in start order, or just after. A probe of the (pipeline, started_at,
+    run_id, status, trigger_type, ended_at) index that stops at the first such run."""
     kinds = ", ".join(f"'{s}'" for s in ("success", *FAILURES))
-    turn = "x.before IS NULL OR x.before <> x.failing"
-    opens = "x.short = 1 AND (x.before_short IS NULL OR x.before_short = 0)"
+    side, order = ("<", "DESC") if before else (">", "ASC")
     return (
-        f"SELECT x.pipeline, x.failing, x.ended_at, CASE WHEN {turn} THEN 1 ELSE 0 END, "
-        f"x.short, CASE WHEN {opens} THEN 1 ELSE 0 END FROM (SELECT r.pipeline, "
-        f"r.started_at, r.run_id, r.ended_at, {failing} AS failing, "
-        f"lag({failing}) {order} AS before, {short} AS short, "
-        f"lag({short}) {order} AS before_short "
-        f"FROM {d.table(RUNS)} r WHERE {tenant_is(d, 'r')} AND r.started_at >= {p} "
-        f"AND r.status IN ({kinds}) "
-        f"AND r.trigger_type NOT IN {NOT_FRONTIER}{_among(d, 'r.pipeline', among)}) x "
-        f"WHERE {turn} OR ({opens}) ORDER BY x.pipeline, x.started_at, x.run_id"
+        f"SELECT {columns} FROM {d.table(RUNS)} o WHERE {tenant_is(d, 'o')} "
+        f"AND o.pipeline = f.pipeline AND (o.started_at {side} f.started_at "
+        f"OR (o.started_at = f.started_at AND o.run_id {side} f.run_id)) "
+        f"AND o.status IN ({kinds}) AND o.trigger_type NOT IN {NOT_FRONTIER} "
+        f"ORDER BY o.started_at {order}, o.run_id {order} LIMIT 1"
     )
+
+
+def transitions_sql(d: Dialect, among: int = 0) -> str:
+    """The failures that started since the parameter (no backfills, replays or
+    reconciles), in start order, each with the run that counts for recovery just before
+    it and just after it (:func:`_neighbour_sql`): their status and start, and the run id
+    and end of the one after. A pipeline can only go from succeeding to failing at a
+    failure, and back at the run after a failure, so the runs that open and close its
+    failure episodes are all here: the read follows the failures (a partial index), not
+    every run of the window. Then the ``among`` pipelines it is about, if any (else every
+    pipeline).
+
+    Where a join may name the columns before it (``LATERAL``), each neighbour is one probe giving every column; elsewhere (SQLite)
+    the probe gives its run id, which the outer query looks up by its key."""
+    failed = ", ".join(f"'{s}'" for s in FAILURES)
+    runs = d.table(RUNS)
+    where = (
+        f"WHERE {tenant_is(d, 'f')} AND f.status IN ({failed}) AND f.started_at >= {d.param} "
+        f"AND f.trigger_type NOT IN {NOT_FRONTIER}{_among(d, 'f.pipeline', among)}"
+    )
+    columns = (
+        "SELECT f.pipeline, f.started_at, f.run_id, f.ended_at, b.status, b.started_at, "
+        "a.status, a.started_at, a.run_id, a.ended_at"
+    )
+    order = "ORDER BY f.pipeline, f.started_at, f.run_id"
+    if d.lateral_joins:
+        before = _neighbour_sql(d, True, "o.status, o.started_at")
+        after = _neighbour_sql(d, False, "o.status, o.started_at, o.run_id, o.ended_at")
+        return (
+            f"{columns} FROM {runs} f LEFT JOIN LATERAL ({before}) b ON true "
+            f"LEFT JOIN LATERAL ({after}) a ON true {where} {order}"
+        )
+    ids = (
+        f"SELECT f.pipeline, f.started_at, f.run_id, f.ended_at, "
+        f"({_neighbour_sql(d, True, 'o.run_id')}) AS before_id, "
+        f"({_neighbour_sql(d, False, 'o.run_id')}) AS after_id FROM {runs} f {where}"
+    )
+    return (
+        f"WITH f AS ({ids}) {columns} FROM f "
+        f"LEFT JOIN {runs} b ON {tenant_is(d, 'b')} AND b.run_id = f.before_id "
+        f"LEFT JOIN {runs} a ON {tenant_is(d, 'a')} AND a.run_id = f.after_id {order}"
+    )
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """A failure and its neighbours (:func:`transitions_sql`), as stored datetimes."""
+
+    pipeline: str
+    start: tuple[datetime, str]  # (started_at, run_id): the runs' order
+    ended: datetime | None
+    before: tuple[bool, datetime] | None  # (it failed, its start): None when there is none
+    after: tuple[bool, tuple[datetime, str], datetime | None] | None  # failed, start, end
+
+    @classmethod
+    def of(cls, row: Sequence[Any]) -> _Failure:
+        pipeline, started, run_id, ended, b_status, b_started, *next_run = row
+        a_status, a_started, a_run_id, a_ended = next_run
+        before = None if b_status is None else (b_status != "success", _start(b_started))
+        after = None
+        if a_status is not None:
+            run = (_start(a_started), str(a_run_id))
+            after = (a_status != "success", run, stored_datetime(a_ended))
+        start = (_start(started), str(run_id))
+        return cls(str(pipeline), start, stored_datetime(ended), before, after)
+
+
+def _start(value: Any) -> datetime:
+    """A run's ``started_at`` (never NULL)."""
+    found = stored_datetime(value)
+    assert found is not None
+    return found
+
+
+def _turns(failures: Sequence[_Failure], since: datetime) -> list[tuple[str, int, Any]]:
+    """The runs where a pipeline went from succeeding to failing or back, among its runs
+    since ``since``, in start order (pipeline, failing, ended_at): a failure whose run
+    before failed too (in the window) is no turn; a success after a failure is one. The
+    window's first run counts as a turn when it fails (nothing before it in the window)."""
+    turns: list[tuple[str, tuple[datetime, str], int, Any]] = []
+    for f in failures:
+        if f.start[0] < since:
+            continue
+        if f.before is None or f.before[1] < since or not f.before[0]:
+            turns.append((f.pipeline, f.start, 1, f.ended))
+        if f.after is not None and not f.after[0]:
+            turns.append((f.pipeline, f.after[1], 0, f.after[2]))
+    turns.sort(key=lambda t: (t[0], t[1]))
+    return [(pipeline, failing, ended) for pipeline, _, failing, ended in turns]
 
 
 @dataclass
@@ -317,13 +395,13 @@ class _Recovery:
     failing_since: datetime | None = None
 
 
-def _recoveries(rows: Sequence[Sequence[Any]]) -> dict[str, _Recovery]:
+def _recoveries(rows: Sequence[tuple[str, int, Any]]) -> dict[str, _Recovery]:
     """Per pipeline, how long each failure episode took to recover, and whether one is
     still open (the module docstring's mean time to recovery), from the runs where it
     went from succeeding to failing or back (pipeline, failing, ended_at), in order."""
     found: dict[str, _Recovery] = defaultdict(lambda: _Recovery([]))
     for pipeline, failing, ended in rows:
-        state, at = found[pipeline], stored_datetime(ended)
+        state, at = found[pipeline], ended
         if int(failing):
             state.failing_since = at
         elif state.failing_since is not None and at is not None:
@@ -338,14 +416,8 @@ def _both_recoveries(
     """The recoveries of the long window and of the short one, from one read (of the
     ``among`` pipelines only, when given)."""
     sql = transitions_sql(session.dialect, len(among or ()))
-    rows = session.query(sql, [short_since, short_since, since, *(among or ())])
-    long = [(p, failing, ended) for p, failing, ended, turn, _, _ in rows if int(turn)]
-    short = [
-        (p, failing, ended)
-        for p, failing, ended, turn, inside, opens in rows
-        if int(inside) and (int(turn) or int(opens))
-    ]
-    return _recoveries(long), _recoveries(short)
+    failures = [_Failure.of(row) for row in session.query(sql, [since, *(among or ())])]
+    return _recoveries(_turns(failures, since)), _recoveries(_turns(failures, short_since))
 
 
 def _time_late(found: Sequence[Breach], since: datetime, now: datetime) -> float:
