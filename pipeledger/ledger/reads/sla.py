@@ -284,109 +284,45 @@ def _p95(session: Session, since: datetime, timed: dict[str, int]) -> dict[str, 
     return found
 
 
-def _neighbour_sql(d: Dialect, before: bool, columns: str) -> str:
-    """``columns`` of the failure ``f``'s neighbour among its pipeline's runs that count
-    for recovery (successes and failures; no backfills, replays or reconciles): the one
-    just before it in start order, or just after. A probe of the (pipeline, started_at,
-    run_id, status, trigger_type, ended_at) index that stops at the first such run."""
+def _next_sql(d: Dialect, column: str) -> str:
+    """``column`` of the run that counts for recovery (a success or a failure; no
+    backfill, replay or reconcile) just after the failure ``f`` in its pipeline's start
+    order: a probe of the (pipeline, started_at, run_id, status, trigger_type, ended_at)
+    index that stops at the first such run."""
     kinds = ", ".join(f"'{s}'" for s in ("success", *FAILURES))
-    side, order = ("<", "DESC") if before else (">", "ASC")
     return (
-        f"SELECT {columns} FROM {d.table(RUNS)} o WHERE {tenant_is(d, 'o')} "
-        f"AND o.pipeline = f.pipeline AND (o.started_at {side} f.started_at "
-        f"OR (o.started_at = f.started_at AND o.run_id {side} f.run_id)) "
+        f"SELECT {column} FROM {d.table(RUNS)} o WHERE {tenant_is(d, 'o')} "
+        "AND o.pipeline = f.pipeline AND (o.started_at, o.run_id) > (f.started_at, f.run_id) "
         f"AND o.status IN ({kinds}) AND o.trigger_type NOT IN {NOT_FRONTIER} "
-        f"ORDER BY o.started_at {order}, o.run_id {order} LIMIT 1"
+        "ORDER BY o.started_at, o.run_id LIMIT 1"
     )
 
 
 def transitions_sql(d: Dialect, among: int = 0) -> str:
     """The failures that started since the parameter (no backfills, replays or
-    reconciles), in start order, each with the run that counts for recovery just before
-    it and just after it (:func:`_neighbour_sql`): their status and start, and the run id
-    and end of the one after. A pipeline can only go from succeeding to failing at a
-    failure, and back at the run after a failure, so the runs that open and close its
-    failure episodes are all here: the read follows the failures (a partial index), not
-    every run of the window. Then the ``among`` pipelines it is about, if any (else every
-    pipeline).
-
-    Where a join may name the columns before it (``LATERAL``), each neighbour is one probe giving every column; elsewhere (SQLite)
-    the probe gives its run id, which the outer query looks up by its key."""
+    reconciles), in start order, each with the run id and end of the run that counts for
+    recovery just after it (:func:`_next_sql`). A pipeline can only go from succeeding
+    to failing at a failure, and back at the run after a failure, so the runs that open
+    and close its failure episodes are all here (:func:`_turns`): the read follows the
+    failures (a partial index), not every run of the window. Then the ``among``
+    pipelines it is about, if any (else every pipeline). Where a join may name the
+    columns before it (``LATERAL``) the next run is one probe, elsewhere one a column."""
     failed = ", ".join(f"'{s}'" for s in FAILURES)
-    runs = d.table(RUNS)
     where = (
         f"WHERE {tenant_is(d, 'f')} AND f.status IN ({failed}) AND f.started_at >= {d.param} "
         f"AND f.trigger_type NOT IN {NOT_FRONTIER}{_among(d, 'f.pipeline', among)}"
     )
-    columns = (
-        "SELECT f.pipeline, f.started_at, f.run_id, f.ended_at, b.status, b.started_at, "
-        "a.status, a.started_at, a.run_id, a.ended_at"
-    )
+    columns = "f.pipeline, f.started_at, f.run_id, f.ended_at"
     order = "ORDER BY f.pipeline, f.started_at, f.run_id"
+    runs = d.table(RUNS)
     if d.lateral_joins:
-        before = _neighbour_sql(d, True, "o.status, o.started_at")
-        after = _neighbour_sql(d, False, "o.status, o.started_at, o.run_id, o.ended_at")
+        after = _next_sql(d, "o.run_id, o.ended_at")
         return (
-            f"{columns} FROM {runs} f LEFT JOIN LATERAL ({before}) b ON true "
+            f"SELECT {columns}, a.run_id, a.ended_at FROM {runs} f "
             f"LEFT JOIN LATERAL ({after}) a ON true {where} {order}"
         )
-    ids = (
-        f"SELECT f.pipeline, f.started_at, f.run_id, f.ended_at, "
-        f"({_neighbour_sql(d, True, 'o.run_id')}) AS before_id, "
-        f"({_neighbour_sql(d, False, 'o.run_id')}) AS after_id FROM {runs} f {where}"
-    )
-    return (
-        f"WITH f AS ({ids}) {columns} FROM f "
-        f"LEFT JOIN {runs} b ON {tenant_is(d, 'b')} AND b.run_id = f.before_id "
-        f"LEFT JOIN {runs} a ON {tenant_is(d, 'a')} AND a.run_id = f.after_id {order}"
-    )
-
-
-@dataclass(frozen=True)
-class _Failure:
-    """A failure and its neighbours (:func:`transitions_sql`), as stored datetimes."""
-
-    pipeline: str
-    start: tuple[datetime, str]  # (started_at, run_id): the runs' order
-    ended: datetime | None
-    before: tuple[bool, datetime] | None  # (it failed, its start): None when there is none
-    after: tuple[bool, tuple[datetime, str], datetime | None] | None  # failed, start, end
-
-    @classmethod
-    def of(cls, row: Sequence[Any]) -> _Failure:
-        pipeline, started, run_id, ended, b_status, b_started, *next_run = row
-        a_status, a_started, a_run_id, a_ended = next_run
-        before = None if b_status is None else (b_status != "success", _start(b_started))
-        after = None
-        if a_status is not None:
-            run = (_start(a_started), str(a_run_id))
-            after = (a_status != "success", run, stored_datetime(a_ended))
-        start = (_start(started), str(run_id))
-        return cls(str(pipeline), start, stored_datetime(ended), before, after)
-
-
-def _start(value: Any) -> datetime:
-    """A run's ``started_at`` (never NULL)."""
-    found = stored_datetime(value)
-    assert found is not None
-    return found
-
-
-def _turns(failures: Sequence[_Failure], since: datetime) -> list[tuple[str, int, Any]]:
-    """The runs where a pipeline went from succeeding to failing or back, among its runs
-    since ``since``, in start order (pipeline, failing, ended_at): a failure whose run
-    before failed too (in the window) is no turn; a success after a failure is one. The
-    window's first run counts as a turn when it fails (nothing before it in the window)."""
-    turns: list[tuple[str, tuple[datetime, str], int, Any]] = []
-    for f in failures:
-        if f.start[0] < since:
-            continue
-        if f.before is None or f.before[1] < since or not f.before[0]:
-            turns.append((f.pipeline, f.start, 1, f.ended))
-        if f.after is not None and not f.after[0]:
-            turns.append((f.pipeline, f.after[1], 0, f.after[2]))
-    turns.sort(key=lambda t: (t[0], t[1]))
-    return [(pipeline, failing, ended) for pipeline, _, failing, ended in turns]
+    after = f"({_next_sql(d, 'o.run_id')}), ({_next_sql(d, 'o.ended_at')})"
+    return f"SELECT {columns}, {after} FROM {runs} f {where} {order}"
 
 
 @dataclass
@@ -394,19 +330,35 @@ class _Recovery:
     took: list[float]
     failing_since: datetime | None = None
 
+    def recovered(self, at: datetime | None) -> None:
+        """A success that ended ``at`` follows a failure."""
+        if self.failing_since is not None and at is not None:
+            self.took.append((at - self.failing_since).total_seconds())
+            self.failing_since = None
 
-def _recoveries(rows: Sequence[tuple[str, int, Any]]) -> dict[str, _Recovery]:
-    """Per pipeline, how long each failure episode took to recover, and whether one is
-    still open (the module docstring's mean time to recovery), from the runs where it
-    went from succeeding to failing or back (pipeline, failing, ended_at), in order."""
+
+def _recoveries(
+    rows: Sequence[Sequence[Any]], starts: Sequence[datetime], since: datetime
+) -> dict[str, _Recovery]:
+    """Per pipeline, how long each failure episode since ``since`` took to recover, and
+    whether one is still open (the module docstring's mean time to recovery), from the
+    failures of :func:`transitions_sql` (their ``starts``), in its order. A failure opens
+    an episode unless the run before it, in the window, failed too: unless it is the next
+    run of the failure before it in the rows. The run after a failure closes the episode
+    when it succeeded: when it is not the next failure in the rows."""
     found: dict[str, _Recovery] = defaultdict(lambda: _Recovery([]))
-    for pipeline, failing, ended in rows:
-        state, at = found[pipeline], ended
-        if int(failing):
-            state.failing_since = at
-        elif state.failing_since is not None and at is not None:
-            state.took.append((at - state.failing_since).total_seconds())
-            state.failing_since = None
+    before: tuple[str, Any, Any] | None = None  # pipeline, next run's id and end
+    for (pipeline, _, run_id, ended, after, after_ended), started in zip(rows, starts, strict=True):
+        if started < since:
+            continue
+        followed = before is not None and before[:2] == (pipeline, run_id)
+        if before is not None and not followed and before[1] is not None:
+            found[before[0]].recovered(stored_datetime(before[2]))
+        if not followed:
+            found[pipeline].failing_since = stored_datetime(ended)
+        before = (pipeline, after, after_ended)
+    if before is not None and before[1] is not None:
+        found[before[0]].recovered(stored_datetime(before[2]))
     return found
 
 
@@ -416,8 +368,15 @@ def _both_recoveries(
     """The recoveries of the long window and of the short one, from one read (of the
     ``among`` pipelines only, when given)."""
     sql = transitions_sql(session.dialect, len(among or ()))
-    failures = [_Failure.of(row) for row in session.query(sql, [since, *(among or ())])]
-    return _recoveries(_turns(failures, since)), _recoveries(_turns(failures, short_since))
+    rows = session.query(sql, [since, *(among or ())])
+    starts = [_start(row[1]) for row in rows]
+    return _recoveries(rows, starts, since), _recoveries(rows, starts, short_since)
+
+
+def _start(value: Any) -> datetime:
+    found = stored_datetime(value)
+    assert found is not None  # a run's started_at is never NULL
+    return found
 
 
 def _time_late(found: Sequence[Breach], since: datetime, now: datetime) -> float:
