@@ -84,6 +84,8 @@ class ForeignKey:
 # the migration from which every key leads with the tenant: primary keys, unique
 # constraints and foreign keys (the tenant and the column, to the parent's tenant and key)
 TENANT_KEYS = 16
+# what the failures' partial index holds since migration 17 (after the tenant)
+FAILURE_COLUMNS = "pipeline, started_at, run_id, status, trigger_type, ended_at"
 
 
 def _led(columns: tuple[str, ...], version: int | None) -> tuple[str, ...]:
@@ -540,6 +542,21 @@ def ledger_migrations(d: Dialect) -> list[Migration]:
             "tenant keys: every primary key, unique constraint and foreign key leads with it",
             tenant_keys(d),
         ),
+        (17, "reads at scale: the runs' failures with what sla's recoveries read", _failures(d)),
+    ]
+
+
+def _failures(d: Dialect) -> list[str]:
+    """Migration 17: the failures' partial index holds every column ``sla`` reads of them
+    (:func:`pipeledger.ledger.reads.sla.transitions_sql`), so the read of a window's
+    failures never visits the table; the probe of a pipeline's latest failure reads it
+    as before (its leading columns)."""
+    runs = d.table(RUNS)
+    failed = ", ".join(f"'{s}'" for s in rollup.FAILURES)
+    return [
+        f"DROP INDEX IF EXISTS {_index_name(d, RUNS, 'pipeline_runs_failures')}",
+        f"CREATE INDEX {quote('pipeline_runs_failures')} ON {runs} (tenant, {FAILURE_COLUMNS}) "
+        f"WHERE status IN ({failed})",
     ]
 
 

@@ -98,7 +98,7 @@ def test_an_old_ledger_with_orphans_migrates_and_then_refuses_them(warehouse_url
         children(session, AUDIT, None, "about-no-run")
 
     with writing(warehouse_url) as session:
-        assert migrate(session, LEDGER) == [4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15, 16]
+        assert migrate(session, LEDGER) == [4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15, 16, 17]
 
     with reading(warehouse_url) as session:
         registry = session.query(

@@ -232,7 +232,7 @@ def test_every_key_of_every_ledger_table_leads_with_the_tenant(warehouse_url: st
         problems, _ = keys_not_led_by_tenant(session)
         assert any("pipelines" in p for p in problems)  # the check sees the old keys
     with database.session() as session:
-        assert migrate(session, LEDGER) == [16]
+        assert migrate(session, LEDGER) == [16, 17]
         assert keys_not_led_by_tenant(session) == ([], 7)
         migrated = catalog(session)
     with fresh_database(warehouse_url) as fresh, open_warehouse(fresh).session() as session:
@@ -327,7 +327,7 @@ def test_a_ledger_with_history_moves_to_tenant_keys_with_nothing_lost(
     project.configure(pipelines={"orders": orders_pipeline()})
     code, out, err = project.cli("ledger", "migrate", "--json")
     assert code == 0, err
-    assert json.loads(out)["ledger"] == [16]
+    assert json.loads(out)["ledger"] == [16, 17]
     assert contents(warehouse_url) == before
     with open_warehouse(warehouse_url).session(write=False) as session:
         assert index_names(session) == indexes  # SQLite made each table again: all of them

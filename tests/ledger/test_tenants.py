@@ -294,7 +294,7 @@ def test_an_existing_ledger_with_history_moves_to_tenants_with_nothing_lost(
     project.configure(pipelines={"orders": orders_pipeline()})
     code, out, err = project.cli("ledger", "migrate", "--json")
     assert code == 0, err
-    assert json.loads(out)["ledger"] == [13, 14, 15, 16]
+    assert json.loads(out)["ledger"] == [13, 14, 15, 16, 17]
     assert counts(warehouse_url, tables) == before
     with open_warehouse(warehouse_url).session(write=False) as session:
         for table in tables:
@@ -382,7 +382,7 @@ def test_a_ledger_of_the_release_before_tenants_migrates_to_the_same_catalog(
         migrate(session, BEFORE_TENANTS)
         assert untenanted(session) != []  # the check sees what is missing
     with database.session() as session:
-        assert migrate(session, LEDGER) == [13, 14, 15, 16]
+        assert migrate(session, LEDGER) == [13, 14, 15, 16, 17]
         assert untenanted(session) == []
 
 
