@@ -5,6 +5,7 @@ readers); and what the reader says when a source has no kind."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,3 +72,34 @@ def test_a_source_without_its_kind_says_which_kinds_there_are(tmp_path: Path) ->
     path.write_text(PIPELINE.replace('kind = "csv"', 'type = "csv"'))
     with pytest.raises(ConfigError, match=r'pipelines\.orders\.source: needs kind = "csv"'):
         load_config(path)
+
+
+def test_an_unchanged_config_is_parsed_once_and_a_changed_one_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import tomllib
+
+    from pipeledger.config import locate as module
+
+    parsed: list[str] = []
+    real = tomllib.loads
+
+    def counting(text: str) -> dict[str, Any]:
+        parsed.append(text)
+        return real(text)
+
+    monkeypatch.setattr(tomllib, "loads", counting)
+    path = tmp_path / "pipeledger.toml"
+    path.write_text('[warehouse]\nurl = "sqlite:///a.db"\n')
+    assert module.locate(path).warehouse_url == "sqlite:///a.db"
+    assert module.locate(path).warehouse_url == "sqlite:///a.db"
+    assert len(parsed) == 1
+    path.write_text('[warehouse]\nurl = "sqlite:///b.db"\n')  # same size, a new time
+    stamp = path.stat().st_mtime_ns + 1_000_000
+    os.utime(path, ns=(stamp, stamp))
+    assert module.locate(path).warehouse_url == "sqlite:///b.db"
+    path.write_text('[warehouse]\nurl = "sqlite:///longer.db"\n')
+    os.utime(path, ns=(stamp, stamp))  # the same time, another size
+    assert module.locate(path).warehouse_url == "sqlite:///longer.db"
+    assert len(parsed) == 3
