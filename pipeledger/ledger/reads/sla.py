@@ -303,7 +303,7 @@ def transitions_sql(d: Dialect, among: int = 0) -> str:
     reconciles), in start order, each with the run id and end of the run that counts for
     recovery just after it (:func:`_next_sql`). A pipeline can only go from succeeding
     to failing at a failure, and back at the run after a failure, so the runs that open
-    and close its failure episodes are all here (:func:`_turns`): the read follows the
+    and close its failure episodes are all here (:func:`_recoveries`): the read follows the
     failures (a partial index), not every run of the window. Then the ``among``
     pipelines it is about, if any (else every pipeline). Where a join may name the
     columns before it (``LATERAL``) the next run is one probe, elsewhere one a column."""
