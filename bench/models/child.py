@@ -19,6 +19,9 @@ import psycopg
 from bench.common.process import own_peak_rss_mb
 from bench.models.project import BRONZE_PIPELINE, hand_statements
 
+SLOWEST = 5  # statements named in the report: where a phase's time goes
+SHOWN = 160  # characters of each
+
 
 def hand(url: str, schema: str) -> dict[str, Any]:
     """The hand-written silver + gold, as one transaction (connecting included, as
@@ -40,11 +43,13 @@ def pipeledger_run(config_path: Path, nodes: list[str]) -> dict[str, Any]:
     prefer_system_allocator()  # as the pipeledger command does
     kinds: Counter[str] = Counter()
     statement_s = 0.0
+    timed: list[tuple[float, str]] = []
 
     def observe(kind: str, sql: str, seconds: float) -> None:
         nonlocal statement_s
         kinds[kind] += 1
         statement_s += seconds
+        timed.append((seconds, " ".join(sql.split())[:SHOWN]))
 
     with observe_statements(observe):
         started = time.perf_counter()
@@ -56,6 +61,7 @@ def pipeledger_run(config_path: Path, nodes: list[str]) -> dict[str, Any]:
         "nodes": nodes_out,
         "statements": dict(kinds),
         "statement_s": statement_s,
+        "slowest": sorted(timed, reverse=True)[:SLOWEST],
     }
 
 

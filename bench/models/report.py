@@ -145,7 +145,18 @@ def _statements(ms: Medians) -> list[str]:
             rows.append(
                 [phase, str(sum(kinds.values())), counted, f"{step.extra['statement_s']:.2f}"]
             )
-    return table(["phase", "statements", "by kind", "their seconds"], rows)
+    return [
+        *table(["phase", "statements", "by kind", "their seconds"], rows),
+        "",
+        "The slowest of them, per phase (seconds, the statement's start):",
+        "",
+        *(
+            f"- {phase}: {seconds:.2f} s `{sql}`"
+            for phase in PHASES
+            if (step := ms.get((PL, phase))) is not None
+            for seconds, sql in step.extra.get("slowest", [])
+        ),
+    ]
 
 
 def overhead_lines(wide: list[Wide], info: dict[str, str]) -> list[str]:

@@ -148,6 +148,7 @@ def pipeledger_in_process(project: Project, phase: str) -> Step:
     extra = {
         "statements": out["statements"],
         "statement_s": out["statement_s"],
+        "slowest": out["slowest"],
         "nodes": out["nodes"],
     }
     return Step(

@@ -138,7 +138,7 @@ class Vanished:
     their versions end."""
 
     count: int
-    present: int
+    present: int | None  # None: not counted (find_vanished's ``share``)
     sample: tuple[str, ...] = ()
     closed_at: CursorValue | None = None
 
@@ -152,10 +152,14 @@ def find_vanished(
     spec: sql.MergeSpec,
     scope: tuple[str, Sequence[Any]],
     started_at: datetime,
+    *,
+    share: bool = True,
 ) -> Vanished:
     """List the keys of the target rows in ``scope`` (text over the target's columns, and
     its parameters) that the staged snapshot lacks. An SCD2 target closes their versions
-    at ``started_at`` (a version that begins later than that is not a candidate)."""
+    at ``started_at`` (a version that begins later than that is not a candidate). With
+    ``share``, also count the target rows in the scope (the mass-delete gate's fraction:
+    another pass over the scope, which a caller without that gate does not pay)."""
     d = session.dialect
     where, params = scope[0], list(scope[1])
     closed_at = _closing_time(spec, started_at) if spec.history else None
@@ -167,9 +171,14 @@ def find_vanished(
     for statement in [*sql.create_temp(d, sql.VANISHED, keys), *([lookup] if lookup else [])]:
         session.execute(statement)
     session.execute(sql.find_vanished(d, spec, where), params)
-    present, count = session.query(sql.count_in_scope(d, spec, where), params)[0]
+    present: int | None = None
+    if share:
+        found, count = session.query(sql.count_in_scope(d, spec, where), params)[0]
+        present = int(found)
+    else:
+        count = session.query(sql.count_vanished(d))[0][0]
     sample = tuple(_key_text(row) for row in session.query(sql.sample_vanished(d, spec)))
-    return Vanished(count=int(count), present=int(present), sample=sample, closed_at=closed_at)
+    return Vanished(count=int(count), present=present, sample=sample, closed_at=closed_at)
 
 
 def _closing_time(spec: sql.MergeSpec, started_at: datetime) -> CursorValue:
@@ -232,7 +241,7 @@ def delete_check(vanished: Vanished, max_fraction: float, warn: bool) -> CheckRe
         kind="delete_fraction",
         level="batch",
         status=status,
-        observed=f"{vanished.count:,} of {vanished.present:,} row(s) lacking ({share:.0%})",
+        observed=f"{vanished.count:,} of {vanished.present or 0:,} row(s) lacking ({share:.0%})",
         expected=f"at most {max_fraction:.0%} of the target's rows in scope (max_delete_fraction)",
         failing_rows=vanished.count if status != "pass" else 0,
         sample_keys=vanished.sample,

@@ -593,6 +593,10 @@ def count_in_scope(d: Dialect, spec: MergeSpec, scope: str) -> str:
     )
 
 
+def count_vanished(d: Dialect) -> str:
+    return f"SELECT count(*) FROM {d.temp(VANISHED)}"
+
+
 def sample_vanished(d: Dialect, spec: MergeSpec) -> str:
     keys = ", ".join(quote(k) for k in spec.key)
     return f"SELECT {keys} FROM {d.temp(VANISHED)} ORDER BY {keys} LIMIT 5"

@@ -482,11 +482,13 @@ class Model:
         where = self.scope.where(session.dialect, "t") if self.scope else ("1 = 1", [])
         spec = self._spec()
         if not spec.history or spec.cursor_type in ("timestamptz", "timestamp", "date"):
-            self.vanished = find_vanished(session, spec, where, self.started_at)
+            # no mass-delete gate here: a retraction is the model's answer, not a risk
+            self.vanished = find_vanished(session, spec, where, self.started_at, share=False)
             return
         # an scd2 history closes a version at the run's time, which its cursor cannot hold
         current = (f'({where[0]}) AND t."{HISTORY_COLUMNS[2]}"', where[1])
-        gone = find_vanished(session, replace(spec, history=False), current, self.started_at)
+        plain = replace(spec, history=False)
+        gone = find_vanished(session, plain, current, self.started_at, share=False)
         if gone.count:
             raise SchemaError(
                 f"model {self.name}: {gone.count} key(s) are no longer produced (e.g. "
