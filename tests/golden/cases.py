@@ -492,6 +492,7 @@ def _deletes() -> list[Case]:
         Case(m, "count_in_scope of a soft-deleting pipeline",
              lambda d: text(load_sql.count_in_scope(d, soft, "1=1")), world=_w("schema"),
              setup=lambda d: [*_soft_target(d)[:1], *_vanished(d)]),
+        Case(m, "count_vanished", lambda d: text(load_sql.count_vanished(d)), setup=_vanished),
         Case(m, "sample_vanished", lambda d: text(load_sql.sample_vanished(d, spec())),
              setup=_vanished),
     ]  # fmt: skip

@@ -218,5 +218,8 @@ INSERT INTO "_pipeledger_vanished" ("order_id") SELECT t."order_id" FROM "analyt
 -- case: count_in_scope of a soft-deleting pipeline
 SELECT (SELECT count(*) FROM "analytics"."orders" AS t WHERE 1=1 AND t."_pipeledger_deleted_at" IS NULL), (SELECT count(*) FROM "_pipeledger_vanished");
 
+-- case: count_vanished
+SELECT count(*) FROM "_pipeledger_vanished";
+
 -- case: sample_vanished
 SELECT "order_id" FROM "_pipeledger_vanished" ORDER BY "order_id" LIMIT 5;
