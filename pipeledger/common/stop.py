@@ -17,6 +17,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 Hook = Callable[[], None]
+# the longest the main thread waits in one piece: a signal that the kernel gave another
+# thread (the dashboard's, a node's worker) runs its Python handler only when the main
+# thread next runs, so its long waits are cut into slices of this many seconds
+SIGNAL_WAKE_S = 1.0
 
 
 class Stop:

@@ -13,6 +13,7 @@ the time, and still answer while a pipeline's section is being edited (``run`` a
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import tomllib
@@ -56,21 +57,13 @@ def read_document(path: Path | None = None) -> Document:
         info = source_file.stat()
     except FileNotFoundError:
         raise ConfigError(f"{source_file}: config file not found") from None
-    stamp = (str(source_file.resolve()), info.st_mtime_ns, info.st_size, info.st_ino)
-    data = _PARSED.get(stamp)
-    if data is None:
-        data = _parse(source_file)
-        if len(_PARSED) >= _PARSED_KEPT:
-            _PARSED.pop(next(iter(_PARSED)))
-        _PARSED[stamp] = data
-    return Document(data, source_file)
+    stamp = (source_file.resolve(), info.st_mtime_ns, info.st_size, info.st_ino)
+    return Document(_parsed(source_file, stamp), source_file)
 
 
-_PARSED: dict[tuple[str, int, int, int], dict[str, Any]] = {}  # read_document's, by stamp
-_PARSED_KEPT = 16
-
-
-def _parse(source_file: Path) -> dict[str, Any]:
+@functools.lru_cache(maxsize=16)
+def _parsed(source_file: Path, stamp: tuple[Path, int, int, int]) -> dict[str, Any]:
+    """The file's TOML, once per ``stamp`` (read_document)."""
     try:
         text = source_file.read_text(encoding="utf-8")
     except FileNotFoundError:

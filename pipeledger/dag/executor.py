@@ -16,10 +16,10 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from graphlib import TopologicalSorter
 from typing import Generic, TypeVar
 
+from pipeledger.common.stop import SIGNAL_WAKE_S
 from pipeledger.dag.graph import Graph
 
 Outcome = TypeVar("Outcome")  # what running a node gives: the runner decides
-WAKE_S = 1.0  # the longest the main thread waits for a worker without looking at signals
 
 
 def execute(
@@ -99,9 +99,8 @@ class _Progress(Generic[Outcome]):
                 running[pool.submit(self.run_node, name)] = name
 
     def _collect(self, order: TopologicalSorter[str], running: dict[Future[Outcome], str]) -> None:
-        # in slices: a SIGTERM that the kernel gave a worker runs its handler only when
-        # this (the main) thread next runs, never while it waits in one piece
-        done, _ = wait(running, timeout=WAKE_S, return_when=FIRST_COMPLETED)
+        # in slices (a SIGTERM that the kernel gave a worker: common.stop.SIGNAL_WAKE_S)
+        done, _ = wait(running, timeout=SIGNAL_WAKE_S, return_when=FIRST_COMPLETED)
         for future in done:
             name = running.pop(future)
             self._finish(order, name, future.result())

@@ -11,14 +11,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
-from pipeledger.common.stop import Stop, running
+from pipeledger.common.stop import SIGNAL_WAKE_S, Stop, running
 from pipeledger.errors import RunCancelled, RunTimedOut
 
 _RUNS: dict[str, Stop] = {}  # run id -> its stop, while the run is open: interrupt_all
 _RUNS_LOCK = threading.Lock()
 _INTERRUPTED = threading.Event()
 _TERMINATING = False  # set by a signal handler for the rest of the invocation: terminate
-_SLICE_S = 1.0  # the longest a wait goes without looking at the signals (pause)
 
 
 @contextmanager
@@ -91,8 +90,8 @@ def pause(seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while not _TERMINATING:
         left = deadline - time.monotonic()
-        if _INTERRUPTED.wait(max(0.0, min(left, _SLICE_S))):
+        if _INTERRUPTED.wait(max(0.0, min(left, SIGNAL_WAKE_S))):
             return False
-        if left <= _SLICE_S:
+        if left <= SIGNAL_WAKE_S:
             return True
     return False

@@ -15,6 +15,7 @@ from pathlib import Path
 import uvicorn
 
 from pipeledger import api
+from pipeledger.common.stop import SIGNAL_WAKE_S
 from pipeledger.web.app import create_app
 
 DEFAULT_HOST = "127.0.0.1"
@@ -99,9 +100,7 @@ def serve(
     if on_ready is not None:
         on_ready(running.url)
     try:
-        while running.thread.is_alive():
-            # in slices: a Ctrl-C that the kernel gave the server's thread runs its
-            # handler only when this thread next runs, never while it waits in one piece
-            running.thread.join(1.0)
+        while running.thread.is_alive():  # in slices: a Ctrl-C given the server's thread
+            running.thread.join(SIGNAL_WAKE_S)
     except KeyboardInterrupt:
         running.stop()

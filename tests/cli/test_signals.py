@@ -24,6 +24,15 @@ def kill_when_the_main_thread_waits():
     time.sleep(0.2)  # inside it, past the line's first instructions
     signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
 
+def lose(how):
+    # a cleanup that fails while the signal's exception passes through replaces it with
+    # its own error, which a loop reports as one more failed run
+    try:
+        os.kill(os.getpid(), how)
+        threading.Event().wait()  # the handler raises here
+    except BaseException:
+        pass
+
 def line_of(thread):
     frame = sys._current_frames()[thread]
     return linecache.getline(frame.f_code.co_filename, frame.f_lineno)
@@ -49,16 +58,11 @@ def outcome(body: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGINT"])
 def test_a_signal_whose_exception_a_cleanup_lost_still_ends_the_next_wait(how: str) -> None:
-    # a cleanup that fails while the signal's exception passes through replaces it with its
-    # own error, which a loop reports as one more failed run: the next wait must not begin
+    # the signal's exception is lost on its way out: the next wait must not begin
     done = outcome(
         f"""
         with command():
-            try:
-                os.kill(os.getpid(), signal.{how})
-                threading.Event().wait()  # the handler raises here
-            except BaseException:
-                pass  # lost on its way out
+            lose(signal.{how})
             print("waited" if pause(3600) else "stopped")
         """
     )
@@ -70,11 +74,7 @@ def test_the_end_of_the_invocation_undoes_it() -> None:
     done = outcome(
         """
         with command():
-            try:
-                os.kill(os.getpid(), signal.SIGTERM)
-                threading.Event().wait()
-            except BaseException:
-                pass
+            lose(signal.SIGTERM)
         print("waited" if pause(0) else "stopped")
         """
     )

@@ -337,28 +337,31 @@ class _Recovery:
             self.failing_since = None
 
 
-def _recoveries(
-    rows: Sequence[Sequence[Any]], starts: Sequence[datetime], since: datetime
-) -> dict[str, _Recovery]:
+# a failure of transitions_sql, its datetimes as datetimes: pipeline, started_at, run_id,
+# ended_at, and the run id and end of the run after it
+_Failure = tuple[str, datetime, str, datetime | None, str | None, datetime | None]
+
+
+def _recoveries(failures: Sequence[_Failure], since: datetime) -> dict[str, _Recovery]:
     """Per pipeline, how long each failure episode since ``since`` took to recover, and
     whether one is still open (the module docstring's mean time to recovery), from the
-    failures of :func:`transitions_sql` (their ``starts``), in its order. A failure opens
-    an episode unless the run before it, in the window, failed too: unless it is the next
-    run of the failure before it in the rows. The run after a failure closes the episode
-    when it succeeded: when it is not the next failure in the rows."""
+    failures of :func:`transitions_sql`, in its order. A failure opens an episode unless
+    the run before it, in the window, failed too: unless it is the next run of the failure
+    before it in the rows. The run after a failure closes the episode when it succeeded:
+    when it is not the next failure in the rows."""
     found: dict[str, _Recovery] = defaultdict(lambda: _Recovery([]))
-    before: tuple[str, Any, Any] | None = None  # pipeline, next run's id and end
-    for (pipeline, _, run_id, ended, after, after_ended), started in zip(rows, starts, strict=True):
+    before: tuple[str, str | None, datetime | None] | None = None  # pipeline, the next run
+    for pipeline, started, run_id, ended, after, after_ended in failures:
         if started < since:
             continue
         followed = before is not None and before[:2] == (pipeline, run_id)
         if before is not None and not followed and before[1] is not None:
-            found[before[0]].recovered(stored_datetime(before[2]))
+            found[before[0]].recovered(before[2])
         if not followed:
-            found[pipeline].failing_since = stored_datetime(ended)
+            found[pipeline].failing_since = ended
         before = (pipeline, after, after_ended)
     if before is not None and before[1] is not None:
-        found[before[0]].recovered(stored_datetime(before[2]))
+        found[before[0]].recovered(before[2])
     return found
 
 
@@ -368,15 +371,15 @@ def _both_recoveries(
     """The recoveries of the long window and of the short one, from one read (of the
     ``among`` pipelines only, when given)."""
     sql = transitions_sql(session.dialect, len(among or ()))
-    rows = session.query(sql, [since, *(among or ())])
-    starts = [_start(row[1]) for row in rows]
-    return _recoveries(rows, starts, since), _recoveries(rows, starts, short_since)
+    failures = [_failure(row) for row in session.query(sql, [since, *(among or ())])]
+    return _recoveries(failures, since), _recoveries(failures, short_since)
 
 
-def _start(value: Any) -> datetime:
-    found = stored_datetime(value)
-    assert found is not None  # a run's started_at is never NULL
-    return found
+def _failure(row: Sequence[Any]) -> _Failure:
+    pipeline, started, run_id, ended, after, after_ended = row
+    at = stored_datetime(started)
+    assert at is not None  # a run's started_at is never NULL
+    return pipeline, at, run_id, stored_datetime(ended), after, stored_datetime(after_ended)
 
 
 def _time_late(found: Sequence[Breach], since: datetime, now: datetime) -> float:
