@@ -15,7 +15,6 @@ from pathlib import Path
 import uvicorn
 
 from pipeledger import api
-from pipeledger.common.stop import SIGNAL_WAKE_S
 from pipeledger.web.app import create_app
 
 DEFAULT_HOST = "127.0.0.1"
@@ -23,6 +22,10 @@ DEFAULT_PORT = 8420
 # a read-only page has nothing worth keeping a stop waiting for: a request still open
 # after this is cut (uvicorn's default waits for every connection without bound)
 GRACE_S = 5
+# the longest ``serve`` waits for the server's thread in one piece: a Ctrl-C that the kernel
+# gave that thread runs its handler only when this one next runs (as common.stop's
+# SIGNAL_WAKE_S, which the web, reaching the package only through the api, does not import)
+JOIN_SLICE_S = 1.0
 
 
 def _server(config_path: Path | None, host: str, port: int) -> uvicorn.Server:
@@ -100,7 +103,7 @@ def serve(
     if on_ready is not None:
         on_ready(running.url)
     try:
-        while running.thread.is_alive():  # in slices: a Ctrl-C given the server's thread
-            running.thread.join(SIGNAL_WAKE_S)
+        while running.thread.is_alive():
+            running.thread.join(JOIN_SLICE_S)
     except KeyboardInterrupt:
         running.stop()
