@@ -107,6 +107,10 @@ class Dialect:
     correlated_limit: ClassVar[bool]
     #: a subquery in FROM may name the columns of the tables before it (``LATERAL``)
     lateral_joins: ClassVar[bool]
+    #: a session may run a statement on another thread while its own does other work
+    #: (psycopg's connection serializes its users; SQLite's and DuckDB's are kept to
+    #: the thread that made them)
+    threaded_statements: ClassVar[bool]
     #: the column type of pipeledger's own instants in tables kept as plain text
     instant_type: ClassVar[str]
     #: a statement sees the tables as they were when it began, not its own changes so far
@@ -302,6 +306,7 @@ class _Postgres(Dialect):
     triggers_call_functions = True
     correlated_limit = True
     lateral_joins = True
+    threaded_statements = True
     instant_type = "timestamptz"
     int64_type = "bigint"
     alters_constraints = True
@@ -389,6 +394,7 @@ class _Sqlite(Dialect):
     triggers_call_functions = False
     correlated_limit = False
     lateral_joins = False
+    threaded_statements = False
     instant_type = "text"
     int64_type = "integer"  # SQLite's INTEGER is 64-bit
     alters_constraints = False
@@ -582,6 +588,7 @@ class _Duckdb(Dialect):
     statement_snapshot = True
     correlated_limit = False  # never asked: the ledger is never inside a DuckDB file
     lateral_joins = True
+    threaded_statements = False
     replaces_views = True
     percent_placeholders = False
     translates_models = False  # models run as written, in DuckDB's PostgreSQL-like SQL

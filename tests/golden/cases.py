@@ -1212,6 +1212,10 @@ def _differences(d: Dialect) -> list[str]:
     return [*_differing_windows(d), reconcile_sql.differences(d, IDENTITY, KEY)]
 
 
+def _fine_buckets(d: Dialect) -> list[str]:
+    return [reconcile_sql.create_fine_buckets(d, TARGET, d.time_bucket('t."updated_at"', "hour"))]
+
+
 def _capped(d: Dialect, partitions: int) -> str:
     cap = reconcile_sql.cap_predicate(d, "updated_at", "region" if partitions else None, partitions)
     return f"SELECT 1 FROM {d.table(TARGET)} WHERE {cap}"
@@ -1249,6 +1253,22 @@ def _reconcile_sql() -> list[Case]:
              lambda d: text(reconcile_sql.target_windows(d, _bucketed_target_rows(d),
                                                          d.time_label("b.b", "day"))),
              world=_w("target")),
+        Case(m, "create_fine_buckets of hours",
+             lambda d: text(reconcile_sql.create_fine_buckets(
+                 d, TARGET, d.time_bucket('t."updated_at"', "hour"))), world=_w("target")),
+        Case(m, "insert_fine_buckets of two",
+             lambda d: text(reconcile_sql.insert_fine_buckets(d, 2)), world=_w("target"),
+             setup=_fine_buckets, bind=lambda d: [AT, AT]),
+        Case(m, "in_fine_buckets",
+             lambda d: text(f"SELECT 1 FROM {d.table(TARGET)} WHERE "
+                            + reconcile_sql.in_fine_buckets(d, d.time_bucket('"updated_at"', "hour"))),
+             world=_w("target"), setup=_fine_buckets),
+        Case(m, "missing_held_elsewhere",
+             lambda d: text(reconcile_sql.missing_held_elsewhere(
+                 d, TARGET, KEY, upto.replace("%s", d.param),
+                 reconcile_sql.in_fine_buckets(d, d.time_bucket('"updated_at"', "hour")))),
+             world=_w("target"), setup=lambda d: [*_fine_buckets(d), *_differences(d)],
+             bind=lambda d: [AT]),
         Case(m, "create_windows", lambda d: text(reconcile_sql.create_windows(d))),
         Case(m, "insert_windows of two", lambda d: text(reconcile_sql.insert_windows(d, 2)),
              setup=lambda d: [reconcile_sql.create_windows(d)], bind=lambda d: DAYS),

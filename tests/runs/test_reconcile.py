@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import tempfile
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
@@ -423,3 +424,107 @@ def test_the_join_reads_only_the_hours_whose_sums_differ(project: Project, by: s
         }
     else:
         assert found == {("2024-01-01", 1, 0, 2, (2, 4, 8))}
+
+
+def _sixty_days() -> list[list[Any]]:
+    """Four orders a day at 01, 05, 09 and 13 h for 60 days (ids 1-240)."""
+    start = date(2024, 1, 1)
+    return [
+        order(day * 4 + n + 1, f"{start + timedelta(days=day)}T{1 + 4 * n:02}:00:00Z")
+        for day in range(60)
+        for n in range(4)
+    ]
+
+
+def test_the_hours_that_differ_are_staged_alone_and_found_by_their_buckets(
+    project: Project,
+) -> None:
+    """More hours differ than a few ranges can name: the source's rows of those hours are
+    staged alone (from the rows its one read set aside), the target's found by their
+    hour's bucket, and every difference is still found in its day (a row deleted in 40
+    days, one changed, one moved to another day), with the whole source counted."""
+    project.configure(orders=orders_pipeline())
+    rows = _sixty_days()
+    project.write_csv("orders_1.csv", rows)
+    project.run()
+    deleted = [day * 4 + 2 for day in range(60) if day % 3 != 2]  # 05 h of 40 days
+    project.execute(
+        f"DELETE FROM {project.table()} WHERE order_id IN ({', '.join(map(str, deleted))})"
+    )
+    rows[2] = order(3, "2024-01-01T09:00:00Z", status="returned")  # changed, same cursor
+    rows[7] = order(8, "2024-01-03T14:00:00Z")  # from 01-02 13 h to 01-03 14 h, newer
+    project.write_csv("orders_1.csv", rows)
+
+    status, ran = _compared(project)
+
+    assert status == "mismatch"
+    assert any("_pipeledger_reconcile_fine" in sql for sql in ran)  # buckets, not ranges
+    assert not any("rank() OVER" in sql for sql in ran)  # each key once: nothing ranked
+    _, result = reconcile(project)
+    found = {w["start"][:10]: (w["missing_rows"], w["extra_rows"], w["changed_rows"],
+                                w["sample_keys"]) for w in result["windows"]}  # fmt: skip
+    expected = {
+        str(date(2024, 1, 1) + timedelta(days=(key - 1) // 4)): (1, 0, 0, [key]) for key in deleted
+    }
+    expected["2024-01-01"] = (1, 0, 1, [2, 3])
+    expected["2024-01-02"] = (1, 1, 0, [6, 8])
+    expected["2024-01-03"] = (1, 0, 0, [8])
+    assert found == expected
+    assert (result["source_rows"], result["target_rows"]) == (240, 200)
+
+
+@pytest.mark.parametrize("twice", [False, True])
+def test_the_source_is_read_once_whatever_decides(
+    project: Project, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, twice: bool
+) -> None:
+    """The source is read once: what the windows that differ need, or the stage (a key
+    read twice), comes from the rows that read set aside, in a temporary file removed
+    afterwards."""
+    from pipeledger.runs.reconcile.compare import Reconcile
+
+    project.configure(orders=orders_pipeline())
+    three_days(project)
+    if twice:
+        project.write_csv("orders_2.csv", [order(1, "2024-01-01T10:30:00Z", status="returned")])
+    project.run()
+    project.execute(f"DELETE FROM {project.table()} WHERE order_id = 2")
+    reads: list[int] = []
+    batches = Reconcile._source_batches
+
+    def read(self: Reconcile, frame: Any) -> Any:
+        reads.append(1)
+        yield from batches(self, frame)
+
+    monkeypatch.setattr(Reconcile, "_source_batches", read)
+    spills = tmp_path / "spills"
+    spills.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spills))
+
+    status, ran = _compared(project)
+
+    assert (status, len(reads), list(spills.iterdir())) == ("mismatch", 1, [])
+    assert any("rank() OVER" in sql for sql in ran) == twice
+    monkeypatch.undo()
+    _, result = reconcile(project)
+    assert [brief(w) for w in result["windows"]] == [("2024-01-01", 4, 3, 1, 0, 0, [2])]
+
+
+@pytest.mark.parametrize("newer", ["2024-01-01T10:30:00Z", "2024-01-03T20:00:00Z"])
+def test_a_key_read_twice_in_a_window_that_differs_is_ranked(project: Project, newer: str) -> None:
+    """Both versions of a key in an hour that differs (the unique index of the rows read
+    again fails), or the older one there and the current one where the sums match (the
+    key found missing is held by the target elsewhere): the whole source is staged and
+    ranked, and the current version matches."""
+    project.configure(orders=orders_pipeline())
+    three_days(project)
+    project.write_csv("orders_2.csv", [order(1, newer, status="returned")])
+    project.run()
+    project.execute(f"DELETE FROM {project.table()} WHERE order_id = 3")
+
+    status, ran = _compared(project)
+
+    assert (status, any("rank() OVER" in sql for sql in ran)) == ("mismatch", True)
+    _, result = reconcile(project)
+    assert [(w["start"][:10], w["missing_rows"], w["sample_keys"]) for w in result["windows"]] == [
+        ("2024-01-01", 1, [3])
+    ]

@@ -44,8 +44,10 @@ from today's watermark. A file source's runs count those themselves.
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -61,6 +63,7 @@ from pipeledger.common.columns import (
     Column,
     target_schema,
 )
+from pipeledger.common.spill import Spill
 from pipeledger.config.model import Config, PipelineConfig, SqlSource
 from pipeledger.errors import ConfigError, PipeledgerError, WarehouseError
 from pipeledger.runs.load.late import Missed, missed_rows
@@ -111,6 +114,23 @@ class ReconcileRequest:
 Sums = dict[str, tuple[int, int]]  # window -> (rows, sum of fingerprints mod 2^64)
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Frame:
+    """What one comparison compares, known before either side is read."""
+
+    shape: Shape
+    grain: Grain
+    span: Window
+    marks: dict[str, CursorValue]
+    where: str  # the target's rows in reach, SQL over its own columns
+    params: list[Any]  # where's
+    filled: bool  # target rows without a fingerprint have one made in the stage
+
+
+class _Undecided(Exception):
+    """The rows staged from the fine windows that differ cannot decide alone."""
+
+
 @dataclass
 class Reconcile:
     """One reconciliation of one pipeline (module docstring)."""
@@ -140,54 +160,20 @@ class Reconcile:
         d = session.dialect
         if d.snapshot_statement:  # the target and its watermark, as of one moment
             session.execute(d.snapshot_statement)
-        marks = read_watermarks(session, self.name)
-        shape, deletes = self._shape(session, marks)
-        grain = self._grain(shape)
-        span = self._span(shape)
-        where, params = self._target_where(d, shape, span, marks)
-        if deletes:
-            where = f"{where} AND {quote(DELETED_AT_COLUMN)} IS NULL"
-        for statement in [*drop_stage(d), create_stage(d, [*shape.identity, ROW_HASH, SIDE])]:
-            session.execute(statement)
-        filled = self._fingerprint_target_rows(session, shape, where, params)
-        self.streamed = StreamedSums.of(grain, shape)
-        session.stage(self._source_rows(shape, span, marks))
-        ids, cursor = [c.name for c in shape.identity], quote(shape.cursor or "")
-        target_name = self.pipeline.target_name
-        label = grain.label(d, f"t.{cursor}")
-        rows = rsql.target_rows(d, target_name, ids, shape.key, where, label, filled)
-        bare = rsql.target_rows(d, target_name, ids, shape.key, where, None, filled)
-        fine = grain.fine  # the target summed per fine window, then per window
-        bucket = fine.bucket(d, f"t.{cursor}")
-        bucketed = rsql.target_rows(d, target_name, ids, shape.key, where, bucket, filled)
-        by_fine = rsql.target_windows(d, bucketed, fine.bucket_label(d, "b.b"))
-        target_fine = _sums(session.query(by_fine, params))
-        target = _coarse(grain, target_fine)
-        streamed = self.streamed.sums_at(grain) if self.streamed is not None else None
-        windows: tuple[WindowDiff, ...] = ()
-        if streamed == target:  # module docstring: every key once, every window equal
-            sums = (target, target)
-        else:
-            once = self._staged_once(session, shape, grain.label(d, f"v.{cursor}"))
-            narrow: list[str] | None = None  # the fine windows that differ
-            if once and self.streamed is not None:  # the stage holds just the rows summed
-                sums = (self.streamed.sums_at(grain), target)
-                source_fine = self.streamed.sums_at(fine)
-                narrow = sorted(
-                    w
-                    for w in source_fine.keys() | target_fine.keys()
-                    if source_fine.get(w) != target_fine.get(w)
-                )
+        frame = self._prepare(session)
+        with Spill() as spill:
+            unstaged, (target_fine, buckets) = self._both_sides(session, frame, spill)
+            target = _coarse(frame.grain, target_fine)
+            streamed = self.streamed.sums_at(frame.grain) if self.streamed is not None else None
+            windows: tuple[WindowDiff, ...] = ()
+            if streamed == target:  # module docstring: every key once, every window equal
+                sums = (target, target)
+            elif unstaged:
+                found = self._by_windows_or_stage(session, frame, target_fine, buckets, spill)
+                sums, windows = found
             else:
-                source = rsql.staged_source_windows(d, once) if once else rsql.source_windows(d)
-                sums = (_sums(session.query(source)), target)
-            narrowed = self._narrowed(d, shape, fine, narrow)
-            if narrowed is not None:
-                self.fine_filter, self.fine_params = narrowed
-                inside = f"{where} AND {self.fine_filter}"
-                bare = rsql.target_rows(d, target_name, ids, shape.key, inside, None, filled)
-            target_rows = (rows, bare)
-            windows = self._differences(session, grain, sums, target_rows, params, shape, once)
+                sums, windows = self._by_stage(session, frame, target_fine)
+        shape = frame.shape
         if windows and shape.cursor and isinstance(self.pipeline.source, SqlSource):
             table = d.temp(rsql.DIFFERENCES)
             self.missed = missed_rows(
@@ -195,7 +181,7 @@ class Reconcile:
                 self.pipeline.lateness,
                 shape,
                 self.pipeline.target_name,
-                marks,
+                frame.marks,
                 table,
                 "kind IN ('missing', 'changed')",
             )
@@ -203,7 +189,7 @@ class Reconcile:
             pipeline=self.name,
             run_id=self.run_id,
             target=self.pipeline.target,
-            grain=grain,
+            grain=frame.grain,
             start=self.request.start,
             end=self.request.end,
             started_at=self.started_at,
@@ -214,6 +200,177 @@ class Reconcile:
             target_rows=sum(n for n, _ in sums[1].values()),
             windows=windows,
         )
+
+    def _prepare(self, session: Session) -> _Frame:
+        """What is compared, and an empty stage (holding the fingerprints made for target
+        rows without one)."""
+        d = session.dialect
+        marks = read_watermarks(session, self.name)
+        shape, deletes = self._shape(session, marks)
+        span = self._span(shape)
+        where, params = self._target_where(d, shape, span, marks)
+        if deletes:
+            where = f"{where} AND {quote(DELETED_AT_COLUMN)} IS NULL"
+        for statement in [*drop_stage(d), create_stage(d, [*shape.identity, ROW_HASH, SIDE])]:
+            session.execute(statement)
+        filled = self._fingerprint_target_rows(session, shape, where, params)
+        grain = self._grain(shape)
+        return _Frame(
+            shape=shape,
+            grain=grain,
+            span=span,
+            marks=marks,
+            where=where,
+            params=params,
+            filled=filled,
+        )
+
+    def _both_sides(
+        self, session: Session, frame: _Frame, spill: Spill
+    ) -> tuple[bool, tuple[Sums, dict[str, list[Any]]]]:
+        """The source read (:meth:`_read_source`) and the target's sums per fine window
+        (:meth:`_target_fine`): at once where the session can run a statement on another
+        thread (the warehouse sums while this process parses the source)."""
+        if not session.dialect.threaded_statements:
+            target = self._target_fine(session, frame)
+            return self._read_source(session, frame, spill), target
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            summing = contextvars.copy_context().run
+            pending = pool.submit(summing, self._target_fine, session, frame)
+            unstaged = self._read_source(session, frame, spill)
+            return unstaged, pending.result()
+
+    def _target_fine(self, session: Session, frame: _Frame) -> tuple[Sums, dict[str, list[Any]]]:
+        """The target's sums per fine window (:attr:`Grain.fine`), and the warehouse's
+        buckets of each."""
+        d, shape, fine = session.dialect, frame.shape, frame.grain.fine
+        bucket = fine.bucket(d, f"t.{quote(shape.cursor or '')}")
+        ids = [c.name for c in shape.identity]
+        target = self.pipeline.target_name
+        rows = rsql.target_rows(d, target, ids, shape.key, frame.where, bucket, frame.filled)
+        statement = rsql.target_windows(d, rows, fine.bucket_label(d, "b.b"))
+        return _bucket_sums(session.query(statement, frame.params))
+
+    def _read_source(self, session: Session, frame: _Frame, spill: Spill) -> bool:
+        """The source's one read: its sums, counted as its rows stream by, and its rows
+        (identity and fingerprint) set aside in ``spill``; True when nothing was staged.
+        The rows are staged as they are read instead where the stage must decide anyway:
+        fingerprints made for target rows are there, or a failed unique index would lose
+        the transaction."""
+        self.streamed = StreamedSums.of(frame.grain, frame.shape)
+        if frame.filled or not session.dialect.partial_rollback:
+            session.stage(self._sided_rows(frame))
+            return False
+        for batch in self._source_batches(frame):
+            self._count(batch)
+            spill.write(_identified(batch, frame.shape))
+        if self.streamed is not None:
+            return True
+        _restage(session, frame.shape, spill)  # a cursor it could not count: the stage decides
+        return False
+
+    def _by_windows_or_stage(
+        self,
+        session: Session,
+        frame: _Frame,
+        target_fine: Sums,
+        buckets: dict[str, list[Any]],
+        spill: Spill,
+    ) -> tuple[tuple[Sums, Sums], tuple[WindowDiff, ...]]:
+        """The sums and what differs: from the source's rows of the fine windows that
+        differ, staged alone from ``spill``, when they decide (:meth:`_by_windows`); else
+        from every row of it, staged (:meth:`_by_stage`)."""
+        try:
+            with session.savepoint():
+                return self._by_windows(session, frame, target_fine, buckets, spill)
+        except _Undecided:
+            self.fine_filter, self.fine_params = None, []
+        _restage(session, frame.shape, spill)
+        return self._by_stage(session, frame, target_fine)
+
+    def _by_windows(
+        self,
+        session: Session,
+        frame: _Frame,
+        target_fine: Sums,
+        buckets: dict[str, list[Any]],
+        spill: Spill,
+    ) -> tuple[tuple[Sums, Sums], tuple[WindowDiff, ...]]:
+        """The fine windows whose sums differ, compared alone (module docstring): the
+        source's rows in them are staged from ``spill``, the target's are found by their
+        bucket. Raises :class:`_Undecided` when those rows cannot decide alone: the source
+        holds a key twice (the unique index fails, or a key found missing is held by the
+        target where the sums matched)."""
+        d, shape, grain = session.dialect, frame.shape, frame.grain
+        streamed = self.streamed
+        if grain.fine.is_whole or not shape.cursor or streamed is None:
+            raise _Undecided  # one window: its rows are every row
+        differing = _differing(streamed.sums_at(grain.fine), target_fine)
+        wanted = streamed.buckets_in(grain.fine, differing)
+        session.stage(_rows_in(spill, streamed, wanted, shape))
+        once = self._staged_once(session, shape, grain.label(d, f"v.{quote(shape.cursor)}"))
+        if once is None:
+            raise _Undecided
+        self.fine_filter, self.fine_params = self._fine_target(session, frame, differing, buckets)
+        sums = (streamed.sums_at(grain), _coarse(grain, target_fine))
+        rows = self._target_rows(d, frame, f"{frame.where} AND {self.fine_filter}")
+        windows = self._differences(session, frame, sums, rows, once, narrowed_source=False)
+        target = self.pipeline.target_name
+        held = rsql.missing_held_elsewhere(d, target, shape.key, frame.where, self.fine_filter)
+        if session.query(held, [*frame.params, *self.fine_params]):
+            raise _Undecided
+        return sums, windows
+
+    def _fine_target(
+        self, session: Session, frame: _Frame, windows: set[str], buckets: dict[str, list[Any]]
+    ) -> tuple[str, list[Any]]:
+        """SQL over the target's unqualified cursor keeping its rows in these fine windows,
+        with its parameters: a few ranges of the cursor (:meth:`_narrowed`), else their
+        buckets, kept in a temporary table."""
+        d, shape, fine = session.dialect, frame.shape, frame.grain.fine
+        ranges = self._narrowed(d, shape, fine, sorted(windows))
+        if ranges is not None:
+            return ranges
+        cursor = quote(shape.cursor or "")
+        target = self.pipeline.target_name
+        session.execute(rsql.create_fine_buckets(d, target, fine.bucket(d, f"t.{cursor}")))
+        values = [b for w in sorted(windows) for b in buckets.get(w, [])]
+        for start in range(0, len(values), _CHUNK):
+            chunk = values[start : start + _CHUNK]
+            session.execute(rsql.insert_fine_buckets(d, len(chunk)), chunk)
+        return rsql.in_fine_buckets(d, fine.bucket(d, cursor)), []
+
+    def _by_stage(
+        self, session: Session, frame: _Frame, target_fine: Sums
+    ) -> tuple[tuple[Sums, Sums], tuple[WindowDiff, ...]]:
+        """The sums and what differs, from the whole source in the stage."""
+        d, shape, grain = session.dialect, frame.shape, frame.grain
+        target = _coarse(grain, target_fine)
+        once = self._staged_once(session, shape, grain.label(d, f"v.{quote(shape.cursor or '')}"))
+        narrow: list[str] | None = None  # the fine windows that differ
+        if once and self.streamed is not None:  # the stage holds just the rows summed
+            sums = (self.streamed.sums_at(grain), target)
+            narrow = sorted(_differing(self.streamed.sums_at(grain.fine), target_fine))
+        else:
+            source = rsql.staged_source_windows(d, once) if once else rsql.source_windows(d)
+            sums = (_sums(session.query(source)), target)
+        narrowed = self._narrowed(d, shape, grain.fine, narrow)
+        where = frame.where
+        if narrowed is not None:
+            self.fine_filter, self.fine_params = narrowed
+            where = f"{where} AND {self.fine_filter}"
+        rows = self._target_rows(d, frame, where)
+        return sums, self._differences(session, frame, sums, rows, once, narrowed_source=True)
+
+    def _target_rows(self, d: Dialect, frame: _Frame, bare_where: str) -> tuple[str, str]:
+        """The target's rows in reach labelled with their window, and those matching
+        ``bare_where`` without a label (:func:`rsql.target_rows`)."""
+        shape, target = frame.shape, self.pipeline.target_name
+        ids, cursor = [c.name for c in shape.identity], quote(shape.cursor or "")
+        label = frame.grain.label(d, f"t.{cursor}")
+        rows = rsql.target_rows(d, target, ids, shape.key, frame.where, label, frame.filled)
+        bare = rsql.target_rows(d, target, ids, shape.key, bare_where, None, frame.filled)
+        return rows, bare
 
     def _staged_once(self, session: Session, shape: Shape, label: str) -> str | None:
         """The source's current version of each key: when a unique index proves every key
@@ -294,11 +451,10 @@ class Reconcile:
         return f"{inside} AND {cap}", [*params, *(v for p in parts for v in (p, marks[p]))]
 
     # -- the two sides --------------------------------------------------------------------
-    def _source_rows(
-        self, shape: Shape, span: Window, marks: dict[str, CursorValue]
-    ) -> Iterator[pa.RecordBatch]:
-        """The source's rows in the span as the target would store them: identity and
-        fingerprint, streamed into the stage."""
+    def _source_batches(self, frame: _Frame) -> Iterator[pa.RecordBatch]:
+        """The source's rows in the span, at or before their partition's watermark, as the
+        target would store them (fingerprinted)."""
+        shape, span, marks = frame.shape, frame.span, frame.marks
         upper = span.upper
         if upper is None and shape.partition_by is None and shape.cursor:
             upper = marks[UNPARTITIONED]  # let the source skip what is past the watermark
@@ -314,12 +470,19 @@ class Reconcile:
             if shape.cursor:
                 reach = self._in_reach(batch, span, marks, shape, shape.cursor, item.unfiltered)
                 batch = batch.filter(reach)  # a null (not known) is dropped
-            kept = batch
-            if kept.num_rows:
-                self.rows_read += kept.num_rows
-                if self.streamed is not None:
-                    self.streamed = self.streamed.add(kept)
-                yield _sided(kept, shape, "s")
+            if batch.num_rows:
+                yield batch
+
+    def _count(self, batch: pa.RecordBatch) -> None:
+        self.rows_read += batch.num_rows
+        if self.streamed is not None:
+            self.streamed = self.streamed.add(batch)
+
+    def _sided_rows(self, frame: _Frame) -> Iterator[pa.RecordBatch]:
+        """Every row of :meth:`_source_batches`, counted, as the stage takes it."""
+        for batch in self._source_batches(frame):
+            self._count(batch)
+            yield _sided(batch, frame.shape, "s")
 
     @staticmethod
     def _in_reach(
@@ -396,16 +559,18 @@ class Reconcile:
     def _differences(
         self,
         session: Session,
-        grain: Grain,
+        frame: _Frame,
         sums: tuple[Sums, Sums],
         rows: tuple[str, str],
-        params: list[Any],
-        shape: Shape,
         once: str | None,
+        *,
+        narrowed_source: bool,
     ) -> tuple[WindowDiff, ...]:
         """The windows whose sums differ, with what differs in them: (key, fingerprint)
         pairs joined in just those windows (``once``: see :meth:`_staged_once`; ``rows``:
-        the target's rows labelled with their windows, and bare)."""
+        the target's rows labelled with their windows, and bare, the bare ones narrowed by
+        :attr:`fine_filter` when it is set, and the stage's too if ``narrowed_source``)."""
+        grain, shape, params = frame.grain, frame.shape, frame.params
         source, target = sums
         differing = sorted(
             w for w in source.keys() | target.keys() if source.get(w) != target.get(w)
@@ -422,9 +587,11 @@ class Reconcile:
                 session.execute(statement)
             cursor = quote(shape.cursor or "")
             labels = (grain.label(d, f"s.{cursor}"), grain.label(d, f"t.{cursor}"))
-            joined = rsql.differences_once(d, ids, shape.key, labels, rows[1], self.fine_filter)
+            staged = self.fine_filter if narrowed_source else None
+            joined = rsql.differences_once(d, ids, shape.key, labels, rows[1], staged)
             fine = self.fine_params  # the source's, then the target's after its own
-            session.execute(joined, [*fine, *params, *fine] if self.fine_filter else params)
+            bare = [*params, *fine] if self.fine_filter else params
+            session.execute(joined, [*fine, *bare] if staged else bare)
         else:
             keep, index = rsql.keep_target_rows(d, rows[0], shape.key)
             session.execute(keep, params)
@@ -488,7 +655,7 @@ class StreamedSums:
 
     def add(self, batch: pa.RecordBatch) -> StreamedSums | None:
         hashes = batch.column(ROW_HASH_COLUMN)
-        bucket = self._buckets(batch)
+        bucket = self.buckets(batch)
         if bucket is None or hashes.null_count:
             return None
         values: np.ndarray[Any, Any] = hashes.to_numpy().view(np.uint64)
@@ -505,7 +672,12 @@ class StreamedSums:
             totals=np.add.reduceat(totals[order], starts),
         )
 
-    def _buckets(self, batch: pa.RecordBatch) -> np.ndarray[Any, Any] | None:
+    def buckets_in(self, grain: Grain, windows: set[str]) -> np.ndarray[Any, Any]:
+        """The buckets counted that lie in these windows of ``grain``."""
+        ids = [b for b in self.ids.tolist() if self._label(b, grain) in windows]
+        return np.array(ids, np.int64)
+
+    def buckets(self, batch: pa.RecordBatch) -> np.ndarray[Any, Any] | None:
         """Each row's bucket: 0 for the whole snapshot; the window's first value for an
         integer cursor; else the hour since the epoch, in UTC (what the finest window,
         :attr:`Grain.fine`, is made of)."""
@@ -567,6 +739,24 @@ def _coarse(grain: Grain, fine: Sums) -> Sums:
     return found
 
 
+def _differing(source: Sums, target: Sums) -> set[str]:
+    return {w for w in source.keys() | target.keys() if source.get(w) != target.get(w)}
+
+
+def _bucket_sums(rows: Sequence[Sequence[Any]]) -> tuple[Sums, dict[str, list[Any]]]:
+    """:func:`~pipeledger.runs.reconcile.sql.target_windows`'s rows: per window, rows and
+    the fingerprints' sum mod 2^64 (as :func:`_sums`), and the window's buckets."""
+    sums: Sums = {}
+    buckets: dict[str, list[Any]] = {}
+    for window, bucket, count, high, low in rows:
+        label = str(window)
+        was_rows, was_sum = sums.get(label, (0, 0))
+        total = _halves_sum(was_sum, int(high or 0), int(low or 0))
+        sums[label] = (was_rows + int(count), total)
+        buckets.setdefault(label, []).append(bucket)
+    return sums, buckets
+
+
 def _sums(rows: Sequence[Sequence[Any]]) -> Sums:
     """Per window: rows, and the fingerprints' sum mod 2^64 from the sums of their halves."""
     return {
@@ -579,6 +769,31 @@ def _halves_sum(total: int, high: int, low: int) -> int:
     """``total`` plus the fingerprints whose high and low 32-bit halves sum to ``high`` and
     ``low``, mod 2^64 (the same on both sides, whatever the order of the rows)."""
     return (total + (high << 32) + low) % _U64
+
+
+def _identified(batch: pa.RecordBatch, shape: Shape) -> pa.RecordBatch:
+    """The identity columns and the fingerprint of ``batch``."""
+    columns = [*(c.name for c in shape.identity), ROW_HASH.name]
+    return pa.RecordBatch.from_arrays([batch.column(c) for c in columns], names=columns)
+
+
+def _restage(session: Session, shape: Shape, spill: Spill) -> None:
+    """Stage every row the source's read set aside."""
+    session.stage(_sided(batch, shape, "s") for batch in spill.batches())
+
+
+def _rows_in(
+    spill: Spill, streamed: StreamedSums, wanted: np.ndarray[Any, Any], shape: Shape
+) -> Iterator[pa.RecordBatch]:
+    """The rows set aside whose bucket (:meth:`StreamedSums.buckets`) is ``wanted``, as
+    the stage takes them."""
+    for batch in spill.batches():
+        ids = streamed.buckets(batch)
+        if ids is None:  # counted once already: not met
+            raise _Undecided
+        keep = np.isin(ids, wanted)
+        if keep.any():
+            yield _sided(batch.filter(pa.array(keep)), shape, "s")
 
 
 def _sided(batch: pa.RecordBatch, shape: Shape, side: str) -> pa.RecordBatch:

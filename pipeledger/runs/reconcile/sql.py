@@ -25,6 +25,7 @@ SOURCE = "_pipeledger_reconcile_source"
 TARGET_ROWS = "_pipeledger_reconcile_target"
 DIFFERENCES = "_pipeledger_reconcile_differences"
 WINDOWS = "_pipeledger_reconcile_windows"  # the windows that differ
+FINE = "_pipeledger_reconcile_fine"  # the buckets of the fine windows that differ
 KINDS = ("missing", "changed", "extra")  # also the order samples are taken in
 _H = quote(ROW_HASH_COLUMN)
 _LOW = 4294967295  # 2^32 - 1
@@ -118,16 +119,47 @@ def target_rows(
 
 
 def target_windows(d: Dialect, rows: str, label: str) -> str:
-    """Per window of the target: rows, and the sums of their fingerprints' halves.
-    ``rows``: :func:`target_rows` with a bucket of the window in place of its label (a
-    timestamp truncated, cheaper per row than its text), labelled once per bucket by
-    ``label`` (SQL over ``b.b``)."""
+    """Per bucket of a window of the target: its label, the bucket itself, rows, and the
+    sums of their fingerprints' halves. ``rows``: :func:`target_rows` with a bucket of the
+    window in place of its label (a timestamp truncated, cheaper per row than its text),
+    labelled once per bucket by ``label`` (SQL over ``b.b``); the bucket is kept so that
+    the rows of some windows can be found again by it (:func:`create_fine_buckets`)."""
     buckets = (
         f"SELECT v.{quote(WINDOW)} AS b, count(*) AS n, {_halves('v.' + _H)} FROM ({rows}) "
         f"AS v GROUP BY v.{quote(WINDOW)}"
     )
+    return f"SELECT {label}, b.b, b.n, b.high, b.low FROM ({buckets}) AS b"
+
+
+def create_fine_buckets(d: Dialect, target: TableName, bucket: str) -> str:
+    """A table for the buckets of some fine windows, typed as ``bucket`` (SQL over
+    ``t.<cursor>``) types them."""
     return (
-        f"SELECT {label}, sum(b.n), sum(b.high), sum(b.low) FROM ({buckets}) AS b GROUP BY {label}"
+        f"CREATE TEMP TABLE {quote(FINE)}{d.on_commit_drop} AS SELECT {bucket} AS b "
+        f"FROM {d.table(target)} AS t WHERE 1 = 0"
+    )
+
+
+def insert_fine_buckets(d: Dialect, count: int) -> str:
+    values = ", ".join([f"({d.param})"] * count)
+    return f"INSERT INTO {d.temp(FINE)} (b) VALUES {values}"
+
+
+def in_fine_buckets(d: Dialect, bucket: str) -> str:
+    """Rows (``bucket``: SQL over their cursor) in the fine windows of that table."""
+    return f"{bucket} IN (SELECT b FROM {d.temp(FINE)})"
+
+
+def missing_held_elsewhere(
+    d: Dialect, target: TableName, key: Sequence[str], where: str, compared: str
+) -> str:
+    """One row when a key found missing is held by the target in reach (``where``) but
+    outside the rows compared (``compared``, both over the target's own columns): the
+    source then holds that key twice, once where the sums matched."""
+    rows = f"(SELECT {_names(key)} FROM {d.table(target)} WHERE {where} AND NOT ({compared})) AS t"
+    return (
+        f"SELECT 1 FROM {rows} JOIN {d.temp(DIFFERENCES)} AS x ON {_same_key(key, 'x', 't')} "
+        "WHERE x.kind = 'missing' LIMIT 1"
     )
 
 

@@ -29,7 +29,19 @@ SELECT t."order_id", t."updated_at", t."region", to_char(t."updated_at", 'YYYY-M
 SELECT t."order_id", t."updated_at", t."region", to_char(t."updated_at", 'YYYY-MM-DD') AS "_pipeledger_window", coalesce(t."_pipeledger_row_hash", f."_pipeledger_row_hash") AS "_pipeledger_row_hash" FROM (SELECT * FROM "analytics"."orders" WHERE 1=1) AS t LEFT JOIN (SELECT "order_id", "_pipeledger_row_hash" FROM "_pipeledger_stage" WHERE "_pipeledger_side" = 't') AS f ON f."order_id" = t."order_id";
 
 -- case: target_windows
-SELECT to_char(b.b, 'YYYY-MM-DD'), sum(b.n), sum(b.high), sum(b.low) FROM (SELECT v."_pipeledger_window" AS b, count(*) AS n, sum(v."_pipeledger_row_hash" >> 32) AS high, sum(v."_pipeledger_row_hash" & 4294967295) AS low FROM (SELECT t."order_id", t."updated_at", t."region", date_trunc('day', t."updated_at") AS "_pipeledger_window", t."_pipeledger_row_hash" AS "_pipeledger_row_hash" FROM (SELECT * FROM "analytics"."orders" WHERE 1=1) AS t) AS v GROUP BY v."_pipeledger_window") AS b GROUP BY to_char(b.b, 'YYYY-MM-DD');
+SELECT to_char(b.b, 'YYYY-MM-DD'), b.b, b.n, b.high, b.low FROM (SELECT v."_pipeledger_window" AS b, count(*) AS n, sum(v."_pipeledger_row_hash" >> 32) AS high, sum(v."_pipeledger_row_hash" & 4294967295) AS low FROM (SELECT t."order_id", t."updated_at", t."region", date_trunc('day', t."updated_at") AS "_pipeledger_window", t."_pipeledger_row_hash" AS "_pipeledger_row_hash" FROM (SELECT * FROM "analytics"."orders" WHERE 1=1) AS t) AS v GROUP BY v."_pipeledger_window") AS b;
+
+-- case: create_fine_buckets of hours
+CREATE TEMP TABLE "_pipeledger_reconcile_fine" ON COMMIT DROP AS SELECT date_trunc('hour', t."updated_at") AS b FROM "analytics"."orders" AS t WHERE 1 = 0;
+
+-- case: insert_fine_buckets of two
+INSERT INTO "_pipeledger_reconcile_fine" (b) VALUES (%s), (%s);
+
+-- case: in_fine_buckets
+SELECT 1 FROM "analytics"."orders" WHERE date_trunc('hour', "updated_at") IN (SELECT b FROM "_pipeledger_reconcile_fine");
+
+-- case: missing_held_elsewhere
+SELECT 1 FROM (SELECT "order_id" FROM "analytics"."orders" WHERE "updated_at" <= %s AND NOT (date_trunc('hour', "updated_at") IN (SELECT b FROM "_pipeledger_reconcile_fine"))) AS t JOIN "_pipeledger_reconcile_differences" AS x ON x."order_id" = t."order_id" WHERE x.kind = 'missing' LIMIT 1;
 
 -- case: create_windows
 CREATE TEMP TABLE "_pipeledger_reconcile_windows" ("_pipeledger_window" text) ON COMMIT DROP;

@@ -29,7 +29,19 @@ SELECT t."order_id", t."updated_at", t."region", substr(t."updated_at", 1, 10) A
 SELECT t."order_id", t."updated_at", t."region", substr(t."updated_at", 1, 10) AS "_pipeledger_window", coalesce(t."_pipeledger_row_hash", f."_pipeledger_row_hash") AS "_pipeledger_row_hash" FROM (SELECT * FROM "analytics.orders" WHERE 1=1) AS t LEFT JOIN (SELECT "order_id", "_pipeledger_row_hash" FROM "_pipeledger_stage" WHERE "_pipeledger_side" = 't') AS f ON f."order_id" = t."order_id";
 
 -- case: target_windows
-SELECT substr(b.b, 1, 10), sum(b.n), sum(b.high), sum(b.low) FROM (SELECT v."_pipeledger_window" AS b, count(*) AS n, sum(v."_pipeledger_row_hash" >> 32) AS high, sum(v."_pipeledger_row_hash" & 4294967295) AS low FROM (SELECT t."order_id", t."updated_at", t."region", substr(t."updated_at", 1, 10) AS "_pipeledger_window", t."_pipeledger_row_hash" AS "_pipeledger_row_hash" FROM (SELECT * FROM "analytics.orders" WHERE 1=1) AS t) AS v GROUP BY v."_pipeledger_window") AS b GROUP BY substr(b.b, 1, 10);
+SELECT substr(b.b, 1, 10), b.b, b.n, b.high, b.low FROM (SELECT v."_pipeledger_window" AS b, count(*) AS n, sum(v."_pipeledger_row_hash" >> 32) AS high, sum(v."_pipeledger_row_hash" & 4294967295) AS low FROM (SELECT t."order_id", t."updated_at", t."region", substr(t."updated_at", 1, 10) AS "_pipeledger_window", t."_pipeledger_row_hash" AS "_pipeledger_row_hash" FROM (SELECT * FROM "analytics.orders" WHERE 1=1) AS t) AS v GROUP BY v."_pipeledger_window") AS b;
+
+-- case: create_fine_buckets of hours
+CREATE TEMP TABLE "_pipeledger_reconcile_fine" AS SELECT substr(t."updated_at", 1, 13) AS b FROM "analytics.orders" AS t WHERE 1 = 0;
+
+-- case: insert_fine_buckets of two
+INSERT INTO temp."_pipeledger_reconcile_fine" (b) VALUES (?), (?);
+
+-- case: in_fine_buckets
+SELECT 1 FROM "analytics.orders" WHERE substr("updated_at", 1, 13) IN (SELECT b FROM temp."_pipeledger_reconcile_fine");
+
+-- case: missing_held_elsewhere
+SELECT 1 FROM (SELECT "order_id" FROM "analytics.orders" WHERE "updated_at" <= ? AND NOT (substr("updated_at", 1, 13) IN (SELECT b FROM temp."_pipeledger_reconcile_fine"))) AS t JOIN temp."_pipeledger_reconcile_differences" AS x ON x."order_id" = t."order_id" WHERE x.kind = 'missing' LIMIT 1;
 
 -- case: create_windows
 CREATE TEMP TABLE "_pipeledger_reconcile_windows" ("_pipeledger_window" text);
