@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+import threading
 import uuid
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
@@ -613,6 +614,86 @@ def test_changed_rows_are_found_by_bucket_and_merge_like_a_full_compare(
     assert (again["rows_unchanged"], again["rows_superseded"]) == (301, 1)
     assert (again["rows_inserted"], again["rows_updated"]) == (0, 0)
     assert xmins(project, "analytics.orders_short") == before
+
+
+def _counted_on(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The threads that counted the target's rows by bucket, one name per count."""
+    threads: list[str] = []
+    original = known.stored_buckets
+
+    def counted(*args: Any) -> known.Buckets:
+        threads.append(threading.current_thread().name)
+        return original(*args)
+
+    monkeypatch.setattr(known, "stored_buckets", counted)
+    return threads
+
+
+def test_a_big_target_is_counted_beside_the_first_read_which_stages_new_rows_after(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A target bigger than one range of its storage is counted by bucket on another
+    connection and thread while the source is read (PostgreSQL); that read stages nothing
+    (it cannot tell new rows yet), and the second stages what the first would have: the
+    rows written and counted are a full comparison's. SQLite, one connection, counts
+    first."""
+    monkeypatch.setattr(known, "CHUNK_ROWS", 50)
+    threads = _counted_on(monkeypatch)
+    pipelines = {
+        name: orders_pipeline(on_conflict="update", target=f"analytics.orders_{name}")
+        for name in ("short", "full")
+    }
+    project.configure(pipelines=pipelines)
+    rows = [order(i, day(1 + i % 28)) for i in range(1, 601)]
+    project.write_csv("orders_1.csv", rows)
+    project.run()
+    rows[6] = order(7, day(8), status="refunded")
+    project.write_csv("orders_1.csv", [*rows, order(601, day(3)), order(602, day(4))])
+
+    short = project.run_json("backfill", "short", *BACKFILL)[0]
+    full = project.run_json("backfill", "full", *BACKFILL, "--full-compare")[0]
+
+    beside = project.backend == "postgres"
+    assert threads == ["pipeledger-known-rows" if beside else "MainThread"]
+    assert (short["rows_read"], short["rows_staged"]) == (602, 3)  # 7, 601 and 602
+    counted = ("rows_inserted", "rows_updated", "rows_unchanged", "rows_superseded")
+    assert {k: short[k] for k in counted} == {k: full[k] for k in counted}
+    assert (short["rows_inserted"], short["rows_updated"]) == (2, 1)
+    columns = "order_id, status, amount, updated_at"
+    assert project.rows(columns, "analytics.orders_short") == project.rows(
+        columns, "analytics.orders_full"
+    )
+
+
+def test_a_guard_that_changes_while_the_target_is_counted_beside_stages_every_row(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the target's trigger is found changed once the target is counted (PostgreSQL:
+    beside the first read, which staged nothing; SQLite: before it), its fingerprints
+    are not trusted: every row read is staged and compared, and the backfill still
+    writes nothing unchanged."""
+    from pipeledger.runs.load import loader
+
+    monkeypatch.setattr(known, "CHUNK_ROWS", 50)
+    project.configure(orders=orders_pipeline(on_conflict="update"))
+    project.write_csv("orders_1.csv", [order(i, day(1 + i % 28)) for i in range(1, 301)])
+    project.run()
+    before = xmins(project)
+    reads: list[int] = []
+    original = loader.read_guard
+
+    def changing(*args: Any) -> Any:
+        reads.append(1)
+        found = original(*args)
+        return None if len(reads) > 1 else found  # as if the trigger changed meanwhile
+
+    monkeypatch.setattr(loader, "read_guard", changing)
+
+    same = backfill(project)
+
+    assert (same["rows_read"], same["rows_staged"], same["rows_unchanged"]) == (300, 300, 300)
+    assert (same["rows_inserted"], same["rows_updated"]) == (0, 0)
+    assert xmins(project) == before
 
 
 def test_a_source_that_changes_between_the_two_reads_fails_and_writes_nothing(

@@ -9,7 +9,9 @@ comparing *buckets* of the fingerprint space instead of fingerprints:
 1. the target's rows in the range are read in ranges of their storage (heap pages on
    PostgreSQL, rowids on SQLite: :data:`CHUNK_ROWS` fingerprints at most at a time) and
    counted into ``2 ** BITS`` buckets by their fingerprint's top bits: a count and a sum
-   of the fingerprints per bucket, a few MB whatever the range holds;
+   of the fingerprints per bucket, a few MB whatever the range holds (on PostgreSQL, a
+   target of more than one such range is counted on another connection and thread while
+   the source's first read goes on: :class:`KnownRows`);
 2. the source is read once, and its rows are counted the same way; a row whose bucket
    the target has no row in cannot be unchanged and is staged at once;
 3. a bucket whose count and sum (mod 2^64) are the target's holds exactly the target's
@@ -42,8 +44,12 @@ a guard.
 
 from __future__ import annotations
 
+import contextvars
 import logging
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -56,6 +62,7 @@ from pipeledger.errors import SourceChanged
 from pipeledger.publish import merge_sql as sql
 from pipeledger.sources.sql import window_predicate
 from pipeledger.state.watermark import Window
+from pipeledger.warehouse.dialect import Dialect
 from pipeledger.warehouse.session import Session
 
 log = logging.getLogger("pipeledger.load")
@@ -100,20 +107,25 @@ class Buckets:
     __hash__ = None  # type: ignore[assignment]
 
 
-def stored_chunks(
-    session: Session, target: TableName, scope: str, params: list[Any]
-) -> Iterator[np.ndarray[Any, Any]]:
-    """The fingerprints of the target rows in ``scope``, read in ranges of the table's
-    storage that hold at most :data:`CHUNK_ROWS` rows each (the most a page can hold
-    decides how many pages a range spans), so memory stays bounded."""
+def storage_ranges(session: Session, target: TableName) -> list[tuple[int, int]]:
+    """Ranges of the target's storage that hold at most :data:`CHUNK_ROWS` rows each (the
+    most a page can hold decides how many pages a range spans)."""
     d = session.dialect
     extent_params = [d.table(target)] if d.reads_page_ranges else []
     extent = session.query(sql.table_extent(d, target), extent_params)[0]
     first, end, most = (int(v) for v in extent)
     step = max(1, CHUNK_ROWS // max(1, most))
-    statement = sql.stored_hashes_within(d, target, scope)
-    for start in range(first, end, step):
-        yield session.fetch_int64(statement, [*params, start, min(end, start + step)])
+    return [(start, min(end, start + step)) for start in range(first, end, step)]
+
+
+def stored_chunks(
+    session: Session, target: TableName, scope: str, params: list[Any]
+) -> Iterator[np.ndarray[Any, Any]]:
+    """The fingerprints of the target rows in ``scope``, read a range of the table's
+    storage at a time (:func:`storage_ranges`), so memory stays bounded."""
+    statement = sql.stored_hashes_within(session.dialect, target, scope)
+    for start, end in storage_ranges(session, target):
+        yield session.fetch_int64(statement, [*params, start, end])
 
 
 def stored_buckets(
@@ -128,13 +140,21 @@ def stored_buckets(
 
 @dataclass
 class KnownRows:
-    """What the target holds of a backfill's range, by bucket, and what the source's first
-    read found; then which buckets it must read again (``pending``), and the target's
-    fingerprints in those (``held``) when they are few enough to hold."""
+    """What the target holds of a backfill's range, by bucket (``fetched``: counted before
+    the source's first read, or during it on another connection), and what the source's
+    first read found; then which buckets it must read again (``pending``), and the
+    target's fingerprints in those (``held``) when they are few enough to hold.
 
-    stored: Buckets
+    A first read that runs while the target is counted (``blind``) cannot tell rows the
+    target has no bucket for yet: it stages nothing, and every bucket it read that is not
+    the target's is read again (the rows staged are the same; a range with new rows is
+    read twice)."""
+
+    fetched: Future[Buckets]
     scope: str  # SQL: the target rows counted (sql.stored_scope)
     params: list[Any]  # the scope's parameters
+    blind: bool = False
+    distrusted: bool = False  # every row read is staged (distrust())
     read: Buckets = field(init=False)
     pending: np.ndarray[Any, Any] | None = None  # buckets read again: set by finish()
     again: Buckets | None = None  # the second read's count
@@ -144,7 +164,12 @@ class KnownRows:
     matches: int = 0  # of them, matched in held
 
     def __post_init__(self) -> None:
-        self.read = Buckets(self.stored.bits)
+        self.read = Buckets(BITS)
+
+    @property
+    def stored(self) -> Buckets:
+        """The target's rows counted by bucket (waiting for the count, if it runs)."""
+        return self.fetched.result()
 
     @classmethod
     def fetch(
@@ -152,10 +177,50 @@ class KnownRows:
     ) -> KnownRows:
         """The target's rows in ``window`` written since ``since`` (``load.guard``),
         counted by bucket."""
-        d = session.dialect
-        where, params = window_predicate(d, Window(window.lower, window.upper), cursor, None)
-        scope, params = sql.stored_scope(d, where), [*params, since]
-        return cls(stored_buckets(session, target, scope, params, BITS), scope, params)
+        scope, params = _scope(session.dialect, cursor, window, since)
+        done: Future[Buckets] = Future()
+        done.set_result(stored_buckets(session, target, scope, params, BITS))
+        return cls(fetched=done, scope=scope, params=params)
+
+    @classmethod
+    def fetch_beside(
+        cls,
+        opened: Callable[[], AbstractContextManager[Session]],
+        d: Dialect,
+        target: TableName,
+        cursor: str,
+        window: Window,
+        since: datetime,
+    ) -> KnownRows:
+        """:meth:`fetch`, counted on a thread of its own in a session ``opened`` there
+        (another connection, which sees the target as the load does until it writes it),
+        while the first read goes on, blind (class docstring)."""
+        scope, params = _scope(d, cursor, window, since)
+        counted: Future[Buckets] = Future()
+
+        def count() -> None:
+            try:
+                with opened() as beside:
+                    counted.set_result(stored_buckets(beside, target, scope, params, BITS))
+            except BaseException as exc:  # handed to the load, which raises it
+                counted.set_exception(exc)
+
+        context = contextvars.copy_context()  # the client's name, the statement observers
+        threading.Thread(
+            target=context.run, args=(count,), name="pipeledger-known-rows", daemon=True
+        ).start()
+        return cls(fetched=counted, scope=scope, params=params, blind=True)
+
+    def wait(self) -> None:
+        """Until the target's rows are counted (raising what stopped the count)."""
+        self.fetched.result()
+
+    def distrust(self) -> None:
+        """The target's fingerprints cannot be trusted (its guard changed while they were
+        counted): every row read is staged, as without the shortcut."""
+        done: Future[Buckets] = Future()
+        done.set_result(Buckets(BITS))
+        self.fetched, self.blind, self.distrusted = done, True, True
 
     def unseen(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The first read: count ``batch`` in; return its rows the target cannot hold (in
@@ -163,6 +228,8 @@ class KnownRows:
         if not batch.num_rows:
             return batch
         at = self.read.add(batch.column(ROW_HASH_COLUMN).to_numpy())
+        if self.blind:
+            return batch.slice(0, 0)
         new = self.stored.counts[at] == 0
         return batch if new.all() else batch.filter(pa.array(new))
 
@@ -179,7 +246,8 @@ class KnownRows:
         skipped; the others, but those staged already, are to be read again."""
         stored, read, equal = self.stored, self.read, self._equal()
         self.skipped = int(read.counts[equal].sum())
-        self.pending = ~equal & (stored.counts > 0) & (read.counts > 0)
+        staged = np.zeros(len(equal), dtype=bool) if self.blind else stored.counts == 0
+        self.pending = ~equal & ~staged & (read.counts > 0)
         log.info(
             "backfill shortcut: %d of %d rows read are held unchanged; %d bucket(s) of %d "
             "differ and are read again",
@@ -200,7 +268,7 @@ class KnownRows:
         second read stages only the rows that differ; else it stages every row of those
         buckets and the merge compares them."""
         assert self.pending is not None, "finish() first"
-        if int(self.stored.counts[self.pending].sum()) > HELD:
+        if self.distrusted or int(self.stored.counts[self.pending].sum()) > HELD:
             return
         parts = [
             hashes[self.pending[self.stored.of(hashes)]]
@@ -276,6 +344,11 @@ class KnownRows:
         distinct = int(self.matched.sum()) if self.matched is not None else 0
         equal = self.skipped - self.matches
         return equal + distinct - restaged, self.matches - distinct
+
+
+def _scope(d: Dialect, cursor: str, window: Window, since: datetime) -> tuple[str, list[Any]]:
+    where, params = window_predicate(d, Window(window.lower, window.upper), cursor, None)
+    return sql.stored_scope(d, where), [*params, since]
 
 
 def reread_batches(known: KnownRows, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -21,6 +21,7 @@ knows nothing of the ledger: :mod:`pipeledger.run` records what it did.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import time
@@ -58,7 +59,7 @@ from pipeledger.publish.merge import first_load, merge_staged, pipeline_shape, p
 from pipeledger.quality.gate import GateSpec, recheck_keys, run_gate
 from pipeledger.quality.report import GateReport
 from pipeledger.runs.load.files import FilesPlan
-from pipeledger.runs.load.known import KnownRows, reread_batches
+from pipeledger.runs.load.known import KnownRows, reread_batches, storage_ranges
 from pipeledger.runs.load.late import LateWatch
 from pipeledger.runs.load.limits import RunLimits, check_limits
 from pipeledger.runs.load.request import (
@@ -299,6 +300,10 @@ class Load:
         buckets of rows that differ from the target's, and then only their rows staged."""
         known, shape = self.known, self.shape
         assert known is not None and shape is not None, "a backfill of an existing target"
+        if known.blind:  # counted beside the first read: once the count is in, was the
+            known.wait()  # target's trigger the same throughout?
+            if read_guard(session, self.target) != self.guard:
+                known.distrust()
         known.finish()
         if not known.rereads:
             return
@@ -416,9 +421,14 @@ class Load:
         before = self.guard
         if before is None or before.since is None:
             return None
-        if session.dialect.concurrent_transactions:
-            # read beside the load (which has not written the target yet, so it sees the
-            # same rows): the driver's buffer for them goes with that connection
+        d = session.dialect
+        if d.concurrent_transactions and len(storage_ranges(session, self.target)) > 1:
+            # counted beside the load (which has not written the target yet, so it sees
+            # the same rows), on a thread while the source is read; the guard is read
+            # again once the count is in (_read_again)
+            opened = functools.partial(self.warehouse.session, write=False)
+            return KnownRows.fetch_beside(opened, d, self.target, p.cursor, window, before.since)
+        if d.concurrent_transactions:  # the driver's buffer goes with that connection
             with self.warehouse.session(write=False) as beside:
                 known = KnownRows.fetch(beside, self.target, p.cursor, window, before.since)
         else:

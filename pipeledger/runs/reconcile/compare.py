@@ -22,19 +22,26 @@ What "holds" means, stated once:
   whole, as one window: every source row against every target row, with no watermark to
   stop at (its last run read the whole source, or every file).
 
-How, in memory that does not grow with the source: the source's (key, cursor, partition,
-fingerprint) stream into the stage; the warehouse keeps each key's current version,
-compares per window the row count and the sum of the fingerprints (mod 2^64, which no row
-order changes) on both sides, and joins (key, fingerprint) pairs only in the windows whose
-sums differ. A window whose sums differ while every key matches (a key with several
-current versions) is not reported. The source's sums are first counted as its rows stream
-by (numpy, every row read): when they equal the target's in every window, no key can have
-had two versions (its other version would be one row more somewhere), so the comparison
-ends there, without ranking or indexing the stage; otherwise the stage decides, as above.
-When a unique index proves every key staged once, those streamed sums are the source's
-windows, and both sides' sums per hour (a date cursor: per day) say which fine windows
-differ: when a few ranges of the cursor hold them, the join reads only those rows (a key
-that moved differs in both its hours; a fingerprint covers the cursor).
+How, in memory that does not grow with the source, reading it once: the warehouse sums
+the target per fine window (:attr:`Grain.fine`: the hour, for a timestamp cursor) while
+the source is read (on another thread where the session allows: PostgreSQL works while
+this process parses), and the source's (key, cursor, partition, fingerprint) are summed
+per fine window as they stream by (numpy, every row read) and set aside in a temporary
+Arrow file (:class:`~pipeledger.common.spill.Spill`, ~24 bytes a row for one key and a
+timestamp cursor). Both sides' sums are a row count and the sum of the fingerprints mod
+2^64 (which no row order changes). When they are equal in every window, no key can have
+had two versions (its other version would be one row more somewhere) and nothing is
+staged. Otherwise only the source's rows of the fine windows that differ are staged (from
+the file), and joined on the key with the target's rows of those windows (named by a few
+ranges of the cursor, else found by their bucket): a key that moved differs in both its
+windows, and a fingerprint covers the cursor. Those rows decide alone when the source
+holds each of their keys once: a unique index on the staged keys proves it among them,
+and a key found missing that the target holds where the sums matched shows a second
+version there (that window's rows matched, so the source holds the key in it too). When
+either fails, every row of the file is staged and the stage decides: the source's current
+version of each key is ranked (several versions of one key), the windows are summed from
+it, and the join reads the windows that differ. A window whose sums differ while every
+key matches (a key with several current versions) is not reported.
 
 For a SQL source, whose runs cannot see rows arriving late, the missing and changed rows
 below the live window (each partition's ``watermark - lateness``) that the target lacks

@@ -8,7 +8,11 @@ themselves), per window a count and the sums of the fingerprints' two
 32-bit halves on each side (:func:`source_windows`, :func:`target_windows`: the sums are
 exact on both warehouses, and ``count`` with ``sum mod 2^64`` do not depend on row
 order), then what differs in just the windows that differ (:func:`differences`; with every
-key staged once, one join of the stage with the target: :func:`differences_once`).
+key staged once, one join of the stage with the target: :func:`differences_once`). The
+stage may hold just the source's rows of the fine windows whose sums differ: the target's
+rows of those windows are then found by their bucket (:func:`create_fine_buckets`,
+:func:`in_fine_buckets`) or by ranges of the cursor, and :func:`missing_held_elsewhere`
+says whether those rows decide alone.
 """
 
 from __future__ import annotations
