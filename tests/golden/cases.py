@@ -1212,8 +1212,12 @@ def _differences(d: Dialect) -> list[str]:
     return [*_differing_windows(d), reconcile_sql.differences(d, IDENTITY, KEY)]
 
 
+def _hour(d: Dialect, column: str) -> str:
+    return d.time_bucket(column, "hour")
+
+
 def _fine_buckets(d: Dialect) -> list[str]:
-    return [reconcile_sql.create_fine_buckets(d, TARGET, d.time_bucket('t."updated_at"', "hour"))]
+    return [reconcile_sql.create_fine_buckets(d, TARGET, _hour(d, 't."updated_at"'))]
 
 
 def _capped(d: Dialect, partitions: int) -> str:
@@ -1255,18 +1259,18 @@ def _reconcile_sql() -> list[Case]:
              world=_w("target")),
         Case(m, "create_fine_buckets of hours",
              lambda d: text(reconcile_sql.create_fine_buckets(
-                 d, TARGET, d.time_bucket('t."updated_at"', "hour"))), world=_w("target")),
+                 d, TARGET, _hour(d, 't."updated_at"'))), world=_w("target")),
         Case(m, "insert_fine_buckets of two",
              lambda d: text(reconcile_sql.insert_fine_buckets(d, 2)), world=_w("target"),
              setup=_fine_buckets, bind=lambda d: [AT, AT]),
         Case(m, "in_fine_buckets",
              lambda d: text(f"SELECT 1 FROM {d.table(TARGET)} WHERE "
-                            + reconcile_sql.in_fine_buckets(d, d.time_bucket('"updated_at"', "hour"))),
+                            + reconcile_sql.in_fine_buckets(d, _hour(d, '"updated_at"'))),
              world=_w("target"), setup=_fine_buckets),
         Case(m, "missing_held_elsewhere",
              lambda d: text(reconcile_sql.missing_held_elsewhere(
                  d, TARGET, KEY, upto.replace("%s", d.param),
-                 reconcile_sql.in_fine_buckets(d, d.time_bucket('"updated_at"', "hour")))),
+                 reconcile_sql.in_fine_buckets(d, _hour(d, '"updated_at"')))),
              world=_w("target"), setup=lambda d: [*_fine_buckets(d), *_differences(d)],
              bind=lambda d: [AT]),
         Case(m, "create_windows", lambda d: text(reconcile_sql.create_windows(d))),

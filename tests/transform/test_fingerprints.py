@@ -673,6 +673,7 @@ def test_a_guard_that_changes_while_the_target_is_counted_beside_stages_every_ro
     are not trusted: every row read is staged and compared, and the backfill still
     writes nothing unchanged."""
     from pipeledger.runs.load import loader
+    from pipeledger.state.guard import read_guard
 
     monkeypatch.setattr(known, "CHUNK_ROWS", 50)
     project.configure(orders=orders_pipeline(on_conflict="update"))
@@ -680,7 +681,7 @@ def test_a_guard_that_changes_while_the_target_is_counted_beside_stages_every_ro
     project.run()
     before = xmins(project)
     reads: list[int] = []
-    original = loader.read_guard
+    original = read_guard
 
     def changing(*args: Any) -> Any:
         reads.append(1)
