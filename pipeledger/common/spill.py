@@ -1,5 +1,5 @@
-"""Arrow batches set aside in a temporary file and read back once, in order: a second
-look at a stream without holding it in memory or reading its source again.
+"""Arrow batches set aside in a temporary file and read back in order: a second look at
+a stream without holding it in memory or reading its source again.
 
 Written as an Arrow IPC stream (no compression: the writer and the reader are this
 process, and the file lives in the operating system's cache for as long as it fits);
@@ -13,13 +13,14 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Iterator
-from types import TracebackType
 
 import pyarrow as pa
 
 
 class Spill:
-    """A temporary file of record batches: :meth:`write` them, then :meth:`batches` once."""
+    """A temporary file of record batches: :meth:`write` them, then read them back with
+    :meth:`batches` (as often as needed); :meth:`close` removes the file
+    (``contextlib.closing``)."""
 
     def __init__(self) -> None:
         handle, self.path = tempfile.mkstemp(prefix="pipeledger-spill-", suffix=".arrows")
@@ -56,14 +57,3 @@ class Spill:
         self._finish()
         with contextlib.suppress(FileNotFoundError):
             os.remove(self.path)
-
-    def __enter__(self) -> Spill:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import closing
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,7 +16,7 @@ def test_batches_come_back_in_order_as_often_as_asked_and_the_file_goes() -> Non
         pa.record_batch({"k": pa.array(range(n, n + 3), pa.int64()), "h": ["a", "b", None]})
         for n in (0, 3, 6)
     ]
-    with Spill() as spill:
+    with closing(Spill()) as spill:
         for batch in batches:
             spill.write(batch)
         path = Path(spill.path)
@@ -28,6 +29,6 @@ def test_batches_come_back_in_order_as_often_as_asked_and_the_file_goes() -> Non
 
 
 def test_an_empty_spill_gives_no_batch() -> None:
-    with Spill() as spill:
+    with closing(Spill()) as spill:
         assert list(spill.batches()) == []
     assert not Path(spill.path).exists()

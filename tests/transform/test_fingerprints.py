@@ -571,6 +571,26 @@ def test_a_range_bigger_than_a_chunk_is_read_in_chunks_and_writes_nothing_unchan
         assert len(sizes.sizes) == 25
 
 
+def short_and_full(project: Project) -> None:
+    """Two pipelines of one source: ``short`` backfills with the shortcut, ``full`` with
+    ``--full-compare``."""
+    pipelines = {
+        name: orders_pipeline(on_conflict="update", target=f"analytics.orders_{name}")
+        for name in ("short", "full")
+    }
+    project.configure(pipelines=pipelines)
+
+
+def assert_like_full_compare(project: Project, short: dict[str, Any], full: dict[str, Any]) -> None:
+    """The shortcut's backfill counted and wrote what the full comparison did."""
+    counted = ("rows_inserted", "rows_updated", "rows_unchanged", "rows_superseded")
+    assert {k: short[k] for k in counted} == {k: full[k] for k in counted}
+    columns = "order_id, status, amount, updated_at"
+    assert project.rows(columns, "analytics.orders_short") == project.rows(
+        columns, "analytics.orders_full"
+    )
+
+
 @pytest.mark.parametrize("held", [1 << 20, 0])
 def test_changed_rows_are_found_by_bucket_and_merge_like_a_full_compare(
     project: Project, monkeypatch: pytest.MonkeyPatch, held: int
@@ -583,11 +603,7 @@ def test_changed_rows_are_found_by_bucket_and_merge_like_a_full_compare(
     monkeypatch.setattr(known, "BITS", 4)
     monkeypatch.setattr(known, "CHUNK_ROWS", 50)
     monkeypatch.setattr(known, "HELD", held)
-    pipelines = {
-        name: orders_pipeline(on_conflict="update", target=f"analytics.orders_{name}")
-        for name in ("short", "full")
-    }
-    project.configure(pipelines=pipelines)
+    short_and_full(project)
     rows = [order(i, day(1 + i % 28)) for i in range(1, 301)]
     project.write_csv("orders_1.csv", rows)
     project.run()
@@ -600,13 +616,8 @@ def test_changed_rows_are_found_by_bucket_and_merge_like_a_full_compare(
         assert short["rows_staged"] == 3
     else:  # two to four buckets of 16 differ, each ~19 rows
         assert 3 < short["rows_staged"] <= 302 * 5 // 16
-    counted = ("rows_inserted", "rows_updated", "rows_unchanged", "rows_superseded")
-    assert {k: short[k] for k in counted} == {k: full[k] for k in counted}
+    assert_like_full_compare(project, short, full)
     assert (short["rows_inserted"], short["rows_updated"]) == (1, 1)
-    columns = "order_id, status, amount, updated_at"
-    assert project.rows(columns, "analytics.orders_short") == project.rows(
-        columns, "analytics.orders_full"
-    )
     before = xmins(project, "analytics.orders_short")
     again = project.run_json("backfill", "short", *BACKFILL)[0]
     # order 7's older version is never in the target: its bucket differs every time
@@ -639,11 +650,7 @@ def test_a_big_target_is_counted_beside_the_first_read_which_stages_new_rows_aft
     first."""
     monkeypatch.setattr(known, "CHUNK_ROWS", 50)
     threads = _counted_on(monkeypatch)
-    pipelines = {
-        name: orders_pipeline(on_conflict="update", target=f"analytics.orders_{name}")
-        for name in ("short", "full")
-    }
-    project.configure(pipelines=pipelines)
+    short_and_full(project)
     rows = [order(i, day(1 + i % 28)) for i in range(1, 601)]
     project.write_csv("orders_1.csv", rows)
     project.run()
@@ -656,13 +663,8 @@ def test_a_big_target_is_counted_beside_the_first_read_which_stages_new_rows_aft
     beside = project.backend == "postgres"
     assert threads == ["pipeledger-known-rows" if beside else "MainThread"]
     assert (short["rows_read"], short["rows_staged"]) == (602, 3)  # 7, 601 and 602
-    counted = ("rows_inserted", "rows_updated", "rows_unchanged", "rows_superseded")
-    assert {k: short[k] for k in counted} == {k: full[k] for k in counted}
+    assert_like_full_compare(project, short, full)
     assert (short["rows_inserted"], short["rows_updated"]) == (2, 1)
-    columns = "order_id, status, amount, updated_at"
-    assert project.rows(columns, "analytics.orders_short") == project.rows(
-        columns, "analytics.orders_full"
-    )
 
 
 def test_a_guard_that_changes_while_the_target_is_counted_beside_stages_every_row(

@@ -52,12 +52,14 @@ from today's watermark. A file source's runs count those themselves.
 from __future__ import annotations
 
 import contextvars
+import functools
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -134,6 +136,27 @@ class _Frame:
     filled: bool  # target rows without a fingerprint have one made in the stage
 
 
+class _TargetFine(NamedTuple):
+    """The target's sums per fine window, and the warehouse's buckets of each window."""
+
+    sums: Sums
+    buckets: dict[str, list[Any]]
+
+    @classmethod
+    def of(cls, rows: Sequence[Sequence[Any]]) -> _TargetFine:
+        """From :func:`~pipeledger.runs.reconcile.sql.target_windows`'s rows: per window,
+        rows and the fingerprints' sum mod 2^64 (as :func:`_sums`), and its buckets."""
+        sums: Sums = {}
+        buckets: dict[str, list[Any]] = {}
+        for window, bucket, count, high, low in rows:
+            label = str(window)
+            was_rows, was_sum = sums.get(label, (0, 0))
+            total = _halves_sum(was_sum, int(high or 0), int(low or 0))
+            sums[label] = (was_rows + int(count), total)
+            buckets.setdefault(label, []).append(bucket)
+        return cls(sums, buckets)
+
+
 class _Undecided(Exception):
     """The rows staged from the fine windows that differ cannot decide alone."""
 
@@ -168,18 +191,17 @@ class Reconcile:
         if d.snapshot_statement:  # the target and its watermark, as of one moment
             session.execute(d.snapshot_statement)
         frame = self._prepare(session)
-        with Spill() as spill:
-            unstaged, (target_fine, buckets) = self._both_sides(session, frame, spill)
-            target = _coarse(frame.grain, target_fine)
+        with closing(Spill()) as spill:
+            unstaged, fine = self._both_sides(session, frame, spill)
+            target = _coarse(frame.grain, fine.sums)
             streamed = self.streamed.sums_at(frame.grain) if self.streamed is not None else None
             windows: tuple[WindowDiff, ...] = ()
             if streamed == target:  # module docstring: every key once, every window equal
                 sums = (target, target)
             elif unstaged:
-                found = self._by_windows_or_stage(session, frame, target_fine, buckets, spill)
-                sums, windows = found
+                sums, windows = self._by_windows_or_stage(session, frame, fine, spill)
             else:
-                sums, windows = self._by_stage(session, frame, target_fine)
+                sums, windows = self._by_stage(session, frame, fine.sums)
         shape = frame.shape
         if windows and shape.cursor and isinstance(self.pipeline.source, SqlSource):
             table = d.temp(rsql.DIFFERENCES)
@@ -234,7 +256,7 @@ class Reconcile:
 
     def _both_sides(
         self, session: Session, frame: _Frame, spill: Spill
-    ) -> tuple[bool, tuple[Sums, dict[str, list[Any]]]]:
+    ) -> tuple[bool, _TargetFine]:
         """The source read (:meth:`_read_source`) and the target's sums per fine window
         (:meth:`_target_fine`): at once where the session can run a statement on another
         thread (the warehouse sums while this process parses the source)."""
@@ -247,7 +269,7 @@ class Reconcile:
             unstaged = self._read_source(session, frame, spill)
             return unstaged, pending.result()
 
-    def _target_fine(self, session: Session, frame: _Frame) -> tuple[Sums, dict[str, list[Any]]]:
+    def _target_fine(self, session: Session, frame: _Frame) -> _TargetFine:
         """The target's sums per fine window (:attr:`Grain.fine`), and the warehouse's
         buckets of each."""
         d, shape, fine = session.dialect, frame.shape, frame.grain.fine
@@ -256,7 +278,7 @@ class Reconcile:
         target = self.pipeline.target_name
         rows = rsql.target_rows(d, target, ids, shape.key, frame.where, bucket, frame.filled)
         statement = rsql.target_windows(d, rows, fine.bucket_label(d, "b.b"))
-        return _bucket_sums(session.query(statement, frame.params))
+        return _TargetFine.of(session.query(statement, frame.params))
 
     def _read_source(self, session: Session, frame: _Frame, spill: Spill) -> bool:
         """The source's one read: its sums, counted as its rows stream by, and its rows
@@ -280,8 +302,7 @@ class Reconcile:
         self,
         session: Session,
         frame: _Frame,
-        target_fine: Sums,
-        buckets: dict[str, list[Any]],
+        fine: _TargetFine,
         spill: Spill,
     ) -> tuple[tuple[Sums, Sums], tuple[WindowDiff, ...]]:
         """The sums and what differs: from the source's rows of the fine windows that
@@ -289,18 +310,17 @@ class Reconcile:
         from every row of it, staged (:meth:`_by_stage`)."""
         try:
             with session.savepoint():
-                return self._by_windows(session, frame, target_fine, buckets, spill)
+                return self._by_windows(session, frame, fine, spill)
         except _Undecided:
             self.fine_filter, self.fine_params = None, []
         _restage(session, frame.shape, spill)
-        return self._by_stage(session, frame, target_fine)
+        return self._by_stage(session, frame, fine.sums)
 
     def _by_windows(
         self,
         session: Session,
         frame: _Frame,
-        target_fine: Sums,
-        buckets: dict[str, list[Any]],
+        fine: _TargetFine,
         spill: Spill,
     ) -> tuple[tuple[Sums, Sums], tuple[WindowDiff, ...]]:
         """The fine windows whose sums differ, compared alone (module docstring): the
@@ -312,14 +332,14 @@ class Reconcile:
         streamed = self.streamed
         if grain.fine.is_whole or not shape.cursor or streamed is None:
             raise _Undecided  # one window: its rows are every row
-        differing = _differing(streamed.sums_at(grain.fine), target_fine)
+        differing = _differing(streamed.sums_at(grain.fine), fine.sums)
         wanted = streamed.buckets_in(grain.fine, differing)
         session.stage(_rows_in(spill, streamed, wanted, shape))
         once = self._staged_once(session, shape, grain.label(d, f"v.{quote(shape.cursor)}"))
         if once is None:
             raise _Undecided
-        self.fine_filter, self.fine_params = self._fine_target(session, frame, differing, buckets)
-        sums = (streamed.sums_at(grain), _coarse(grain, target_fine))
+        self.fine_filter, self.fine_params = self._fine_target(session, frame, differing, fine)
+        sums = (streamed.sums_at(grain), _coarse(grain, fine.sums))
         rows = self._target_rows(d, frame, f"{frame.where} AND {self.fine_filter}")
         windows = self._differences(session, frame, sums, rows, once, narrowed_source=False)
         target = self.pipeline.target_name
@@ -329,23 +349,21 @@ class Reconcile:
         return sums, windows
 
     def _fine_target(
-        self, session: Session, frame: _Frame, windows: set[str], buckets: dict[str, list[Any]]
+        self, session: Session, frame: _Frame, windows: set[str], fine: _TargetFine
     ) -> tuple[str, list[Any]]:
         """SQL over the target's unqualified cursor keeping its rows in these fine windows,
         with its parameters: a few ranges of the cursor (:meth:`_narrowed`), else their
         buckets, kept in a temporary table."""
-        d, shape, fine = session.dialect, frame.shape, frame.grain.fine
-        ranges = self._narrowed(d, shape, fine, sorted(windows))
+        d, shape, grain = session.dialect, frame.shape, frame.grain.fine
+        ranges = self._narrowed(d, shape, grain, sorted(windows))
         if ranges is not None:
             return ranges
         cursor = quote(shape.cursor or "")
         target = self.pipeline.target_name
-        session.execute(rsql.create_fine_buckets(d, target, fine.bucket(d, f"t.{cursor}")))
-        values = [b for w in sorted(windows) for b in buckets.get(w, [])]
-        for start in range(0, len(values), _CHUNK):
-            chunk = values[start : start + _CHUNK]
-            session.execute(rsql.insert_fine_buckets(d, len(chunk)), chunk)
-        return rsql.in_fine_buckets(d, fine.bucket(d, cursor)), []
+        session.execute(rsql.create_fine_buckets(d, target, grain.bucket(d, f"t.{cursor}")))
+        values = [b for w in sorted(windows) for b in fine.buckets.get(w, [])]
+        _insert_chunks(session, functools.partial(rsql.insert_fine_buckets, d), values)
+        return rsql.in_fine_buckets(d, grain.bucket(d, cursor)), []
 
     def _by_stage(
         self, session: Session, frame: _Frame, target_fine: Sums
@@ -586,9 +604,7 @@ class Reconcile:
             return ()
         d, ids = session.dialect, [c.name for c in shape.identity]
         session.execute(rsql.create_windows(d))
-        for start in range(0, len(differing), _CHUNK):
-            chunk = differing[start : start + _CHUNK]
-            session.execute(rsql.insert_windows(d, len(chunk)), chunk)
+        _insert_chunks(session, functools.partial(rsql.insert_windows, d), differing)
         if once is not None:  # each key staged once: one join says it all
             for statement in d.hash_memory(JOIN_MEMORY_MB):
                 session.execute(statement)
@@ -750,18 +766,11 @@ def _differing(source: Sums, target: Sums) -> set[str]:
     return {w for w in source.keys() | target.keys() if source.get(w) != target.get(w)}
 
 
-def _bucket_sums(rows: Sequence[Sequence[Any]]) -> tuple[Sums, dict[str, list[Any]]]:
-    """:func:`~pipeledger.runs.reconcile.sql.target_windows`'s rows: per window, rows and
-    the fingerprints' sum mod 2^64 (as :func:`_sums`), and the window's buckets."""
-    sums: Sums = {}
-    buckets: dict[str, list[Any]] = {}
-    for window, bucket, count, high, low in rows:
-        label = str(window)
-        was_rows, was_sum = sums.get(label, (0, 0))
-        total = _halves_sum(was_sum, int(high or 0), int(low or 0))
-        sums[label] = (was_rows + int(count), total)
-        buckets.setdefault(label, []).append(bucket)
-    return sums, buckets
+def _insert_chunks(session: Session, insert: Callable[[int], str], values: Sequence[Any]) -> None:
+    """``values`` inserted ``_CHUNK`` at a time by ``insert(count)``'s statement."""
+    for start in range(0, len(values), _CHUNK):
+        chunk = values[start : start + _CHUNK]
+        session.execute(insert(len(chunk)), chunk)
 
 
 def _sums(rows: Sequence[Sequence[Any]]) -> Sums:

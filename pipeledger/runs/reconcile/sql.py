@@ -145,8 +145,7 @@ def create_fine_buckets(d: Dialect, target: TableName, bucket: str) -> str:
 
 
 def insert_fine_buckets(d: Dialect, count: int) -> str:
-    values = ", ".join([f"({d.param})"] * count)
-    return f"INSERT INTO {d.temp(FINE)} (b) VALUES {values}"
+    return _insert_values(d, FINE, "b", count)
 
 
 def in_fine_buckets(d: Dialect, bucket: str) -> str:
@@ -172,8 +171,14 @@ def create_windows(d: Dialect) -> str:
 
 
 def insert_windows(d: Dialect, count: int) -> str:
+    return _insert_values(d, WINDOWS, quote(WINDOW), count)
+
+
+def _insert_values(d: Dialect, table: str, column: str, count: int) -> str:
+    """``count`` rows of one column (SQL: its name) into a temporary table, each value a
+    parameter."""
     values = ", ".join([f"({d.param})"] * count)
-    return f"INSERT INTO {d.temp(WINDOWS)} ({quote(WINDOW)}) VALUES {values}"
+    return f"INSERT INTO {d.temp(table)} ({column}) VALUES {values}"
 
 
 def _differing(d: Dialect) -> str:
