@@ -1,105 +1,71 @@
-"""A model's SQL, read by a real SQL parser (sqlglot): which tables it reads, whether it
-aggregates, and the same query rewritten to read only some rows of a table, or for the
-embedded SQLite warehouse.
+"""A model's SQL as text: its ``{{ ref('x') }}`` references resolved, and :class:`ModelSql`,
+the query whose tree, tables and renderings the parser (:mod:`pipeledger.common.sqlparse`)
+reads when first asked. The tables it reads may be given (``known``: remembered from an
+earlier reading of the same text, :mod:`pipeledger.config.facts`), so that a run asking
+only which tables a model reads does not import the parser.
 
 Models are written in PostgreSQL's SQL. On SQLite the query is translated completely or
 refused, naming the construct and its line (:mod:`pipeledger.common.translate.sqlite`).
-The parser keeps ``to_char``'s template and ``date_part`` as written (sqlglot's own reading
-rewrites the template into ``strftime`` codes, losing what PostgreSQL means by it).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
-
-import sqlglot
-from sqlglot import exp
-from sqlglot.dialects.postgres import Postgres
-from sqlglot.errors import SqlglotError
-from sqlglot.parsers.postgres import PostgresParser
+from typing import TYPE_CHECKING
 
 from pipeledger.common.columns import TableName
-from pipeledger.common.translate.pgtypes import Catalog, Types
-from pipeledger.common.translate.sqlite import Untranslatable, to_sqlite
-from pipeledger.errors import ConfigError, UntranslatableSql
+from pipeledger.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sqlglot import exp
+
+    from pipeledger.common.translate.pgtypes import Catalog
 
 READ = "postgres"
 
 
-_BY_NAME = frozenset({"TO_CHAR", "DATE_PART", "TO_DATE", "TO_TIMESTAMP"})
-
-
-class ModelPostgres(Postgres):
-    """PostgreSQL as a model is written in, read with the functions whose meaning
-    sqlglot's reading would change kept as calls by name."""
-
-    class Parser(PostgresParser):
-        FUNCTIONS = {  # noqa: RUF012 (sqlglot's API)
-            name: build for name, build in PostgresParser.FUNCTIONS.items() if name not in _BY_NAME
-        }
-        FUNCTION_PARSERS = {  # noqa: RUF012
-            name: parse
-            for name, parse in PostgresParser.FUNCTION_PARSERS.items()
-            if name not in _BY_NAME
-        }
-
-
 @dataclass(frozen=True)
 class ModelSql:
-    """One model's query. ``where`` names it in messages (the model and its file)."""
+    """One model's query. ``where`` names it in messages (the model and its file);
+    ``known``: the tables it reads, when already known for this exact text."""
 
     text: str
     where: str
+    known: tuple[TableName, ...] | None = field(default=None, compare=False, repr=False)
 
     @cached_property
     def tree(self) -> exp.Query:
-        try:
-            statements = [s for s in sqlglot.parse(self.text, read=ModelPostgres) if s is not None]
-        except SqlglotError as exc:
-            raise ConfigError(f"{self.where}: not valid SQL: {_first_line(exc)}") from None
-        if len(statements) != 1 or not isinstance(statements[0], exp.Query):
-            raise ConfigError(f"{self.where}: must be exactly one SELECT (a query)")
-        refuse_writes(statements[0], self.where)
-        return statements[0]
+        """The one read-only query it holds (refused with :class:`ConfigError`)."""
+        from pipeledger.common.sqlparse import parse_query
+
+        return parse_query(self.text, self.where)
 
     @cached_property
     def tables(self) -> tuple[TableName, ...]:
         """The tables it reads (not its own CTEs), as ``[schema.]table`` names."""
-        ctes = {cte.alias_or_name for cte in self.tree.find_all(exp.CTE)}
-        found: dict[str, TableName] = {}
-        for table in self.tree.find_all(exp.Table):
-            if not table.db and table.name in ctes:
-                continue
-            name = _table_name(table, self.where)
-            found[str(name)] = name
-        return tuple(found[k] for k in sorted(found))
+        if self.known is not None:
+            return self.known
+        from pipeledger.common.sqlparse import tables_read
+
+        return tables_read(self.tree, self.where)
 
     @cached_property
     def aggregates(self) -> bool:
         """Its output rows are not one per input row (GROUP BY, aggregates, DISTINCT,
         windows, LIMIT): a changed input row may change other output rows too."""
-        kinds = (exp.AggFunc, exp.Group, exp.Distinct, exp.Window, exp.Limit)
-        return any(isinstance(node, kinds) for node in self.tree.walk())
+        from pipeledger.common.sqlparse import aggregates
+
+        return aggregates(self.tree)
 
     def replacing(self, tables: Mapping[str, str]) -> ModelSql:
         """The query with each table named in ``tables`` (by ``str(TableName)``) read from
         the given subquery (PostgreSQL text) instead, under its old alias."""
+        from pipeledger.common.sqlparse import replacing
 
-        def swap(node: exp.Expression) -> exp.Expression:
-            if not isinstance(node, exp.Table):
-                return node
-            name = str(_table_name(node, self.where)) if node.name else ""
-            if name not in tables:
-                return node
-            sub = sqlglot.parse_one(tables[name], read=READ)
-            return exp.Subquery(
-                this=sub, alias=exp.TableAlias(this=exp.to_identifier(node.alias_or_name))
-            )
-
-        return ModelSql(self.tree.copy().transform(swap).sql(READ), self.where)
+        return ModelSql(replacing(self.tree, tables, self.where), self.where)
 
     def render(
         self, flat_names: bool, catalog: Catalog | None = None, *, translate: bool = True
@@ -109,106 +75,9 @@ class ModelSql:
         ``catalog`` gives (the warehouse's ``table_columns``); refused with
         :class:`~pipeledger.errors.UntranslatableSql` when SQLite cannot compute it.
         DuckDB (``translate`` False): its names flattened, in DuckDB's own spelling."""
-        if not flat_names:
-            return self.tree.sql(READ)
-        tree = self.tree.copy()
-        if not translate:
-            return tree.transform(_flat_table).sql("duckdb")
-        try:
-            return to_sqlite(tree, Types(tree, catalog))
-        except Untranslatable as exc:
-            line = f", line {exc.line}" if exc.line else ""
-            raise UntranslatableSql(
-                f"{self.where}{line}: {exc}; the embedded SQLite warehouse cannot run this "
-                "model as PostgreSQL would (rewrite it, or use PostgreSQL)",
-                construct=exc.construct,
-                line=exc.line,
-            ) from None
+        from pipeledger.common.sqlparse import render
 
-
-def _flat_table(node: exp.Expression) -> exp.Expression:
-    """``schema.table`` as the one quoted name a warehouse without schemas has."""
-    if isinstance(node, exp.Table) and node.db:
-        flat = exp.to_identifier(f"{node.db}.{node.name}", quoted=True)
-        return exp.Table(this=flat, alias=node.args.get("alias"))
-    return node
-
-
-# -- validation: a model's SQL only reads -----------------------------------------------
-# PostgreSQL functions that change something outside the query (sequences, settings,
-# locks, files, other sessions, large objects, replication, statistics)
-WRITING_FUNCTIONS = frozenset(
-    {
-        "nextval",
-        "setval",
-        "set_config",
-        "pg_notify",
-        "pg_advisory_lock",
-        "pg_advisory_xact_lock",
-        "pg_advisory_lock_shared",
-        "pg_try_advisory_lock",
-        "pg_try_advisory_xact_lock",
-        "pg_advisory_unlock",
-        "pg_advisory_unlock_all",
-        "pg_terminate_backend",
-        "pg_cancel_backend",
-        "pg_reload_conf",
-        "pg_rotate_logfile",
-        "pg_switch_wal",
-        "pg_create_restore_point",
-        "pg_file_write",
-        "pg_file_unlink",
-        "pg_file_rename",
-        "lo_import",
-        "lo_export",
-        "lo_unlink",
-        "lo_create",
-        "lo_creat",
-        "lo_from_bytea",
-        "lo_put",
-        "lo_truncate",
-        "dblink",
-        "dblink_exec",
-        "dblink_connect",
-        "pg_create_logical_replication_slot",
-        "pg_create_physical_replication_slot",
-        "pg_drop_replication_slot",
-        "pg_stat_reset",
-        "pg_stat_reset_shared",
-        "pg_import_system_collations",
-        "txid_current",
-        "pg_current_xact_id",
-        "pg_logical_emit_message",
-        "pg_promote",
-    }
-)
-_WRITES: tuple[tuple[type[exp.Expr], str], ...] = (
-    (exp.Insert, "an INSERT (a data-modifying CTE)"),
-    (exp.Update, "an UPDATE (a data-modifying CTE)"),
-    (exp.Delete, "a DELETE (a data-modifying CTE)"),
-    (exp.Merge, "a MERGE (a data-modifying CTE)"),
-    (exp.Into, "SELECT ... INTO (it creates a table)"),
-    (exp.Lock, "FOR UPDATE / FOR SHARE (it locks rows)"),
-)
-
-
-def refuse_writes(tree: exp.Expr, where: str) -> None:
-    """A model's SQL is a single read-only query: refuse, at configuration time, anything in
-    it that writes or locks (the database would refuse it only once the model runs, after
-    its upstream nodes ran)."""
-    for kind, what in _WRITES:
-        if tree.find(kind) is not None:
-            raise ConfigError(
-                f"{where}: a model's SQL must be a single read-only query; it has {what}. "
-                "Nothing runs until the model only reads"
-            )
-    for func in tree.find_all(exp.Func):
-        name = (func.name if isinstance(func, exp.Anonymous) else func.sql_name()).lower()
-        if name in WRITING_FUNCTIONS:
-            raise ConfigError(
-                f"{where}: a model's SQL must be a single read-only query; {name}() writes "
-                "or holds something outside the query. Nothing runs until the model only reads"
-            )
+        return render(self.tree, self.where, flat_names, catalog, translate)
 
 
 # -- dbt-style references: {{ ref('x') }} and ref('x') --------------------------------
@@ -251,17 +120,3 @@ def resolve_refs(text: str, targets: Mapping[str, TableName], where: str) -> str
 
 def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
-
-
-def _table_name(table: exp.Table, where: str) -> TableName:
-    if table.catalog:
-        raise ConfigError(f"{where}: {table.sql(READ)}: a database-qualified name is not allowed")
-    text = f"{table.db}.{table.name}" if table.db else table.name
-    try:
-        return TableName.parse(text)
-    except ValueError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
-
-
-def _first_line(exc: Exception) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

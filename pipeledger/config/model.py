@@ -49,6 +49,7 @@ from pipeledger.schedule.cron import Cron, check_cron, check_zone
 if TYPE_CHECKING:  # sqlglot is imported when a model's query is read: not for a config alone
     from pipeledger.common.lineage import Plan
     from pipeledger.common.sqltext import ModelSql
+    from pipeledger.config.facts import ModelFacts
 
 
 ConflictPolicy = Literal["update", "newer_wins", "ignore", "error"]
@@ -811,21 +812,70 @@ class Config(_Strict):
     def _acyclic(self) -> Config:
         """Loads and models form one graph without cycles (the cycle is named); a model
         reading its own target is one."""
+        facts = self.model_facts
         for name, model in self.models.items():
-            if str(model.target_name) in {str(t) for t in self.model_sql(name).tables}:
+            query = self.model_sql(name)
+            if str(model.target_name) in {str(t) for t in query.tables}:
                 raise ValueError(
                     f"the pipelines and models form a cycle: {name} -> {name} (models.{name} "
                     f"reads its own target {model.target})"
                 )
+            facts.remember_tables(query.text, query.tables)
         order = TopologicalSorter({name: self.upstreams(name) for name in self.nodes})
         try:
             order.prepare()
         except CycleError as exc:
             cycle = " -> ".join(exc.args[1])
             raise ValueError(f"the pipelines and models form a cycle: {cycle}") from None
-        for name in self.models:
-            self.recompute(name)
+        for name in self.models:  # planned once for this SQL and these settings
+            self.plan_json(name)
+        facts.save()
         return self
+
+    def plan_json(self, name: str) -> dict[str, Any]:
+        """What an incremental run of model ``name`` recomputes, as JSON (``Plan.to_json``),
+        planned once for its SQL and settings (:attr:`model_facts`)."""
+        key = self._plan_key(name)
+        found = self.model_facts.get("plan", key)
+        if isinstance(found, dict):
+            return found
+        planned = self.recompute(name).to_json()
+        self.model_facts.put("plan", key, planned)
+        return planned
+
+    @cached_property
+    def model_facts(self) -> ModelFacts:
+        """What reading the models' SQL found before (:mod:`pipeledger.config.facts`), kept
+        beside a config read from a file."""
+        from pipeledger.config.facts import FACTS_FILE, ModelFacts
+
+        if not self.source_file.is_file():
+            return ModelFacts(None)
+        return ModelFacts(self.base_dir / EMBEDDED_DIR / FACTS_FILE)
+
+    def _plan_key(self, name: str) -> str:
+        """What model ``name``'s incremental plan depends on: its SQL, its settings and the
+        SQL of the project's views it reads (through other views too)."""
+        from pipeledger.config.facts import fact_key
+
+        m = self.model(name)
+        views = self._views_read(name, set())
+        texts = [self.model_sql(v).text for v in sorted(views)]
+        settings = [m.materialized, list(m.key), m.partition_by, m.fallback]
+        return fact_key("plan", self.model_sql(name).text, settings, texts)
+
+    def _views_read(self, name: str, seen: set[str]) -> set[str]:
+        by_target = {
+            str(node.target_name): view
+            for view, node in self.models.items()
+            if node.materialized == "view" and view != name
+        }
+        for table in self.model_sql(name).tables:
+            view = by_target.get(str(table))
+            if view is not None and view not in seen:
+                seen.add(view)
+                self._views_read(view, seen)
+        return seen
 
     @cached_property
     def _producers(self) -> dict[str, str]:
@@ -853,7 +903,8 @@ class Config(_Strict):
                 ) from None
             where = f"models.{name} ({path})"
         targets = {n: node.target_name for n, node in self.nodes.items()}
-        query = ModelSql(resolve_refs(text, targets, where), where)
+        resolved = resolve_refs(text, targets, where)
+        query = ModelSql(resolved, where, known=self.model_facts.tables(resolved))
         self._model_sql[name] = query
         return query
 

@@ -43,7 +43,7 @@ class Graph:
             upstreams={name: config.upstreams(name) for name in nodes},
             tags={name: tuple(node.tags) for name, node in nodes.items()},
             targets={name: node.target for name, node in nodes.items()},
-            recompute={name: config.recompute(name).to_json() for name in config.models},
+            recompute={name: config.plan_json(name) for name in config.models},
         )
 
     @property

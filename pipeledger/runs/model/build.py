@@ -55,14 +55,6 @@ from pipeledger.common.columns import (
     TableName,
     canonical_type,
 )
-from pipeledger.common.lineage import (
-    Coverage,
-    Plan,
-    inline_ctes,
-    substitute,
-    table_name,
-    upstream_reads,
-)
 from pipeledger.common.sqltext import READ, ModelSql
 from pipeledger.config.model import HISTORY_COLUMNS, ChecksConfig, Config, ModelConfig
 from pipeledger.errors import ConfigError, SchemaError, WarehouseError
@@ -73,7 +65,6 @@ from pipeledger.publish.deletes import Vanished, find_vanished
 from pipeledger.publish.merge import first_load, merge_staged
 from pipeledger.quality.report import GateReport
 from pipeledger.runs.model import sql
-from pipeledger.runs.model.columns import output_columns
 from pipeledger.runs.steps import StepClock, StepResult
 from pipeledger.state.tables import pending_runs, record_input
 from pipeledger.state.watermark import Window
@@ -83,6 +74,7 @@ from pipeledger.warehouse.session import Session
 from pipeledger.warehouse.stage import create_schema, create_stage, drop_stage
 
 if TYPE_CHECKING:  # the gate is Arrow's: imported only by models with checks
+    from pipeledger.common.lineage import Coverage, Plan
     from pipeledger.quality.gate import GateSpec
 
 log = logging.getLogger("pipeledger.model")
@@ -304,6 +296,8 @@ class Model:
         if self.model.materialized == "replace" or any(u.pending is None for u in self.upstreams):
             return True
         changed = [str(u.name) for u in self._changed]
+        if not changed:  # nothing to recompute: no plan needed (nor the SQL parser)
+            return False
         return self.plan.fallback == "full" and self.plan.falls_back(changed)
 
     @property
@@ -324,6 +318,8 @@ class Model:
                 for name, kind in existing
                 if not name.startswith(RESERVED_PREFIX) and name not in added
             )
+        from pipeledger.runs.model.columns import output_columns  # the SQL parser's
+
         inferred = output_columns(session, self.query, self.model.columns, self.name)
         return tuple(c for c in inferred if not c.name.startswith(RESERVED_PREFIX))
 
@@ -399,6 +395,8 @@ class Model:
             )
             rows = self._delta(session, upstream)
             return [_render(session, ModelSql(f"SELECT {selected} FROM ({rows}) AS d", ""))]
+        from pipeledger.common.lineage import inline_ctes, substitute, table_name, upstream_reads
+
         tree = inline_ctes(self.query.tree)
         others = {str(u.name): self._with_old(session, u) for u in self._changed}
         reads = sum(1 for t in upstream_reads(tree) if table_name(t) == name)

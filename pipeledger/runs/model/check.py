@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pipeledger.common.columns import RESERVED_PREFIX, Column
+from pipeledger.config.facts import fact_key
 from pipeledger.config.model import Config
 from pipeledger.errors import SchemaError, UntranslatableSql, WarehouseError
-from pipeledger.runs.model.columns import output_columns
 from pipeledger.warehouse.dialect import Dialect, quote
 from pipeledger.warehouse.session import Session, Warehouse
 
@@ -101,6 +101,8 @@ def check_model(config: Config, session: Session, name: str) -> ModelCheck:
             f"{translated}its columns and the database's plan are checked once it does",
             missing=missing,
         )
+    from pipeledger.runs.model.columns import output_columns  # the SQL parser's
+
     try:
         columns = output_columns(session, query, config.model(name).columns, name)
         with session.savepoint():  # a refused statement must not end the check's transaction
@@ -123,10 +125,19 @@ def refuse_untranslatable(config: Config, warehouse: Warehouse, names: Sequence[
     models = [n for n in names if n in config.models]
     if not models or not warehouse.dialect.translates_models:
         return
+    facts = config.model_facts
     with warehouse.session(write=False) as session:
         for name in models:
+            query = config.model_sql(name)
+            # translated once for this SQL and these upstream columns (their types decide)
+            catalog = [(str(t), session.table_columns(t)) for t in query.tables]
+            translated = fact_key("sqlite", query.text, catalog)
+            if facts.get("translated", translated):
+                continue
             try:
-                config.model_sql(name).render(True, session.table_columns)
+                query.render(True, session.table_columns)
             except UntranslatableSql as exc:
                 exc.add_note("nothing ran: no load or model of this run was started")
                 raise
+            facts.put("translated", translated)
+    facts.save()
