@@ -366,6 +366,8 @@ class Model:
         # Python first and, when there are many, computing them again cost a whole pass)
         keyed = [c for c in self.columns if c.name in group]
         session.execute(sql.create_touched(d, keyed, changed))
+        for statement in d.analyze(d.temp(sql.TOUCHED)):
+            session.execute(statement)
         self.touched = int(session.query(f"SELECT count(*) FROM {d.temp(sql.TOUCHED)}")[0][0])
         if len(group) == 1 and self.touched <= _BIND_LIMIT:  # bound: the planner prunes
             values = session.query(sql.touched(group, f"SELECT * FROM {d.temp(sql.TOUCHED)}"))
@@ -517,8 +519,11 @@ class Model:
                 self._make_schema(session)
                 self.counts = first_load(session, spec, kept, self.run_id, self.started_at)
             else:
+                # the rows of touched keys mostly change: each goes straight to ON CONFLICT
+                # (one probe of the key, not two); a full recomputation mostly repeats rows
+                filtered = self.full or self.request.mode != "incremental"
                 self.counts = merge_staged(
-                    session, spec, kept, self.run_id, self.started_at, self.vanished
+                    session, spec, kept, self.run_id, self.started_at, self.vanished, filtered
                 )
             return
         if existing is not None and m.materialized == "replace" and not self._same(existing):

@@ -60,16 +60,15 @@ def prune_before_images(d: Dialect, upstream: TableName, readers: int) -> str:
     """Forget the versions replaced in ``upstream`` by runs that every model needing them
     (``readers`` names, the parameters) has consumed. Not only this run's: two readers
     consuming one run side by side each see only their own consumption, and the next run
-    of either forgets what both consumed."""
-    table = d.table(before_table(upstream))
-    consumed = (
-        f"(SELECT count(*) FROM {d.table(INPUTS_TABLE)} AS m "
-        f"WHERE m.run_id = b.{quote(REPLACED_BY)} AND m.model IN ({d.marks(readers)}))"
+    of either forgets what both consumed. The runs consumed by all are found once (a few
+    rows of ``model_inputs``) and the versions they replaced by one hashed lookup each:
+    probing ``model_inputs`` per version cost 0.8 s for 100k versions."""
+    consumed_by_all = (
+        f"SELECT m.run_id FROM {d.table(INPUTS_TABLE)} AS m "
+        f"WHERE m.model IN ({d.marks(readers)}) GROUP BY m.run_id HAVING count(*) = {readers}"
     )
-    if d.statement_snapshot:
-        return f"DELETE FROM {table} AS b WHERE {consumed} = {readers}"
-    chosen = f"SELECT b.rowid FROM {table} AS b WHERE {consumed} = {readers}"
-    return f"DELETE FROM {table} WHERE rowid IN ({chosen})"
+    table = d.table(before_table(upstream))
+    return f"DELETE FROM {table} WHERE {quote(REPLACED_BY)} IN ({consumed_by_all})"
 
 
 def pg_table(name: TableName) -> str:

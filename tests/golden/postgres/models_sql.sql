@@ -58,7 +58,7 @@ SELECT "order_id", count(*) FROM "_pipeledger_stage" GROUP BY "order_id" HAVING 
 SELECT "order_id", count(*) OVER () FROM "_pipeledger_stage" WHERE "updated_at" IS NULL LIMIT 1;
 
 -- case: prune_before_images that two models consumed
-DELETE FROM "pipeledger"."before__analytics__orders" AS b WHERE (SELECT count(*) FROM "pipeledger"."model_inputs" AS m WHERE m.run_id = b."_pipeledger_replaced_by" AND m.model IN (%s, %s)) = 2;
+DELETE FROM "pipeledger"."before__analytics__orders" WHERE "_pipeledger_replaced_by" IN (SELECT m.run_id FROM "pipeledger"."model_inputs" AS m WHERE m.model IN (%s, %s) GROUP BY m.run_id HAVING count(*) = 2);
 -- params: ['silver', 'gold']
 
 -- case: relation_kind of a target

@@ -68,7 +68,7 @@ SELECT count(*) FROM "analytics.orders" AS t WHERE t.rowid IN (SELECT target_row
 INSERT INTO "analytics.orders" ("order_id", "region", "amount", "status", "updated_at", "_pipeledger_run_id", "_pipeledger_loaded_at") SELECT s."order_id", s."region", s."amount", s."status", s."updated_at", ?, ? FROM "_pipeledger_stage" AS s WHERE s.rowid NOT IN (SELECT stage_row FROM temp."_pipeledger_pairs" WHERE stage_row IS NOT NULL);
 
 -- case: prune_before_images that two models consumed
-DELETE FROM "pipeledger.before__analytics__orders" WHERE rowid IN (SELECT b.rowid FROM "pipeledger.before__analytics__orders" AS b WHERE (SELECT count(*) FROM "pipeledger.model_inputs" AS m WHERE m.run_id = b."_pipeledger_replaced_by" AND m.model IN (?, ?)) = 2);
+DELETE FROM "pipeledger.before__analytics__orders" WHERE "_pipeledger_replaced_by" IN (SELECT m.run_id FROM "pipeledger.model_inputs" AS m WHERE m.model IN (?, ?) GROUP BY m.run_id HAVING count(*) = 2);
 -- params: ['silver', 'gold']
 
 -- case: relation_kind of a target
