@@ -582,6 +582,10 @@ def _models_sql() -> list[Case]:
              + models_sql.in_touched(d, "q", ["order_id", "region"])]), world=_w("target"),
              setup=lambda d: [models_sql.create_touched(d, COLUMNS[:2],
                               f"SELECT * FROM {d.table(TARGET)}")]),
+        Case(m, "in_touched_unstaged", lambda d: texts([f"SELECT 1 FROM {d.table(TARGET)} "
+             "AS t WHERE " + models_sql.in_touched_unstaged(d, "t", ["order_id", "region"])]),
+             world=_w("target", "stage"), setup=lambda d: [models_sql.create_touched(
+             d, COLUMNS[:2], f"SELECT * FROM {d.table(TARGET)}")]),
         Case(m, "in_values of three", lambda d: text(f"SELECT 1 FROM {d.table(TARGET)} AS q "
              "WHERE " + models_sql.in_values(d, REGION, 3)), world=_w("target"),
              bind=lambda d: [["eu", "us", "ap"]] if d.array_params else ["eu", "us", "ap"]),

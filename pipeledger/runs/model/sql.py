@@ -110,6 +110,18 @@ def in_touched(d: Dialect, alias: str, columns: Sequence[str]) -> str:
     return f"{lhs} IN (SELECT {rhs} FROM {d.temp(TOUCHED)})"
 
 
+def in_touched_unstaged(d: Dialect, alias: str, key: Sequence[str]) -> str:
+    """``alias``'s key among the touched keys that no staged row carries."""
+    lhs = ", ".join(f"{alias}.{quote(c)}" for c in key)
+    lhs = lhs if len(key) == 1 else f"({lhs})"
+    names = ", ".join(f"k.{quote(c)}" for c in key)
+    join = " AND ".join(f"s.{quote(c)} = k.{quote(c)}" for c in key)
+    return (
+        f"{lhs} IN (SELECT {names} FROM {d.temp(TOUCHED)} AS k "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {d.stage()} AS s WHERE {join}))"
+    )
+
+
 def in_values(d: Dialect, expression: str, count: int) -> str:
     """``expression`` among ``count`` bound values (PostgreSQL: one array parameter)."""
     if d.array_params:

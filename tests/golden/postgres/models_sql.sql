@@ -23,6 +23,9 @@ CREATE TEMP TABLE "_pipeledger_touched" ON COMMIT DROP AS SELECT DISTINCT q."ord
 -- case: in_touched
 SELECT 1 FROM "analytics"."orders" AS q WHERE (q."order_id", q."region") IN (SELECT "order_id", "region" FROM "_pipeledger_touched");
 
+-- case: in_touched_unstaged
+SELECT 1 FROM "analytics"."orders" AS t WHERE (t."order_id", t."region") IN (SELECT k."order_id", k."region" FROM "_pipeledger_touched" AS k WHERE NOT EXISTS (SELECT 1 FROM "_pipeledger_stage" AS s WHERE s."order_id" = k."order_id" AND s."region" = k."region"));
+
 -- case: in_values of three
 SELECT 1 FROM "analytics"."orders" AS q WHERE q."region" = ANY(%s);
 

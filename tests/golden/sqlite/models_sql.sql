@@ -17,6 +17,9 @@ CREATE TEMP TABLE "_pipeledger_touched" AS SELECT DISTINCT q."order_id", q."regi
 -- case: in_touched
 SELECT 1 FROM "analytics.orders" AS q WHERE (q."order_id", q."region") IN (SELECT "order_id", "region" FROM temp."_pipeledger_touched");
 
+-- case: in_touched_unstaged
+SELECT 1 FROM "analytics.orders" AS t WHERE (t."order_id", t."region") IN (SELECT k."order_id", k."region" FROM temp."_pipeledger_touched" AS k WHERE NOT EXISTS (SELECT 1 FROM "_pipeledger_stage" AS s WHERE s."order_id" = k."order_id" AND s."region" = k."region"));
+
 -- case: in_values of three
 SELECT 1 FROM "analytics.orders" AS q WHERE q."region" IN (?, ?, ?);
 
