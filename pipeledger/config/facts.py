@@ -23,7 +23,7 @@ import functools
 import hashlib
 import json
 import os
-import tempfile
+import uuid
 from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
@@ -127,13 +127,15 @@ class ModelFacts:
 
 
 def _write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to a file of its own beside ``path`` (made with the process's umask,
+    as any other file of the project), then put it in ``path``'s place."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
+        with temporary.open("x", encoding="utf-8") as out:
             out.write(text)
         os.replace(temporary, path)
     except OSError:
         with contextlib.suppress(OSError):
-            os.unlink(temporary)
+            temporary.unlink()
         raise
