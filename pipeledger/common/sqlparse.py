@@ -20,10 +20,11 @@ from sqlglot.errors import SqlglotError
 from sqlglot.parsers.postgres import PostgresParser
 
 from pipeledger.common.columns import TableName
-from pipeledger.common.sqltext import READ
 from pipeledger.common.translate.pgtypes import Catalog, Types
 from pipeledger.common.translate.sqlite import Untranslatable, to_sqlite
 from pipeledger.errors import ConfigError, UntranslatableSql
+
+READ = "postgres"  # the SQL models are written in (sqltext.READ names it without the parser)
 
 _BY_NAME = frozenset({"TO_CHAR", "DATE_PART", "TO_DATE", "TO_TIMESTAMP"})
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from pipeledger.common.translate.pgtypes import Catalog
 
-READ = "postgres"
+READ = "postgres"  # the SQL models are written in: the parser's (sqlparse.READ)
 
 
 @dataclass(frozen=True)

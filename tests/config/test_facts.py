@@ -142,3 +142,9 @@ def test_a_no_op_run_of_unchanged_models_does_not_import_the_parser(project: Pro
     _configure(project, gold="select amount, max(order_id) as n from s.silver group by 1")
     printed, modules = probe(project.root, ["run", "--json"])
     assert "exit 0" in printed and "pipeledger.common.sqlparse" in modules
+
+
+def test_the_text_and_the_parser_name_one_dialect() -> None:
+    from pipeledger.common import sqltext
+
+    assert sqltext.READ == sqlparse.READ  # spelled twice so that the text never loads sqlglot
