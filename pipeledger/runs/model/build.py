@@ -189,8 +189,9 @@ class Scope:
     def unstaged(self, d: Dialect, alias: str, key: Sequence[str]) -> tuple[str, list[Any]]:
         """:meth:`where`, for finding the keys in scope the stage lacks: when the scope is
         a table of touched keys (``key``), those of its keys that no staged row carries,
-        found first by hashing the two temporary tables, so that the target is probed for
-        them alone instead of scanned whole (150k touched keys, 900k rows: 0.45 s)."""
+        found first from the two temporary tables, so that the target is matched against
+        those alone (150k touched keys, 14k of them unstaged, 900k target rows: 0.45 s ->
+        0.26 s; PostgreSQL still merge-joins the target's whole key to find them)."""
         if self.values is not None or self.window is not None or not d.hash_joins:
             return self.where(d, alias)
         if tuple(self.columns) != tuple(key):
