@@ -865,11 +865,7 @@ class Config(_Strict):
         return fact_key("plan", self.model_sql(name).text, settings, texts)
 
     def _views_read(self, name: str, seen: set[str]) -> set[str]:
-        by_target = {
-            str(node.target_name): view
-            for view, node in self.models.items()
-            if node.materialized == "view" and view != name
-        }
+        by_target = self._views_beside(name)
         for table in self.model_sql(name).tables:
             view = by_target.get(str(table))
             if view is not None and view not in seen:
@@ -975,11 +971,7 @@ class Config(_Strict):
         """A model's query with every view of this project that it reads written out as a
         subquery (a view keeps no rows of its own, so its model follows the tables under it)."""
         query = self.model_sql(name)
-        views = {
-            str(node.target_name): view
-            for view, node in self.models.items()
-            if node.materialized == "view" and view != name
-        }
+        views = self._views_beside(name)
         if not any(str(t) in views for t in query.tables):
             return query
         from pipeledger.common.lineage import substitute
@@ -989,6 +981,14 @@ class Config(_Strict):
             return self.expanded_sql(views[table]).tree.sql(READ) if table in views else None
 
         return ModelSql(substitute(query.tree, view_text, READ), query.where)
+
+    def _views_beside(self, name: str) -> dict[str, str]:
+        """The project's views other than ``name``, by target table (as written)."""
+        return {
+            str(node.target_name): view
+            for view, node in self.models.items()
+            if node.materialized == "view" and view != name
+        }
 
     def upstreams(self, name: str) -> tuple[str, ...]:
         """The nodes ``name`` reads from: ``depends_on``, the tables its SQL names (models)

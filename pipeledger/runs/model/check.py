@@ -10,11 +10,11 @@ compute stops the run before any node has run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pipeledger.common.columns import RESERVED_PREFIX, Column
+from pipeledger.common.columns import RESERVED_PREFIX, Column, TableName
 from pipeledger.config.facts import fact_key
 from pipeledger.config.model import Config
 from pipeledger.errors import SchemaError, UntranslatableSql, WarehouseError
@@ -130,14 +130,28 @@ def refuse_untranslatable(config: Config, warehouse: Warehouse, names: Sequence[
         for name in models:
             query = config.model_sql(name)
             # translated once for this SQL and these upstream columns (their types decide)
-            catalog = [(str(t), session.table_columns(t)) for t in query.tables]
-            translated = fact_key("sqlite", query.text, catalog)
+            read = {str(t): session.table_columns(t) for t in query.tables}
+            translated = fact_key("sqlite", query.text, sorted(read.items()))
             if facts.get("translated", translated):
                 continue
             try:
-                query.render(True, session.table_columns)
+                query.render(True, _read_first(session, read))
             except UntranslatableSql as exc:
                 exc.add_note("nothing ran: no load or model of this run was started")
                 raise
             facts.put("translated", translated)
     facts.save()
+
+
+Columns = list[tuple[str, str]] | None
+
+
+def _read_first(session: Session, read: dict[str, Columns]) -> Callable[[TableName], Columns]:
+    """A catalog answering from the columns ``read`` already (by table name), and asking the
+    session for any other name (a CTE's, which the tables a query reads leave out)."""
+
+    def catalog(table: TableName) -> Columns:
+        key = str(table)
+        return read[key] if key in read else session.table_columns(table)
+
+    return catalog
