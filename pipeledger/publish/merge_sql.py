@@ -244,7 +244,10 @@ def _create_schema_stage(
     )
     return [
         f"CREATE SCHEMA {schema}",
-        f"SET LOCAL search_path = {schema}, public",
+        # first on the search path, before the session's own (a model's SQL may name its
+        # tables as that path finds them)
+        f"SELECT set_config('search_path', concat_ws(', ', {literal(schema)}, "
+        "nullif(current_setting('search_path'), '')), true)",
         f"CREATE TABLE {schema}.{quote(STAGE)} ({body})"
         + (POSTGRES.room_for_updates if updates else ""),
     ]

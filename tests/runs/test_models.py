@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from pipeledger import api
+from pipeledger.warehouse.session import observe_statements
 from tests.helpers import Project, order, write_big_orders_csv
 from tests.runs.test_crash_and_concurrency import _paused as paused
 from tests.runs.test_crash_and_concurrency import _wait_until_staging as wait_until_staging
@@ -340,3 +342,80 @@ def test_a_model_outliving_its_heartbeat_still_records_its_run(project: Project)
     outcome = by_node(project.run_json("run", "silver_orders", "--full-refresh"))
     assert outcome["silver_orders"]["status"] == "success"
     assert project.count("silver.orders") == 40
+
+
+def test_a_new_merge_target_is_its_promoted_stage_defined_as_a_created_one(
+    project: Project, backend: str
+) -> None:
+    """A merge model's first build stages into a table that becomes the target (no copy of
+    every row): the target has the columns, order, key and NOT NULLs a created one has, and
+    nothing of the stage is left behind."""
+    medallion(project)
+    write(project, "orders_1.csv", first_batch())
+    statements: list[str] = []
+    with observe_statements(lambda kind, sql, seconds: statements.append(sql)):
+        outcomes = api.run(api.load_config(project.root / "pipeledger.toml"))
+    assert [o.to_json()["status"] for o in outcomes] == ["success"] * 3
+    silver = project.table("silver.orders")
+    assert not [s for s in statements if s.startswith(f"INSERT INTO {silver}")]  # no copy
+    renamed = [s.split(" RENAME TO ")[-1] for s in statements if " RENAME TO " in s]
+    moved = [s for s in statements if s.endswith(' SET SCHEMA "silver"')]  # PostgreSQL's
+    assert renamed.count(silver) == 1 if backend == "sqlite" else len(moved) == 1
+    names = [
+        "order_id", "customer_id", "status", "amount", "order_date", "updated_at",
+        "_pipeledger_row_hash", "_pipeledger_run_id", "_pipeledger_loaded_at",
+    ]  # fmt: skip
+    if backend == "postgres":
+        columns = project.query(
+            "SELECT column_name, is_nullable, column_default FROM information_schema.columns "
+            "WHERE table_schema = 'silver' AND table_name = 'orders' ORDER BY ordinal_position"
+        )
+        assert [c[0] for c in columns] == names
+        required = {"order_id", "updated_at", "_pipeledger_run_id", "_pipeledger_loaded_at"}
+        assert {c[0] for c in columns if c[1] == "NO"} == required
+        assert {c[2] for c in columns} == {None}  # the promotion's defaults are gone
+        assert project.query(
+            "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
+            "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = 'silver.orders'::regclass "
+            "AND i.indisprimary"
+        ) == [("order_id",)]
+        assert (
+            project.query("SELECT nspname FROM pg_namespace WHERE nspname LIKE '\\_pipeledger\\_%'")
+            == []
+        )
+    else:
+        columns = project.query("SELECT name FROM pragma_table_info('silver.orders')")
+        assert [c[0] for c in columns] == names
+        (definition,) = project.query("SELECT sql FROM sqlite_master WHERE name = 'silver.orders'")[
+            0
+        ]
+        assert "DEFAULT" not in definition.upper()
+        assert project.query(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'silver.orders' "
+            "AND name = 'silver.orders_pkey'"
+        ) == [("silver.orders_pkey",)]
+        assert not project.exists("_pipeledger_stage")
+    assert gold(project) == truth(project)
+    write(project, "orders_2.csv", [row(7, 2, "999.00", changed=3)])
+    project.run()  # the promoted target merges as a created one does
+    assert gold(project) == truth(project)
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_new_merge_target_is_built_with_the_sessions_search_path(
+    project: Project, warehouse_url: str
+) -> None:
+    """The promoted stage's schema goes first on the search path, before the session's own
+    (here the connection's ``options``), so a model naming its upstream as that path finds
+    it reads the same table while its first build stages."""
+    sep = "&" if "?" in warehouse_url else "?"
+    project.warehouse_url = f"{warehouse_url}{sep}options=-csearch_path%3Dbronze%2Cpublic"
+    medallion(project)
+    (project.root / "models" / "silver_orders.sql").write_text(
+        SILVER_SQL.replace("from bronze.orders", "from orders")
+    )
+    write(project, "orders_1.csv", first_batch())
+    project.run("bronze_orders")
+    outcome = project.run("silver_orders")
+    assert outcome["status"] == "success", outcome
+    assert project.count("silver.orders") == 40  # every order but the 'test' ones

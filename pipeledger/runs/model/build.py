@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pipeledger.common.columns import (
     DELETED_AT_COLUMN,
     RESERVED_PREFIX,
+    ROW_HASH,
     RUN_ID_COLUMN,
     Column,
     TableName,
@@ -220,6 +221,8 @@ class Model:
     report: GateReport | None = None
     vanished: Vanished | None = None  # merge, scd2: the keys of the scope no longer produced
     dropped: int = 0  # --full-refresh: the rows the old target held
+    # a new merge target: staged into a table that becomes the target (its schema named)
+    promoted: TableName | None = None
     # makes the target's schema in a short transaction of its own (two first runs into
     # one new schema would race on the catalog inside their long transactions)
     prepare_schema: Callable[[TableName], None] | None = None
@@ -265,7 +268,7 @@ class Model:
             existing = None
         self.columns = self._output(session, existing)
         with self.clock.measure("transform"):
-            self._stage(session)
+            self._stage(session, existing)
             self._find_vanished(session, existing)
         self.clock.finish("extract", "transform")
         if self.model.checks is not None:
@@ -336,9 +339,21 @@ class Model:
         return tuple(c for c in inferred if not c.name.startswith(RESERVED_PREFIX))
 
     # -- computing --------------------------------------------------------------------
-    def _stage(self, session: Session) -> None:
+    def _stage(self, session: Session, existing: list[tuple[str, str]] | None) -> None:
         d = session.dialect
-        for statement in [*drop_stage(d), create_stage(d, self.columns)]:
+        self.promoted = self._promotable(session, existing)
+        if self.promoted is None:
+            stage = [*drop_stage(d), create_stage(d, self.columns)]
+        else:  # as a load's first run: the rows are written once, where they stay
+            stage = load_sql.create_promotable_stage(
+                d,
+                self.run_id,
+                [*self.columns, ROW_HASH],
+                "",  # the model's own refusal of a NULL cursor names the rows
+                loaded_at=self.started_at,
+                updates=self._spec().updates,
+            )
+        for statement in stage:
             session.execute(statement)
         query = self._computation(session)
         where, params = self.scope.where(d, "q") if self.scope else ("", [])
@@ -346,6 +361,23 @@ class Model:
         session.execute(staging, params)
         self.rows = int(session.query(f"SELECT count(*) FROM {d.stage()}")[0][0])
         log.info("model %s: staged %d recomputed row(s); publishing", self.name, self.rows)
+
+    def _promotable(
+        self, session: Session, existing: list[tuple[str, str]] | None
+    ) -> TableName | None:
+        """The target, its schema named, when a merge model makes it in this run and its
+        stage can become it (a rename instead of a copy of every row: a third of a 1M-row
+        first build); None otherwise. A soft-deleting or SCD2 target has columns the
+        stage lacks."""
+        d, m = session.dialect, self.model
+        if existing is not None or not self._merges or not d.promotes_stage:
+            return None
+        if m.materialized != "merge" or m.soft_delete:
+            return None
+        target = m.target_name
+        if target.schema is None and d.has_schemas:
+            target = TableName(str(session.query("SELECT current_schema()")[0][0]), target.table)
+        return target
 
     def _computation(self, session: Session) -> str:
         """The query to stage from; sets :attr:`scope` when only some rows are recomputed."""
@@ -530,7 +562,7 @@ class Model:
             self.created = existing is None
             if self.created:
                 self._make_schema(session)
-                self.counts = first_load(session, spec, kept, self.run_id, self.started_at)
+                self.counts = self._first(session, spec, kept)
             else:
                 # the rows of touched keys mostly change: each goes straight to ON CONFLICT
                 # (one probe of the key, not two); a full recomputation mostly repeats rows
@@ -545,6 +577,17 @@ class Model:
         if existing is None:
             self._create(session)
         self.counts = self._sync(session)
+
+    def _first(self, session: Session, spec: load_sql.MergeSpec, kept: int) -> MergeCounts:
+        """The new target: the stage promoted (keyed as it becomes the target, its cursor
+        then declared NOT NULL as a created target's is), else created and filled."""
+        if self.promoted is None:
+            return first_load(session, spec, kept, self.run_id, self.started_at)
+        spec = replace(spec, target=self.promoted)
+        counts = first_load(session, spec, kept, self.run_id, self.started_at, promotable=True)
+        if spec.cursor and session.dialect.alters_constraints:
+            session.execute(sql.cursor_not_null(session.dialect, spec.target, spec.cursor))
+        return counts
 
     def _make_schema(self, session: Session) -> None:
         if self.prepare_schema is not None:

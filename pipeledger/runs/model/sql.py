@@ -177,6 +177,11 @@ def create_model_target(
     return f"CREATE TABLE {d.table(target)} ({', '.join(lines)})"
 
 
+def cursor_not_null(d: Dialect, target: TableName, cursor: str) -> str:
+    """A promoted merge target's cursor declared NOT NULL, as a created target has it."""
+    return f"ALTER TABLE {d.table(target)} ALTER COLUMN {quote(cursor)} SET NOT NULL"
+
+
 def run_index(d: Dialect, table: TableName) -> str:
     """An index on the run id of an upstream target, so that a model finds the rows of
     the runs it has not consumed without reading the whole table."""

@@ -44,12 +44,12 @@ INSERT INTO "analytics"."orders" ("order_id", "region", "amount", "status", "upd
 
 -- case: create_promotable_stage
 CREATE SCHEMA "_pipeledger_6f1c7f0e3c554b7e9a55";
-SET LOCAL search_path = "_pipeledger_6f1c7f0e3c554b7e9a55", public;
+SELECT set_config('search_path', concat_ws(', ', '"_pipeledger_6f1c7f0e3c554b7e9a55"', nullif(current_setting('search_path'), '')), true);
 CREATE TABLE "_pipeledger_6f1c7f0e3c554b7e9a55"."_pipeledger_stage" ("order_id" bigint, "region" text, "amount" numeric(12,2), "status" text, "updated_at" timestamptz NOT NULL);
 
 -- case: create_promotable_stage of a policy that updates rows
 CREATE SCHEMA "_pipeledger_6f1c7f0e3c554b7e9a55";
-SET LOCAL search_path = "_pipeledger_6f1c7f0e3c554b7e9a55", public;
+SELECT set_config('search_path', concat_ws(', ', '"_pipeledger_6f1c7f0e3c554b7e9a55"', nullif(current_setting('search_path'), '')), true);
 CREATE TABLE "_pipeledger_6f1c7f0e3c554b7e9a55"."_pipeledger_stage" ("order_id" bigint, "region" text, "amount" numeric(12,2), "status" text, "updated_at" timestamptz NOT NULL) WITH (fillfactor = 90);
 
 -- case: promote_stage into the target
