@@ -6,6 +6,8 @@ since, a fresh snapshot; and a session that failed leaves nothing to the next.""
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -137,3 +139,33 @@ def test_close_closes_the_kept_connections(tmp_path: Path) -> None:
         kept.execute("SELECT 1")
     with warehouse.session() as session:  # usable again: a new connection
         assert session._conn is not kept
+
+
+def test_a_process_that_ends_closes_its_kept_connections_and_checkpoints(
+    tmp_path: Path,
+) -> None:
+    """As the process ends (the CLI's exit runs the exit handlers, then ``os._exit``) every
+    kept connection closes, so the last one checkpoints the WAL into the file: the file
+    alone has every commit, and no ``-wal`` is left beside it."""
+    script = f"""
+import atexit, os
+from pipeledger.warehouse.adapters.sqlite import SqliteWarehouse
+warehouse = SqliteWarehouse("sqlite:///{tmp_path / "w.db"}")
+with warehouse.session() as session:
+    session.execute("CREATE TABLE t (a integer)")
+    session.execute("INSERT INTO t VALUES (1)")
+with warehouse.session(write=False) as session:
+    session.query("SELECT count(*) FROM t")
+assert os.path.exists("{tmp_path / "w.db-wal"}")
+atexit._run_exitfuncs()
+os._exit(0)
+"""
+    subprocess.run([sys.executable, "-c", script], check=True)
+    assert not (tmp_path / "w.db-wal").exists()
+    copy = tmp_path / "copy.db"
+    copy.write_bytes((tmp_path / "w.db").read_bytes())
+    db = sqlite3.connect(copy)
+    try:
+        assert db.execute("SELECT a FROM t").fetchall() == [(1,)]
+    finally:
+        db.close()

@@ -295,12 +295,14 @@ def _wal(conn: sqlite3.Connection) -> None:
             time.sleep(0.02)
 
 
-def _close_all(*held: list[sqlite3.Connection]) -> None:
+def _close_all(idle: dict[bool, list[_Kept]], anchors: list[sqlite3.Connection]) -> None:
     """Close the idle connections, then the anchor: the file's last connection to close
-    checkpoints its WAL."""
-    for connections in held:
-        while connections:
-            connections.pop().close()
+    checkpoints its WAL (a kept connection left open would leave it to the next process)."""
+    for kept in idle.values():
+        while kept:
+            kept.pop().conn.close()
+    while anchors:
+        anchors.pop().close()
 
 
 # idle connections kept per kind of session (reading, writing); more run at once only in
@@ -398,8 +400,7 @@ class SqliteWarehouse:
         # idle connections of ended sessions, by whether they write: see _checkout
         self._idle: dict[bool, list[_Kept]] = {False: [], True: []}
         self._idle_lock = threading.Lock()
-        self._closing: list[sqlite3.Connection] = []  # what close() and the finalizer close
-        weakref.finalize(self, _close_all, self._closing, self._anchors)
+        weakref.finalize(self, _close_all, self._idle, self._anchors)  # also at exit
 
     def _connect(self, write: bool) -> _Kept:
         self._make_folder()
@@ -452,10 +453,7 @@ class SqliteWarehouse:
         """Close the idle connections, then the anchor: as the file's last connection it
         checkpoints the WAL."""
         with self._idle_lock:
-            for kept in self._idle.values():
-                self._closing.extend(k.conn for k in kept)
-                kept.clear()
-        _close_all(self._closing, self._anchors)
+            _close_all(self._idle, self._anchors)
 
     def _make_folder(self) -> None:
         try:
