@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeledger.errors import TerminalWarehouseError
+from pipeledger.errors import TerminalWarehouseError, TransientWarehouseError
 from pipeledger.warehouse.adapters.sqlite import BUSY_TIMEOUT_S, SqliteWarehouse
 
 
@@ -169,3 +169,28 @@ os._exit(0)
         assert db.execute("SELECT a FROM t").fetchall() == [(1,)]
     finally:
         db.close()
+
+
+def test_an_interrupt_after_its_session_ended_reaches_no_later_session(tmp_path: Path) -> None:
+    """A run's timeout or cancel interrupts its session from another thread; one that
+    lands after the session ended must not stop the next session on the same connection."""
+    warehouse = _warehouse(tmp_path)
+    with warehouse.session() as ended:
+        ended.execute("CREATE TABLE t (a integer)")
+    ended.interrupt()  # late
+    assert not ended.interrupted
+    with warehouse.session() as session:
+        assert session._conn is ended._conn  # the same connection, kept
+        session.execute("INSERT INTO t VALUES (1)")
+    with warehouse.session(write=False) as session:
+        assert session.query("SELECT count(*) FROM t") == [(1,)]
+
+
+def test_an_interrupted_session_leaves_its_connection_to_nobody(tmp_path: Path) -> None:
+    warehouse = _warehouse(tmp_path)
+    with pytest.raises(TransientWarehouseError), warehouse.session() as session:
+        interrupted = session._conn
+        session.interrupt()
+        session.execute("SELECT 1")
+    with warehouse.session() as session:
+        assert session._conn is not interrupted

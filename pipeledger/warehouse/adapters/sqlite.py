@@ -184,6 +184,10 @@ class SqliteSession:
         self.rollback_only = False
         self.interrupted = False
         self._savepoints = itertools.count()
+        # ended: its connection may serve another session, which an interrupt (a timeout's,
+        # a cancel's, from another thread) must not reach
+        self._ended = False
+        self._ending = threading.Lock()
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> int:
         self._check()
@@ -270,8 +274,16 @@ class SqliteSession:
         self.rollback_only = True
 
     def interrupt(self) -> None:
-        self.interrupted = True  # no statement after this one
-        self._conn.interrupt()
+        with self._ending:
+            if self._ended:
+                return
+            self.interrupted = True  # no statement after this one
+            self._conn.interrupt()
+
+    def end(self) -> None:
+        """The session is over: interrupting it does nothing from now on."""
+        with self._ending:
+            self._ended = True
 
     def _check(self) -> None:
         if self.interrupted:
@@ -494,10 +506,10 @@ class SqliteWarehouse:
         """``wait`` is not used: SQLite's wait for its write lock is always bounded."""
         kept = self._checkout(write)
         conn, clean = kept.conn, False
+        session = SqliteSession(conn, self.tenant)
         try:
             self._begin(conn, write)
             kept.scoped_at = _scoped(conn, self.tenant, write, kept.scoped_at)
-            session = SqliteSession(conn, self.tenant)
             yield session
             session._check()  # an interrupted run never commits
             ending = "ROLLBACK" if session.rollback_only else "COMMIT"
@@ -505,14 +517,15 @@ class SqliteWarehouse:
                 conn.execute(ending)
             except sqlite3.Error as exc:
                 raise _translate(exc, f"{ending} of {self.path} failed") from exc
-            clean = not session.interrupted
+            clean = True
         except BaseException:
             if conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):  # the first error is the one to keep
                     conn.execute("ROLLBACK")
             raise
         finally:
-            self._checkin(kept, write, clean)
+            session.end()
+            self._checkin(kept, write, clean and not session.interrupted)
 
     def _checkout(self, write: bool) -> _Kept:
         """An idle connection of an earlier session of the same kind, else a new one.
