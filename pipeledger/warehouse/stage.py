@@ -11,9 +11,18 @@ from typing import TypeVar
 from pipeledger.common.columns import Column, TableName
 from pipeledger.errors import WarehouseError
 from pipeledger.warehouse.dialect import STAGE, Dialect, quote
-from pipeledger.warehouse.session import Warehouse
+from pipeledger.warehouse.session import Session, Warehouse
 
 T = TypeVar("T")
+
+
+def qualified(session: Session, target: TableName) -> TableName:
+    """``target`` with the schema an unqualified CREATE TABLE would put it in (a stage that
+    becomes the target is moved into it by name)."""
+    if target.schema is not None or not session.dialect.has_schemas:
+        return target
+    rows = session.query("SELECT current_schema()")
+    return TableName(str(rows[0][0] or "public"), target.table)
 
 
 def create_schema(d: Dialect, target: TableName) -> str | None:

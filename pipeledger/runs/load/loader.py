@@ -96,6 +96,7 @@ from pipeledger.warehouse.stage import (
     drop_stage,
     ensure_schema,
     handed_on,
+    qualified,
 )
 
 log = logging.getLogger("pipeledger.load")
@@ -618,7 +619,7 @@ class Load:
             for statement in [*drop_stage(d), create_stage(d, columns)]:
                 session.execute(statement)
             return
-        self.target = _qualified(session, self.target)
+        self.target = qualified(session, self.target)
         ensure_schema(self.warehouse, self.target)
         updates = self._merge_spec(shape).updates
         promotable = sql.create_promotable_stage(
@@ -742,14 +743,6 @@ def _instant(value: date) -> datetime:
     if not isinstance(value, datetime):
         return datetime(value.year, value.month, value.day, tzinfo=UTC)
     return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
-
-
-def _qualified(session: Session, target: TableName) -> TableName:
-    """``target`` with the schema an unqualified CREATE TABLE would put it in."""
-    if target.schema is not None or not session.dialect.has_schemas:
-        return target
-    rows = session.query("SELECT current_schema()")
-    return TableName(str(rows[0][0] or "public"), target.table)
 
 
 def _window_texts(window: Window | None) -> tuple[str | None, str | None]:

@@ -72,7 +72,7 @@ from pipeledger.state.watermark import Window
 from pipeledger.transform.shape import Shape
 from pipeledger.warehouse.dialect import Dialect, quote
 from pipeledger.warehouse.session import Session
-from pipeledger.warehouse.stage import create_schema, create_stage, drop_stage
+from pipeledger.warehouse.stage import create_schema, create_stage, drop_stage, qualified
 
 if TYPE_CHECKING:  # the gate is Arrow's: imported only by models with checks
     from pipeledger.common.lineage import Coverage, Plan
@@ -374,10 +374,7 @@ class Model:
             return None
         if m.materialized != "merge" or m.soft_delete:
             return None
-        target = m.target_name
-        if target.schema is None and d.has_schemas:
-            target = TableName(str(session.query("SELECT current_schema()")[0][0]), target.table)
-        return target
+        return qualified(session, m.target_name)
 
     def _computation(self, session: Session) -> str:
         """The query to stage from; sets :attr:`scope` when only some rows are recomputed."""
