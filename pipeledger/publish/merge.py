@@ -182,7 +182,14 @@ def keep_replaced(session: Session, spec: sql.MergeSpec, source: str, run_id: st
         join = f"{join} AND {live}"
     meta = META if spec.fingerprints else (RUN_ID_COLUMN, LOADED_AT_COLUMN)
     where = replaced_rows(d, join, condition, source)
+    # both sides unique on the key: merge-joined (or probed), not hashed (128k staged rows
+    # against an 857k-row target: the hash spilled to disk, 0.52-0.56 s; merged 0.18-0.25 s)
+    settings = sql.merge_planner(d, probe=False)
+    for setting in settings:
+        session.execute(setting)
     session.execute(keep_before_images(d, spec.target, spec.names, where, meta), [run_id])
+    for setting in sql.MERGE_PLANNER_RESET if settings else ():
+        session.execute(setting)
 
 
 def _unique_source(session: Session, spec: sql.MergeSpec, staged: int) -> tuple[str, int]:
@@ -222,7 +229,7 @@ def _upsert(
 ) -> MergeCounts:
     d = session.dialect
     if d.merge_returns_counts:
-        settings = sql.merge_planner(_small_beside(session, spec, unique)) if filtered else []
+        settings = sql.merge_planner(d, _small_beside(session, spec, unique)) if filtered else []
         for setting in settings:
             session.execute(setting)
         statement = sql.merge(d, spec, source, filtered)

@@ -613,8 +613,11 @@ PROBE_SHARE = 0.25
 MERGE_PLANNER_RESET = ("RESET enable_hashjoin", "RESET enable_mergejoin")
 
 
-def merge_planner(probe: bool) -> list[str]:
-    """Settings for the merge's join of staged keys to the target's (PostgreSQL)."""
+def merge_planner(d: Dialect, probe: bool) -> list[str]:
+    """Settings for the merge's join of staged keys to the target's (none where the
+    planner cannot be steered)."""
+    if not d.steers_joins:
+        return []
     settings = ["SET LOCAL enable_hashjoin = off"]
     return [*settings, "SET LOCAL enable_mergejoin = off"] if probe else settings
 

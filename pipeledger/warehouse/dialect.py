@@ -127,6 +127,8 @@ class Dialect:
     #: a join or EXISTS on columns without an index is hashed (else it loops over the
     #: other table for every row: such columns need an index)
     hash_joins: ClassVar[bool]
+    #: join methods can be switched off for a statement (``SET LOCAL enable_hashjoin``)
+    steers_joins: ClassVar[bool]
     #: a failed statement inside a savepoint can be rolled back to it and the transaction
     #: go on (DuckDB has no savepoints: any error aborts the whole transaction, so its
     #: callers check first what others try and catch)
@@ -320,6 +322,7 @@ class _Postgres(Dialect):
     alters_constraints = True
     row_security = True
     hash_joins = True
+    steers_joins = True
     replaces_views = True
     partial_rollback = True
     has_triggers = True
@@ -411,6 +414,7 @@ class _Sqlite(Dialect):
     alters_constraints = False
     row_security = False
     hash_joins = False
+    steers_joins = False
     replaces_views = False
     partial_rollback = True
     has_triggers = True
@@ -593,6 +597,7 @@ class _Duckdb(Dialect):
     alters_constraints = False
     row_security = False  # the ledger is never in it
     hash_joins = True
+    steers_joins = False
     partial_rollback = False
     has_triggers = False
     light_write = ()  # one process has the file: there is no lock to wait for
