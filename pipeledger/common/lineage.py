@@ -162,6 +162,12 @@ def _aggregates(query: exp.Expr) -> bool:
     )
 
 
+def outer_joins(tree: exp.Query) -> bool:
+    """Whether the query joins anything with LEFT, RIGHT or FULL (a row of one side may
+    come out with the other side's columns NULL)."""
+    return any(join.side for join in tree.find_all(exp.Join))
+
+
 def _outer_joined_null_test(select: exp.Select) -> bool:
     outer = any(j.side for j in select.args.get("joins") or [])
     where = select.args.get("where")

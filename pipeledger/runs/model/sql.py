@@ -33,13 +33,30 @@ def _run_list(run_ids: Sequence[str]) -> str:
     return ", ".join(literal(str(uuid.UUID(run_id))) for run_id in run_ids)
 
 
-def written_by(table: TableName, columns: Sequence[str], run_ids: Sequence[str]) -> str:
+def written_by(
+    table: TableName, columns: Sequence[str], run_ids: Sequence[str], present: Sequence[str] = ()
+) -> str:
     """PostgreSQL text (for the model's rewrite): the rows of ``table`` that these runs
-    wrote, as they are now."""
+    wrote, as they are now (``present``: only those where these columns are not NULL)."""
     names = ", ".join(quote(c) for c in columns)
+    not_null = "".join(f" AND {quote(c)} IS NOT NULL" for c in present)
     return (
         f"SELECT {names} FROM {pg_table(table)} "
-        f"WHERE {quote(RUN_ID_COLUMN)} IN ({_run_list(run_ids)})"
+        f"WHERE {quote(RUN_ID_COLUMN)} IN ({_run_list(run_ids)}){not_null}"
+    )
+
+
+def unique_columns(d: Dialect) -> str | None:
+    """(index, column) rows: the columns of each unique index of a table (parameter: its
+    name) over whole rows and plain columns, so that no two of its rows share their values
+    of those columns unless one is NULL; None where the catalog is not read this way."""
+    if not d.catalog_oids:
+        return None
+    return (
+        "SELECT i.indexrelid::bigint, a.attname::text FROM pg_index i JOIN pg_attribute a "
+        "ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+        "WHERE i.indrelid = to_regclass(%s) AND i.indisunique AND i.indpred IS NULL "
+        "AND i.indexprs IS NULL"
     )
 
 

@@ -5,6 +5,12 @@
 -- case: written_by two runs (PostgreSQL text, rewritten into the model's query)
 SELECT "order_id", "region", "amount", "status", "updated_at" FROM "analytics"."orders" WHERE "_pipeledger_run_id" IN ('6f1c7f0e-3c55-4b7e-9a55-0c6f1b0d2a11', '0b8e6a2c-1d5f-4c3a-8e7d-2f4a6b8c0d1e');
 
+-- case: written_by one run, its rows whose key is not NULL
+SELECT "order_id", "region", "amount", "status", "updated_at" FROM "analytics"."orders" WHERE "_pipeledger_run_id" IN ('6f1c7f0e-3c55-4b7e-9a55-0c6f1b0d2a11') AND "order_id" IS NOT NULL;
+
+-- case: unique_columns of the target (its unique indexes' columns)
+SELECT i.indexrelid::bigint, a.attname::text FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) WHERE i.indrelid = to_regclass(%s) AND i.indisunique AND i.indpred IS NULL AND i.indexprs IS NULL;
+
 -- case: replaced_by two runs, one column not kept
 SELECT "order_id", "region", "amount", "status", NULL AS "updated_at" FROM "pipeledger"."before__analytics__orders" WHERE "_pipeledger_replaced_by" IN ('6f1c7f0e-3c55-4b7e-9a55-0c6f1b0d2a11');
 
