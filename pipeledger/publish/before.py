@@ -67,6 +67,21 @@ def keep_before_images(
     )
 
 
+def delete_keeping_before_images(
+    d: Dialect, target: TableName, names: Sequence[str], where: str, meta: Sequence[str] = META
+) -> str:
+    """Delete the target's rows matching ``where`` (alias ``t``) and keep what they were,
+    in one pass (parameter: the deleting run's id); :meth:`keep_before_images` and then a
+    delete where a statement cannot write in its WITH."""
+    columns = ", ".join(quote(c) for c in [*names, *meta])
+    returned = ", ".join(f"t.{quote(c)}" for c in [*names, *meta])
+    return (
+        f"WITH gone AS (DELETE FROM {d.table(target)} AS t WHERE {where} "
+        f"RETURNING {returned}) INSERT INTO {d.table(before_table(target))} "
+        f"({columns}, {quote(REPLACED_BY)}) SELECT {columns}, {d.param} FROM gone"
+    )
+
+
 def replaced_rows(d: Dialect, join: str, condition: str, source: str) -> str:
     """``where`` for :func:`keep_before_images`: target rows ``t`` that a staged row ``s``
     of ``source`` will replace."""
@@ -97,3 +112,21 @@ def keep_before(
     meta = META if fingerprints else (RUN_ID_COLUMN, LOADED_AT_COLUMN)
     names = [c.name for c in columns]
     session.execute(keep_before_images(session.dialect, target, names, where, meta), [run_id])
+
+
+def delete_keeping_before(
+    session: Session,
+    target: TableName,
+    columns: Sequence[Column],
+    where: str,
+    run_id: str,
+    fingerprints: bool = True,
+) -> int:
+    """Delete the target's rows matching ``where`` (alias ``t``, no parameters of its own),
+    kept as before-images of run ``run_id``, in one statement (``Dialect.writes_in_with``);
+    how many went."""
+    ensure_before_table(session, target, columns)
+    meta = META if fingerprints else (RUN_ID_COLUMN, LOADED_AT_COLUMN)
+    names = [c.name for c in columns]
+    statement = delete_keeping_before_images(session.dialect, target, names, where, meta)
+    return session.execute(statement, [run_id])

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 from pipeledger.config.model import DeleteMarker, PipelineConfig
 from pipeledger.errors import ConfigError, GateFailed, SchemaError, SourceError
 from pipeledger.publish import merge_sql as sql
-from pipeledger.publish.before import keep_before
+from pipeledger.publish.before import delete_keeping_before, keep_before
 from pipeledger.quality.report import CheckResult, CheckStatus, GateReport
 from pipeledger.state.watermark import CursorValue
 from pipeledger.warehouse.dialect import STAGE, STAGE_UNIQUE, quote
@@ -256,6 +256,10 @@ def _key_text(row: Sequence[object]) -> str:
 # -- deleting -------------------------------------------------------------------------------
 def _delete(session: Session, spec: sql.MergeSpec, where: str, run_id: str, at: datetime) -> int:
     d = session.dialect
+    if spec.before_images and not spec.soft_delete and d.writes_in_with:  # one pass
+        return delete_keeping_before(
+            session, spec.target, spec.columns, where, run_id, spec.fingerprints
+        )
     if spec.before_images:
         keep_before(session, spec.target, spec.columns, where, run_id, spec.fingerprints)
     if spec.soft_delete:

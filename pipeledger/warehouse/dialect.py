@@ -73,6 +73,8 @@ class Dialect:
     proves_keys_by_index: ClassVar[bool]
     #: the merge statement returns (inserted, updated) itself
     merge_returns_counts: ClassVar[bool]
+    #: a statement's WITH may write (``WITH gone AS (DELETE ... RETURNING ...) INSERT``)
+    writes_in_with: ClassVar[bool]
     #: storage options of a table whose rows get updated: room on each page for a row's new
     #: version (PostgreSQL then updates in place of the page, without a new index entry)
     room_for_updates: ClassVar[str]
@@ -300,6 +302,7 @@ class _Postgres(Dialect):
     promotes_stage = True
     proves_keys_by_index = True
     merge_returns_counts = True
+    writes_in_with = True
     room_for_updates = " WITH (fillfactor = 90)"
     array_params = True
     reads_page_ranges = True
@@ -392,6 +395,7 @@ class _Sqlite(Dialect):
     promotes_stage = True
     proves_keys_by_index = False
     merge_returns_counts = False
+    writes_in_with = False
     room_for_updates = ""
     array_params = False
     reads_page_ranges = False
@@ -579,6 +583,7 @@ class _Duckdb(Dialect):
     promotes_stage = False
     proves_keys_by_index = False
     merge_returns_counts = False
+    writes_in_with = False
     room_for_updates = ""
     array_params = False
     heartbeat_while_loading = False

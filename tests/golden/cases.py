@@ -395,6 +395,11 @@ def _load_before() -> list[Case]:
              lambda d: bound(before.keep_before_images(d, TARGET, NAMES, _replaced(d)),
                              [RUN_ID]),
              world=_w("state", "target", "stage"), setup=_create_before),
+        Case(m, "delete_keeping_before_images of the rows a staged key names, in one pass",
+             lambda d: bound(before.delete_keeping_before_images(
+                 d, TARGET, NAMES, f'EXISTS (SELECT 1 FROM {d.stage()} AS s '
+                 'WHERE s."order_id" = t."order_id")'), [RUN_ID]),
+             POSTGRES_ONLY, world=_w("state", "target", "stage"), setup=_create_before),
     ]  # fmt: skip
 
 
