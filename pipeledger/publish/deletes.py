@@ -154,12 +154,18 @@ def find_vanished(
     started_at: datetime,
     *,
     share: bool = True,
+    among: str | None = None,
 ) -> Vanished:
     """List the keys of the target rows in ``scope`` (text over the target's columns, and
     its parameters) that the staged snapshot lacks. An SCD2 target closes their versions
     at ``started_at`` (a version that begins later than that is not a candidate). With
     ``share``, also count the target rows in the scope (the mass-delete gate's fraction:
-    another pass over the scope, which a caller without that gate does not pay)."""
+    another pass over the scope, which a caller without that gate does not pay).
+    ``among``: a table holding each key of the scope once (no SCD2 history): those of its
+    keys that no staged row carries are looked up in the target, not the target matched to
+    them (21k unstaged of 150k touched keys against an 857k-row target: 0.13-0.22 s ->
+    0.06 s; the planner, not knowing how few they are, hashed the whole target)."""
+    assert among is None or not spec.history
     d = session.dialect
     where, params = scope[0], list(scope[1])
     closed_at = _closing_time(spec, started_at) if spec.history else None
@@ -170,7 +176,17 @@ def find_vanished(
     lookup = sql.key_lookup(d, spec)
     for statement in [*sql.create_temp(d, sql.VANISHED, keys), *([lookup] if lookup else [])]:
         session.execute(statement)
-    session.execute(sql.find_vanished(d, spec, where), params)
+    if among is None:
+        session.execute(sql.find_vanished(d, spec, where), params)
+    else:  # the few unstaged keys in a table of their own, analyzed: the planner probes
+        among_keys = [
+            *sql.create_temp(d, sql.UNSTAGED, keys),
+            sql.unstaged_keys(d, spec, among),
+            *d.analyze(d.temp(sql.UNSTAGED)),
+            sql.find_vanished_among(d, spec),
+        ]
+        for statement in among_keys:
+            session.execute(statement)
     present: int | None = None
     if share:
         found, count = session.query(sql.count_in_scope(d, spec, where), params)[0]

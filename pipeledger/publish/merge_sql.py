@@ -39,6 +39,7 @@ DELETED_FLAG = "_pipeledger_deleted"
 DELETED = Column(DELETED_FLAG, "boolean")
 VALID_FROM, VALID_TO, IS_CURRENT = HISTORY_COLUMNS
 VANISHED = "_pipeledger_vanished"  # the keys a full snapshot lacks (load.deletes)
+UNSTAGED = "_pipeledger_unstaged"  # a model's touched keys no staged row carries
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -584,6 +585,30 @@ def find_vanished(d: Dialect, spec: MergeSpec, scope: str) -> str:
     return (
         f"INSERT INTO {d.temp(VANISHED)} ({keys}) SELECT {selected} "
         f"FROM {d.table(spec.target)} AS t WHERE {_all(scope, spec.present('t'), missing)}"
+    )
+
+
+def unstaged_keys(d: Dialect, spec: MergeSpec, candidates: str) -> str:
+    """Fill :data:`UNSTAGED` with the keys of table ``candidates`` (each once: the keys a
+    model's run touched) that no staged row carries."""
+    keys = ", ".join(quote(k) for k in spec.key)
+    selected = ", ".join(f"k.{quote(k)}" for k in spec.key)
+    unstaged = f"NOT EXISTS (SELECT 1 FROM {d.stage()} AS s WHERE {_join(spec.key, 's', 'k')})"
+    return (
+        f"INSERT INTO {d.temp(UNSTAGED)} ({keys}) SELECT {selected} FROM {candidates} AS k "
+        f"WHERE {unstaged}"
+    )
+
+
+def find_vanished_among(d: Dialect, spec: MergeSpec) -> str:
+    """:func:`find_vanished` for the :data:`UNSTAGED` keys: those the target still holds,
+    each looked up in it by key."""
+    keys = ", ".join(quote(k) for k in spec.key)
+    selected = ", ".join(f"u.{quote(k)}" for k in spec.key)
+    held = _all(_join(spec.key, "t", "u"), spec.present("t"))
+    return (
+        f"INSERT INTO {d.temp(VANISHED)} ({keys}) SELECT {selected} FROM {d.temp(UNSTAGED)} "
+        f"AS u WHERE EXISTS (SELECT 1 FROM {d.table(spec.target)} AS t WHERE {held})"
     )
 
 

@@ -429,6 +429,11 @@ def _vanished(d: Dialect) -> list[str]:
     return load_sql.create_temp(d, load_sql.VANISHED, keys)
 
 
+def _unstaged(d: Dialect) -> list[str]:
+    keys = [c for c in COLUMNS if c.name in KEY]
+    return load_sql.create_temp(d, load_sql.UNSTAGED, keys)
+
+
 def _history_world(d: Dialect) -> list[str]:
     """An SCD2 target, its repeats, and the run's temporary tables."""
     h = scd2()
@@ -494,6 +499,14 @@ def _deletes() -> list[Case]:
         Case(m, "find_vanished of an SCD2 history",
              lambda d: text(load_sql.find_vanished(d, scd2(), "1=1")),
              world=_w("schema", "stage", "state"), setup=_history_world),
+        Case(m, "unstaged_keys of a table of candidate keys",
+             lambda d: text(load_sql.unstaged_keys(d, spec(), "candidate_keys")),
+             world=_w("stage"),
+             setup=lambda d: [*_unstaged(d), 'CREATE TEMP TABLE candidate_keys ("order_id" '
+                              'bigint)']),
+        Case(m, "find_vanished_among the unstaged keys, looked up in the target",
+             lambda d: text(load_sql.find_vanished_among(d, spec())),
+             world=_w("target"), setup=lambda d: [*_vanished(d), *_unstaged(d)]),
         Case(m, "count_in_scope of a soft-deleting pipeline",
              lambda d: text(load_sql.count_in_scope(d, soft, "1=1")), world=_w("schema"),
              setup=lambda d: [*_soft_target(d)[:1], *_vanished(d)]),

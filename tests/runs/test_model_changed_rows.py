@@ -47,7 +47,9 @@ def write(path: Path, rows: list[list[Any]], header: list[str] = HEADER) -> None
         writer.writerows(rows)
 
 
-def project_with(project: Project, bronze: dict[str, Any], **models: str) -> None:
+def project_with(
+    project: Project, bronze: dict[str, Any], extra: dict[str, Any] | None = None, **models: str
+) -> None:
     write(
         project.root / "customers" / "customers.csv",
         [[c, f"segment {c % 3}"] for c in range(30)],  # customers 30-39 match nothing
@@ -57,6 +59,7 @@ def project_with(project: Project, bronze: dict[str, Any], **models: str) -> Non
         name: {
             "query": query, "target": f"silver.{name}", "materialized": "merge",
             "key": ["order_id"], "cursor": "updated_at", "on_conflict": "newer_wins",
+            **(extra or {}),
         }
         for name, query in models.items()
     }  # fmt: skip
@@ -96,11 +99,12 @@ def stagings(statements: list[str], model: str) -> list[str]:
     ]
 
 
-def differences(project: Project, model: str, query: str) -> int:
-    """Rows in the model's target or in its query over the upstream now, not in both."""
+def differences(project: Project, model: str, query: str, live: str = "true") -> int:
+    """Rows in the model's target (those ``live``) or in its query over the upstream now,
+    not in both."""
     plain = "order_id, customer_id, status, amount, order_date, updated_at"
     columns = "order_id, amount, segment, updated_at" if model == "joined" else plain
-    target = f"SELECT {columns} FROM silver.{model}"
+    target = f"SELECT {columns} FROM silver.{model} WHERE {live}"
     return int(
         project.query(
             f"SELECT (SELECT count(*) FROM (({target}) EXCEPT ALL ({query})) a) "
@@ -109,8 +113,12 @@ def differences(project: Project, model: str, query: str) -> int:
     )
 
 
-def test_many_touched_keys_are_recomputed_over_the_changed_rows_alone(project: Project) -> None:
-    project_with(project, {"key": ["order_id"], "on_conflict": "newer_wins"}, plain=SILVER)
+@pytest.mark.parametrize("soft_delete", [False, True], ids=["deletes", "marks"])
+def test_many_touched_keys_are_recomputed_over_the_changed_rows_alone(
+    project: Project, soft_delete: bool
+) -> None:
+    bronze = {"key": ["order_id"], "on_conflict": "newer_wins"}
+    project_with(project, bronze, {"soft_delete": soft_delete}, plain=SILVER)
     write(project.root / "data" / "orders_1.csv", orders(range(1, ROWS + 1), 1))
     run(project)
     # 900 of 2,000 orders change (every 7th now a test order: one the model had goes, a
@@ -121,7 +129,8 @@ def test_many_touched_keys_are_recomputed_over_the_changed_rows_alone(project: P
     [staging] = stagings(statements, "plain")
     assert '"_pipeledger_run_id" IN (' in staging  # the changed rows, read by their run
     assert "_pipeledger_touched" not in staging  # every row they yield is a touched key
-    assert differences(project, "plain", SILVER) == 0
+    live = "_pipeledger_deleted_at IS NULL" if soft_delete else "true"
+    assert differences(project, "plain", SILVER, live) == 0
     old, new = range(1101, ROWS + 1), range(ROWS + 1, ROWS + 301)
     counts = (
         sum(1 for i in new if i % 7) + sum(1 for i in old if i % 9 == 0 and i % 7),
@@ -130,6 +139,9 @@ def test_many_touched_keys_are_recomputed_over_the_changed_rows_alone(project: P
     )
     silver = results["plain"]
     assert (silver["rows_inserted"], silver["rows_updated"], silver["rows_deleted"]) == counts
+    marked = "_pipeledger_deleted_at IS NOT NULL" if soft_delete else "false"
+    [(kept,)] = project.query(f"SELECT count(*) FROM silver.plain WHERE {marked}")
+    assert kept == (counts[2] if soft_delete else 0)  # marked deleted, still there
     # again with nothing changed upstream: nothing recomputed, nothing written
     again, _ = run(project)
     assert again["plain"]["rows_read"] == 0 and again["plain"]["rows_updated"] == 0

@@ -204,6 +204,13 @@ class Scope:
             return self.where(d, alias)
         return sql.in_touched_unstaged(d, alias, self.columns), []
 
+    def keys_table(self, d: Dialect, key: Sequence[str]) -> str | None:
+        """The temporary table of touched keys, when the scope is exactly that (each key
+        once): the deletes' search looks its keys up in the target (publish.deletes)."""
+        if self.values is not None or self.window is not None or not d.hash_joins:
+            return None
+        return d.temp(sql.TOUCHED) if tuple(self.columns) == tuple(key) else None
+
 
 @dataclass
 class Model:
@@ -579,7 +586,11 @@ class Model:
         spec = self._spec()
         if not spec.history or spec.cursor_type in ("timestamptz", "timestamp", "date"):
             # no mass-delete gate here: a retraction is the model's answer, not a risk
-            self.vanished = find_vanished(session, spec, where, self.started_at, share=False)
+            scope = None if spec.history else self.scope
+            among = scope.keys_table(d, self.model.key) if scope else None
+            self.vanished = find_vanished(
+                session, spec, where, self.started_at, share=False, among=among
+            )
             return
         # an scd2 history closes a version at the run's time, which its cursor cannot hold
         current = (f'({where[0]}) AND t."{HISTORY_COLUMNS[2]}"', where[1])

@@ -215,6 +215,12 @@ INSERT INTO "_pipeledger_vanished" ("order_id") SELECT t."order_id" FROM "analyt
 -- case: find_vanished of an SCD2 history
 INSERT INTO "_pipeledger_vanished" ("order_id") SELECT t."order_id" FROM "analytics"."orders" AS t WHERE 1=1 AND t."is_current" AND NOT EXISTS (SELECT 1 FROM "_pipeledger_stage" AS s WHERE t."order_id" = s."order_id");
 
+-- case: unstaged_keys of a table of candidate keys
+INSERT INTO "_pipeledger_unstaged" ("order_id") SELECT k."order_id" FROM candidate_keys AS k WHERE NOT EXISTS (SELECT 1 FROM "_pipeledger_stage" AS s WHERE s."order_id" = k."order_id");
+
+-- case: find_vanished_among the unstaged keys, looked up in the target
+INSERT INTO "_pipeledger_vanished" ("order_id") SELECT u."order_id" FROM "_pipeledger_unstaged" AS u WHERE EXISTS (SELECT 1 FROM "analytics"."orders" AS t WHERE t."order_id" = u."order_id");
+
 -- case: count_in_scope of a soft-deleting pipeline
 SELECT (SELECT count(*) FROM "analytics"."orders" AS t WHERE 1=1 AND t."_pipeledger_deleted_at" IS NULL), (SELECT count(*) FROM "_pipeledger_vanished");
 
