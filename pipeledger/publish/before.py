@@ -71,8 +71,8 @@ def delete_keeping_before_images(
     d: Dialect, target: TableName, names: Sequence[str], where: str, meta: Sequence[str] = META
 ) -> str:
     """Delete the target's rows matching ``where`` (alias ``t``) and keep what they were,
-    in one pass (parameter: the deleting run's id); :meth:`keep_before_images` and then a
-    delete where a statement cannot write in its WITH."""
+    in one pass (parameter: the deleting run's id). Where a WITH cannot write
+    (``Dialect.writes_in_with``): :func:`keep_before_images`, then the delete."""
     columns = ", ".join(quote(c) for c in [*names, *meta])
     returned = ", ".join(f"t.{quote(c)}" for c in [*names, *meta])
     return (
