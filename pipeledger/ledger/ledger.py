@@ -64,7 +64,6 @@ from pipeledger.ledger import sql as lsql
 from pipeledger.ledger import store as st
 from pipeledger.ledger.cancel import CancelMailbox
 from pipeledger.ledger.queue import Concurrency
-from pipeledger.ledger.reads.detail import match_run_id
 from pipeledger.ledger.reads.recent import latest_snapshot
 from pipeledger.ledger.run import (
     MAX_MESSAGE,
@@ -700,6 +699,8 @@ class Ledger:
 
 def _match_run(session: Session, run_id: str) -> str:
     """The run id ``run_id`` names (``ledger.run_detail.match_run_id``), or UnknownRun."""
+    from pipeledger.ledger.reads.detail import match_run_id  # a run's own path never asks
+
     found = match_run_id(session, run_id)
     if found is None:
         raise UnknownRun(f"no run {run_id} in the ledger")
