@@ -226,6 +226,7 @@ class WarehouseError(PipeledgerError):
     """The warehouse (or ledger) database failed; ``sqlstate`` says how, where known."""
 
     UNIQUE_VIOLATION = "23505"
+    NOT_NULL_VIOLATION = "23502"
     CARDINALITY_VIOLATION = "21000"
     INSUFFICIENT_PRIVILEGE = "42501"
     LOCK_NOT_AVAILABLE = "55P03"

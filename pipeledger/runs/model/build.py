@@ -364,7 +364,7 @@ class Model:
                 d,
                 self.run_id,
                 [*self.columns, ROW_HASH],
-                "",  # the model's own refusal of a NULL cursor names the rows
+                self.model.cursor or "",  # NOT NULL as the target's (_fill_declared)
                 loaded_at=self.started_at,
                 updates=self._spec().updates,
             )
@@ -374,9 +374,42 @@ class Model:
         narrow = self.scope if not self.unfiltered else None
         where, params = narrow.where(d, "q") if narrow else ("", [])
         staging = sql.stage_model(d, self.columns, query, where, binds=bool(params))
-        session.execute(staging, params)
-        self.rows = int(session.query(f"SELECT count(*) FROM {d.stage()}")[0][0])
+        if self._declares_cursor:
+            staged = self._fill_declared(session, staging, (query, where, params))
+        else:
+            staged = session.execute(staging, params)
+        # the statement's own count (a count(*) of 857k staged rows took 0.04-0.06 s)
+        self.rows = staged if staged >= 0 else self._count_staged(session)
         log.info("model %s: staged %d recomputed row(s); publishing", self.name, self.rows)
+
+    @property
+    def _declares_cursor(self) -> bool:
+        """The stage declares the cursor NOT NULL: a promoted one (it becomes the target)."""
+        return self.promoted is not None and bool(self.model.cursor)
+
+    @staticmethod
+    def _count_staged(session: Session) -> int:
+        return int(session.query(f"SELECT count(*) FROM {session.dialect.stage()}")[0][0])
+
+    def _fill_declared(
+        self, session: Session, staging: str, computed: tuple[str, str, list[Any]]
+    ) -> int:
+        """Stage into a stage that refuses a NULL cursor (no pass over the staged rows to
+        look for one, no ALTER of the promoted target: 0.16 s of a 1M-row first build); a
+        refusal is named as :meth:`_refuse_null_cursor` names it."""
+        query, where, params = computed
+        try:
+            with session.savepoint():
+                return session.execute(staging, params)
+        except WarehouseError as exc:
+            if exc.sqlstate != WarehouseError.NOT_NULL_VIOLATION:
+                raise
+            refused = exc
+        d, cursor = session.dialect, self.model.cursor or ""
+        source = d.verbatim(query) if params else query  # as the staging bound it
+        statement = sql.null_cursor_in(d, source, where, cursor, self.model.key)
+        self._null_cursor_found(session.query(statement, params))
+        raise refused
 
     def _promotable(
         self, session: Session, existing: list[tuple[str, str]] | None
@@ -605,8 +638,13 @@ class Model:
             )
 
     def _refuse_null_cursor(self, session: Session) -> None:
+        if self._declares_cursor:  # the stage refused any already
+            return
         d, cursor = session.dialect, self.model.cursor or ""
-        found = session.query(sql.null_cursor(d, cursor, self.model.key))
+        self._null_cursor_found(session.query(sql.null_cursor(d, cursor, self.model.key)))
+
+    def _null_cursor_found(self, found: list[tuple[Any, ...]]) -> None:
+        cursor = self.model.cursor or ""
         if found:
             key = ", ".join(str(v) for v in found[0][:-1])
             raise SchemaError(
@@ -646,10 +684,7 @@ class Model:
         if self.promoted is None:
             return first_load(session, spec, kept, self.run_id, self.started_at)
         spec = replace(spec, target=self.promoted)
-        counts = first_load(session, spec, kept, self.run_id, self.started_at, promotable=True)
-        if spec.cursor and session.dialect.alters_constraints:
-            session.execute(sql.cursor_not_null(session.dialect, spec.target, spec.cursor))
-        return counts
+        return first_load(session, spec, kept, self.run_id, self.started_at, promotable=True)
 
     def _make_schema(self, session: Session) -> None:
         if self.prepare_schema is not None:

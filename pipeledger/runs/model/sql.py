@@ -194,11 +194,6 @@ def create_model_target(
     return f"CREATE TABLE {d.table(target)} ({', '.join(lines)})"
 
 
-def cursor_not_null(d: Dialect, target: TableName, cursor: str) -> str:
-    """A promoted merge target's cursor declared NOT NULL, as a created target has it."""
-    return f"ALTER TABLE {d.table(target)} ALTER COLUMN {quote(cursor)} SET NOT NULL"
-
-
 def run_index(d: Dialect, table: TableName) -> str:
     """An index on the run id of an upstream target, so that a model finds the rows of
     the runs it has not consumed without reading the whole table."""
@@ -254,6 +249,17 @@ def key_not_in_target(d: Dialect, target: TableName, key: Sequence[str], scope: 
 def repeated_keys(d: Dialect, key: Sequence[str]) -> str:
     names = ", ".join(quote(k) for k in key)
     return f"SELECT {names}, count(*) FROM {d.stage()} GROUP BY {names} HAVING count(*) > 1 LIMIT 1"
+
+
+def null_cursor_in(d: Dialect, query: str, where: str, cursor: str, key: Sequence[str]) -> str:
+    """:func:`null_cursor` over the model's query itself (``where``: its scope), where the
+    stage refused such a row."""
+    names = ", ".join(f"q.{quote(k)}" for k in key)
+    condition = f"({where}) AND " if where else ""
+    return (
+        f"SELECT {names}, count(*) OVER () FROM ({query}) AS q "
+        f"WHERE {condition}q.{quote(cursor)} IS NULL LIMIT 1"
+    )
 
 
 def null_cursor(d: Dialect, cursor: str, key: Sequence[str]) -> str:

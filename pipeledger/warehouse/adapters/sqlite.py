@@ -139,8 +139,12 @@ _HINTS = {
 def _translate(exc: sqlite3.Error, doing: str) -> WarehouseError:
     text = str(exc)
     transient = isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
-    unique = isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in text
-    sqlstate = WarehouseError.UNIQUE_VIOLATION if unique else None
+    integrity = isinstance(exc, sqlite3.IntegrityError)
+    sqlstate = None
+    if integrity and "UNIQUE" in text:
+        sqlstate = WarehouseError.UNIQUE_VIOLATION
+    elif integrity and "NOT NULL" in text:
+        sqlstate = WarehouseError.NOT_NULL_VIOLATION
     kind = TransientWarehouseError if transient else TerminalWarehouseError
     hints = [hint for words, hint in _HINTS.items() if words in text]
     return kind(f"SQLite {doing}: {exc}" + "".join(f" ({h})" for h in hints), sqlstate=sqlstate)
