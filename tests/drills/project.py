@@ -275,11 +275,25 @@ class Project:
         if not self.sqlite_path.exists():
             yield None
             return
-        uri = f"file:{self.sqlite_path}?mode=ro"
-        with closing(sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)) as conn:
-            conn.execute("BEGIN")  # one WAL snapshot for every read below
+        with closing(self._sqlite_reader()) as conn:
             yield _sqlite_query(conn)
             conn.execute("ROLLBACK")
+
+    def _sqlite_reader(self) -> sqlite3.Connection:
+        """A connection in a read transaction (one WAL snapshot for every read): read-only,
+        unless the process killed last left the WAL's index to be rebuilt, which only a
+        connection that may write does (SQLite: "attempt to write a readonly database")."""
+        for uri in (f"file:{self.sqlite_path}?mode=ro", f"file:{self.sqlite_path}"):
+            conn = sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
+            try:
+                conn.execute("BEGIN")
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
+                return conn
+            except sqlite3.OperationalError as exc:
+                conn.close()
+                if "readonly" not in str(exc) or "mode=ro" not in uri:
+                    raise
+        raise AssertionError("unreachable: the writable connection returns or raises")
 
     def _read_target(self, query: Query, seen: Observation) -> None:
         try:
