@@ -108,9 +108,7 @@ def keep_before(
 ) -> None:
     """Keep the target's rows matching ``where`` (alias ``t``, no parameters of its own) as
     before-images of run ``run_id``; ``fingerprints``: the target stores them."""
-    ensure_before_table(session, target, columns)
-    meta = META if fingerprints else (RUN_ID_COLUMN, LOADED_AT_COLUMN)
-    names = [c.name for c in columns]
+    names, meta = _kept_columns(session, target, columns, fingerprints)
     session.execute(keep_before_images(session.dialect, target, names, where, meta), [run_id])
 
 
@@ -125,8 +123,16 @@ def delete_keeping_before(
     """Delete the target's rows matching ``where`` (alias ``t``, no parameters of its own),
     kept as before-images of run ``run_id``, in one statement (``Dialect.writes_in_with``);
     how many went."""
-    ensure_before_table(session, target, columns)
-    meta = META if fingerprints else (RUN_ID_COLUMN, LOADED_AT_COLUMN)
-    names = [c.name for c in columns]
+    names, meta = _kept_columns(session, target, columns, fingerprints)
     statement = delete_keeping_before_images(session.dialect, target, names, where, meta)
     return session.execute(statement, [run_id])
+
+
+def _kept_columns(
+    session: Session, target: TableName, columns: Sequence[Column], fingerprints: bool
+) -> tuple[list[str], tuple[str, ...]]:
+    """The before-image table made sure of; the target's columns and pipeledger's that a
+    before-image copies."""
+    ensure_before_table(session, target, columns)
+    meta = META if fingerprints else (RUN_ID_COLUMN, LOADED_AT_COLUMN)
+    return [c.name for c in columns], meta

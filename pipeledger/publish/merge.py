@@ -250,13 +250,20 @@ def _upsert(
 def _small_beside(session: Session, spec: sql.MergeSpec, rows: int) -> bool:
     """Whether ``rows`` staged rows are few beside the target's (by the catalog's estimate):
     then the merge probes the target's key rather than reading all of it."""
+    estimate = estimated_rows(session, spec.target)
+    return estimate is not None and rows <= sql.PROBE_SHARE * estimate
+
+
+def estimated_rows(session: Session, table: TableName) -> float | None:
+    """The catalog's estimate of ``table``'s rows; None where there is none, or it is not
+    known yet (never analyzed, vacuumed or indexed)."""
     d = session.dialect
     statement = sql.estimated_rows(d)
     if statement is None:
-        return False
-    found = session.query(statement, [d.table(spec.target)])
+        return None
+    found = session.query(statement, [d.table(table)])
     estimate = float(found[0][0]) if found and found[0][0] is not None else -1.0
-    return estimate > 0 and rows <= sql.PROBE_SHARE * estimate
+    return estimate if estimate > 0 else None
 
 
 def _refuse_conflicts(session: Session, spec: sql.MergeSpec, source: str) -> None:

@@ -283,17 +283,12 @@ class Project:
         """A connection in a read transaction (one WAL snapshot for every read): read-only,
         unless the process killed last left the WAL's index to be rebuilt, which only a
         connection that may write does (SQLite: "attempt to write a readonly database")."""
-        for uri in (f"file:{self.sqlite_path}?mode=ro", f"file:{self.sqlite_path}"):
-            conn = sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
-            try:
-                conn.execute("BEGIN")
-                conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
-                return conn
-            except sqlite3.OperationalError as exc:
-                conn.close()
-                if "readonly" not in str(exc) or "mode=ro" not in uri:
-                    raise
-        raise AssertionError("unreachable: the writable connection returns or raises")
+        try:
+            return _reading(f"file:{self.sqlite_path}?mode=ro")
+        except sqlite3.OperationalError as exc:
+            if "readonly" not in str(exc):
+                raise
+            return _reading(f"file:{self.sqlite_path}")
 
     def _read_target(self, query: Query, seen: Observation) -> None:
         try:
@@ -342,6 +337,18 @@ def _pg_query(conn: psycopg.Connection[Any]) -> Query:
             raise MissingTable from None
 
     return query
+
+
+def _reading(uri: str) -> sqlite3.Connection:
+    """A connection to ``uri`` that has begun reading (closed if it cannot)."""
+    conn = sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
+    try:
+        conn.execute("BEGIN")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
+    except sqlite3.Error:
+        conn.close()
+        raise
+    return conn
 
 
 def _sqlite_query(conn: sqlite3.Connection) -> Query:

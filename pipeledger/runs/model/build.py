@@ -63,7 +63,7 @@ from pipeledger.publish import merge_sql as load_sql
 from pipeledger.publish.before import before_table, ensure_before_table, keep_before_images
 from pipeledger.publish.counts import MergeCounts
 from pipeledger.publish.deletes import Vanished, find_vanished
-from pipeledger.publish.merge import first_load, merge_staged
+from pipeledger.publish.merge import estimated_rows, first_load, merge_staged
 from pipeledger.quality.report import GateReport
 from pipeledger.runs.model import sql
 from pipeledger.runs.steps import StepClock, StepResult
@@ -198,15 +198,14 @@ class Scope:
         found first from the two temporary tables, so that the target is matched against
         those alone (150k touched keys, 14k of them unstaged, 900k target rows: 0.45 s ->
         0.26 s; PostgreSQL still merge-joins the target's whole key to find them)."""
-        if self.values is not None or self.window is not None or not d.hash_joins:
-            return self.where(d, alias)
-        if tuple(self.columns) != tuple(key):
+        if self.keys_table(d, key) is None:
             return self.where(d, alias)
         return sql.in_touched_unstaged(d, alias, self.columns), []
 
     def keys_table(self, d: Dialect, key: Sequence[str]) -> str | None:
         """The temporary table of touched keys, when the scope is exactly that (each key
-        once): the deletes' search looks its keys up in the target (publish.deletes)."""
+        once) and joins to it are hashed: the deletes' search looks its keys up in the
+        target (publish.deletes)."""
         if self.values is not None or self.window is not None or not d.hash_joins:
             return None
         return d.temp(sql.TOUCHED) if tuple(self.columns) == tuple(key) else None
@@ -235,9 +234,6 @@ class Model:
     dropped: int = 0  # --full-refresh: the rows the old target held
     # a new merge target: staged into a table that becomes the target (its schema named)
     promoted: TableName | None = None
-    # the stage is the query over its changed upstream's changed rows (_over_changes),
-    # which yields only touched values: it needs no filter by the scope
-    unfiltered: bool = False
     # makes the target's schema in a short transaction of its own (two first runs into
     # one new schema would race on the catalog inside their long transactions)
     prepare_schema: Callable[[TableName], None] | None = None
@@ -370,26 +366,20 @@ class Model:
             )
         for statement in stage:
             session.execute(statement)
-        query = self._computation(session)
-        narrow = self.scope if not self.unfiltered else None
+        query, narrow = self._computation(session)
         where, params = narrow.where(d, "q") if narrow else ("", [])
         staging = sql.stage_model(d, self.columns, query, where, binds=bool(params))
         if self._declares_cursor:
             staged = self._fill_declared(session, staging, (query, where, params))
         else:
             staged = session.execute(staging, params)
-        # the statement's own count (a count(*) of 857k staged rows took 0.04-0.06 s)
-        self.rows = staged if staged >= 0 else self._count_staged(session)
+        self.rows = staged  # the statement's own count (a count(*) of 857k rows: 0.04-0.06 s)
         log.info("model %s: staged %d recomputed row(s); publishing", self.name, self.rows)
 
     @property
     def _declares_cursor(self) -> bool:
         """The stage declares the cursor NOT NULL: a promoted one (it becomes the target)."""
         return self.promoted is not None and bool(self.model.cursor)
-
-    @staticmethod
-    def _count_staged(session: Session) -> int:
-        return int(session.query(f"SELECT count(*) FROM {session.dialect.stage()}")[0][0])
 
     def _fill_declared(
         self, session: Session, staging: str, computed: tuple[str, str, list[Any]]
@@ -425,14 +415,15 @@ class Model:
             return None
         return qualified(session, m.target_name)
 
-    def _computation(self, session: Session) -> str:
-        """The query to stage from; sets :attr:`scope` when only some rows are recomputed."""
+    def _computation(self, session: Session) -> tuple[str, Scope | None]:
+        """The query to stage from, and the scope its rows are filtered by (None: all of
+        them); sets :attr:`scope` when only some rows are recomputed."""
         if self.full:
             if self.request.mode == "backfill" and self.request.window is not None:
                 self.scope = Scope((self._range_column,), window=self.request.window)
-            return _render(session, self.query)
+            return _render(session, self.query), self.scope
         self.scope = self._touched(session)
-        return self._over_changes(session) or _render(session, self.query)
+        return self._over_changes(session) or (_render(session, self.query), self.scope)
 
     @property
     def _range_column(self) -> str:
@@ -464,13 +455,13 @@ class Model:
             return Scope(group, values=[row[0] for row in values])
         return Scope(group)
 
-    def _over_changes(self, session: Session) -> str | None:
+    def _over_changes(self, session: Session) -> tuple[str, Scope | None] | None:
         """The query over its one changed upstream's changed rows alone (the rows its
         pending runs wrote), when those are every upstream row of the touched values
         (:meth:`_keyed_upstream`) and so many values are touched that reading them beats
         matching the whole upstream to the touched keys; None otherwise. Without an outer
-        join every row it yields has a touched value (sets :attr:`unfiltered`); with one,
-        an unmatched row's NULLs are still filtered out by the scope."""
+        join every row it yields has a touched value, so it needs no filter by the scope;
+        with one, an unmatched row's NULLs are still filtered out by the scope."""
         upstream = self._keyed_upstream(session)
         if upstream is None:
             return None
@@ -481,9 +472,9 @@ class Model:
         rows = sql.written_by(upstream.name, upstream.columns, upstream.pending or [], traced)
         tree = inline_ctes(self.query.tree)
         text = substitute(tree, lambda table, _: rows if table == name else None, READ)
-        self.unfiltered = not outer_joins(tree)
         log.info("model %s: recomputed over the changed rows of %s alone", self.name, name)
-        return _render(session, ModelSql(text, self.query.where))
+        narrow = self.scope if outer_joins(tree) else None
+        return _render(session, ModelSql(text, self.query.where)), narrow
 
     def _keyed_upstream(self, session: Session) -> Upstream | None:
         """The changed upstream (the only one) whose rows are unique on the columns the
@@ -496,16 +487,14 @@ class Model:
             return None
         upstream = changed[0]
         traced = self._coverage.traced.get(str(upstream.name))
-        indexes, estimate = sql.unique_columns(d), load_sql.estimated_rows(d)
-        if traced is None or indexes is None or estimate is None:
+        indexes = sql.unique_columns(d)
+        if traced is None or indexes is None:
             return None
-        table = [d.table(upstream.name)]
-        found = session.query(estimate, table)
-        rows = float(found[0][0]) if found and found[0][0] is not None else -1.0
-        if rows <= 0 or (self.touched or 0) < _SCAN_SHARE * rows:
+        rows = estimated_rows(session, upstream.name)
+        if rows is None or (self.touched or 0) < _SCAN_SHARE * rows:
             return None
         unique: dict[int, set[str]] = {}
-        for index, column in session.query(indexes, table):
+        for index, column in session.query(indexes, [d.table(upstream.name)]):
             unique.setdefault(int(index), set()).add(str(column))
         return upstream if any(c <= set(traced) for c in unique.values()) else None
 
