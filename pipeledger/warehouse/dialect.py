@@ -75,6 +75,10 @@ class Dialect:
     merge_returns_counts: ClassVar[bool]
     #: a statement's WITH may write (``WITH gone AS (DELETE ... RETURNING ...) INSERT``)
     writes_in_with: ClassVar[bool]
+    #: statements without parameters can be sent together, ``;``-separated, in one round
+    #: trip inside the open transaction (a migration's DDL: ~290 statements on a new
+    #: database)
+    runs_scripts: ClassVar[bool]
     #: storage options of a table whose rows get updated: room on each page for a row's new
     #: version (PostgreSQL then updates in place of the page, without a new index entry)
     room_for_updates: ClassVar[str]
@@ -303,6 +307,7 @@ class _Postgres(Dialect):
     proves_keys_by_index = True
     merge_returns_counts = True
     writes_in_with = True
+    runs_scripts = True
     room_for_updates = " WITH (fillfactor = 90)"
     array_params = True
     reads_page_ranges = True
@@ -396,6 +401,7 @@ class _Sqlite(Dialect):
     proves_keys_by_index = False
     merge_returns_counts = False
     writes_in_with = False
+    runs_scripts = False
     room_for_updates = ""
     array_params = False
     reads_page_ranges = False
@@ -584,6 +590,7 @@ class _Duckdb(Dialect):
     proves_keys_by_index = False
     merge_returns_counts = False
     writes_in_with = False
+    runs_scripts = False
     room_for_updates = ""
     array_params = False
     heartbeat_while_loading = False

@@ -76,24 +76,31 @@ def _apply(session: Session, component: str, pending: list[Migration]) -> list[i
         # ... and, once it has them, takes as long as it needs (a ledger's sessions bound
         # their statements: see ``adapters.open_warehouse``)
         session.execute("SET LOCAL statement_timeout = 0")
-    for statement in create_schema(d):
-        session.execute(statement)
-    session.execute(
+    ddl = [
+        *create_schema(d),
         f"CREATE TABLE IF NOT EXISTS {bookkeeping} (component text NOT NULL, "
         "version integer NOT NULL, description text NOT NULL, applied_at timestamptz NOT NULL, "
-        "PRIMARY KEY (component, version))"
+        "PRIMARY KEY (component, version))",
+        *(statement for _, _, statements in pending for statement in statements),
+    ]
+    _run_all(session, ddl)
+    now = datetime.now(UTC)
+    rows = ", ".join([f"({p}, {p}, {p}, {p})"] * len(pending))
+    session.execute(
+        f"INSERT INTO {bookkeeping} (component, version, description, applied_at) VALUES {rows}",
+        [value for v, description, _ in pending for value in (component, v, description, now)],
     )
-    applied: list[int] = []
-    for version, description, statements in pending:
-        for statement in statements:
-            session.execute(statement)
-        session.execute(
-            f"INSERT INTO {bookkeeping} (component, version, description, applied_at) "
-            f"VALUES ({p}, {p}, {p}, {p})",
-            [component, version, description, datetime.now(UTC)],
-        )
-        applied.append(version)
-    return applied
+    return [version for version, _, _ in pending]
+
+
+def _run_all(session: Session, statements: list[str]) -> None:
+    """``statements`` in order, in the session's transaction: in one round trip where the
+    dialect takes a script (a new PostgreSQL database: ~290 statements, 0.05 s less)."""
+    if session.dialect.runs_scripts:
+        session.execute(";\n".join(statements))
+        return
+    for statement in statements:
+        session.execute(statement)
 
 
 def is_migrated(session: Session, component: Component) -> bool:
