@@ -11,7 +11,7 @@ import bench.load
 from bench.common.machine import machine
 from bench.common.orders import SEED
 from bench.common.postgres import LOG_EVERY_STATEMENT, LOG_PREFIX, PROFILES, URL_ENV, server
-from bench.common.process import WORK, compile_bytecode, use_snapshot
+from bench.common.process import WORK, compile_bytecode, drop_cached_libraries, use_snapshot
 from bench.common.results import RESULTS, markers, replace_block
 from bench.load import report, startup
 from bench.load.measure import Database, Measurement, median_of
@@ -54,6 +54,7 @@ def main_loads(args: argparse.Namespace, work: Path, snapshot: str | None) -> No
     with server(args.postgres_url, settings) as measured:
         db = Database(measured.url, measured.cpu, measured.log if args.server_log else None)
         compile_bytecode()
+        drop_cached_libraries()  # peak RSS as an installed tool's, not a fresh venv's
         rounds = []
         for index in range(args.repeat):
             _round_banner(index, args.repeat)

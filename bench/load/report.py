@@ -94,7 +94,11 @@ def _introduction(ms: dict[str, Measurement], data: Dataset, big: Dataset | None
         "(`VmHWM` from `/proc/self/status`, read at its end; for `first-load-cli` GNU "
         "time's maximum resident size; the client only, not the PostgreSQL server), "
         "cross-checked with `ru_maxrss` from `os.wait4` (which also counts the launcher's "
-        "resident size at fork time, so it is a ceiling). "
+        "resident size at fork time, so it is a ceiling). Before the first step the "
+        "venv's shared libraries are written back and dropped from the page cache "
+        "(`bench.common.process.drop_cached_libraries`): libraries pip has just written are "
+        "cached as large folios that a process maps whole, ~30 MB more RSS for the same "
+        "code. "
         "rows/s and us/row use rows read by the step; `x raw COPY` compares with the "
         "1x raw COPY's rows/s; `rows in target` is the target's size before the step.",
     ]

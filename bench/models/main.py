@@ -10,7 +10,7 @@ import bench.models
 from bench.common.machine import machine
 from bench.common.orders import SEED, generate_in_child, incremental_sizes, link_source
 from bench.common.postgres import PROFILES, fresh_database, server
-from bench.common.process import WORK, compile_bytecode, use_snapshot
+from bench.common.process import WORK, compile_bytecode, drop_cached_libraries, use_snapshot
 from bench.common.results import RESULTS
 from bench.models import dbt as dbt_tool
 from bench.models import overhead, report
@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     dbt = dbt_tool.Dbt(None, "", "dbt skipped (--no-dbt)")
     with server(args.postgres_url, DEFAULT_PROFILE) as measured:
         compile_bytecode()
+        drop_cached_libraries()  # peak RSS as an installed tool's, not a fresh venv's
         if args.only is None:
             changed, new = incremental_sizes(args.rows)
             data = generate_in_child(work, args.rows, SEED, changed, new)
