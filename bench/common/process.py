@@ -160,11 +160,10 @@ def drop_cached_libraries() -> list[Path]:
     touches them: ``import pyarrow`` then counts 62-67 MB of file-backed pages in its RSS
     instead of 34 MB, and every step's peak RSS moves by ~30 MB with the age of the venv,
     not with what pipeledger does. Pages that a running process maps stay cached."""
-    import site
     import sysconfig
 
-    roots = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-    roots.update(p for p in site.getsitepackages() if p.startswith(sys.prefix))
+    paths = sysconfig.get_paths()
+    roots = {paths["purelib"], paths["platlib"]}  # the venv's site-packages
     files = [f for root in roots for f in Path(root).rglob("*.so*") if f.is_file()]
     os.sync()
     for file in files:

@@ -29,9 +29,8 @@ def test_a_new_database_gets_every_migration_recorded_once(warehouse_url: str) -
     assert recorded == sorted((name, v) for name, versions in expected.items() for v in versions)
     assert again == [[], []]  # a migrated database applies nothing
     ddl = sum(len(statements) for c in (STATE, LEDGER) for _, _, statements in c.migrations(d))
-    if (
-        d.runs_scripts
-    ):  # per component: lock, settings, the bookkeeping read, one script, one insert
+    # per component: lock, settings, the bookkeeping read, one script, one insert
+    if d.runs_scripts:
         assert ddl > 100 and len(seen) <= 2 * 8
     else:
         assert len(seen) > ddl
